@@ -1,0 +1,99 @@
+// The contract between a suite (bench/<suite>.cpp) and the harness. A suite expands its axes into
+// cases; the harness sets each case up, verifies it once against its reference, and only then times
+// it with Google Benchmark. Adding a benchmark = one bench/<suite>.cpp file + one line in
+// bench/registry.cpp (+ its default axes in harness/suites/<suite>.json).
+#pragma once
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+
+namespace dlb::bench {
+
+using json = nlohmann::json;
+
+// Identity of a case. Its results name is suite/op/device/dtype/key=value/..., and every part is
+// also written as a plain key of the record (the axis names are the keys).
+struct CaseId {
+  std::string suite, op, device, dtype;                // device: "cpu" or "cuda:N"
+  std::vector<std::pair<std::string, json>> params;    // sweep keys in order: size, m, n, k, batch, impl...
+  std::string name() const;
+  CaseId& with(std::string key, json value) {
+    params.emplace_back(std::move(key), std::move(value));
+    return *this;
+  }
+};
+
+// Work of one timed iteration; the harness turns median time into throughput.
+struct Work {
+  double flops = 0;  // floating-point operations (FMA = 2)
+  double bytes = 0;  // bytes moved (for bandwidth cases)
+  double items = 0;  // images (for training cases)
+};
+
+// The throughput key a case is judged by: gflops, gb_per_s or imgs_per_s.
+enum class Metric { gflops, gb_per_s, imgs_per_s };
+
+class Case {
+ public:
+  virtual ~Case() = default;
+  // Allocate and fill inputs. Throw dlb::OutOfMemory when an allocation fails (recorded as
+  // "out of memory", the sweep goes on) or dlb::Unsupported when this machine cannot run the case.
+  virtual void setup() {}
+  // Run once and compare with the reference. Never timed. A failed check is never timed.
+  virtual CheckResult verify() = 0;
+  // One timed iteration. With manual_time() return its seconds as measured on the device (CUDA
+  // events); otherwise the harness times the wall clock and ignores the return value.
+  virtual double run() = 0;
+  virtual bool manual_time() const { return false; }
+  // Fixed iterations per repetition (e.g. 1 for a whole epoch); 0 lets --min-time decide.
+  virtual long iterations() const { return 0; }
+  virtual Work work() const = 0;
+  virtual Metric metric() const = 0;
+  // Extra keys for the record after timing (chosen algorithm, peak_device_bytes, pct_of_peak when
+  // the case knows its own ceiling, ...).
+  virtual void annotate(json& record) const { (void)record; }
+  // Free big buffers before the next case is set up.
+  virtual void teardown() {}
+};
+
+struct CaseSpec {
+  CaseId id;
+  std::function<std::unique_ptr<Case>()> make;
+};
+
+// What the harness hands a suite: the axes after defaults (harness/suites/<suite>.json), --quick and
+// command-line overrides (--sizes -> "size", --batch -> "batch", --dtype -> "dtype") are merged.
+struct SuiteOptions {
+  json axes = json::object();
+  bool quick = false;
+  std::vector<std::string> devices;  // "cpu", "cuda:0", ... (only devices that exist)
+  json extra = json::object();       // free-form flags: "input", "cuda_graph", "peer", ...
+};
+
+struct Suite {
+  std::string name;
+  std::string description;
+  std::function<std::vector<CaseSpec>(const SuiteOptions&)> expand;
+  // Optional: suite-specific tables printed after the run, from the finished records (the
+  // results.json entries with run_type "aggregate" and aggregate_name "median", plus failures).
+  std::function<void(const std::vector<json>& records, std::ostream& out)> summarize;
+};
+
+const std::vector<Suite>& all_suites();
+const Suite* find_suite(const std::string& name);
+
+// Axis helpers for expand(): the axis as a list, or `fallback` when absent.
+std::vector<long long> axis_ints(const SuiteOptions& o, const std::string& key, std::vector<long long> fallback = {});
+std::vector<std::string> axis_strings(const SuiteOptions& o, const std::string& key, std::vector<std::string> fallback = {});
+bool is_gpu(const std::string& device);
+int gpu_index(const std::string& device);  // "cuda:1" -> 1
+
+}  // namespace dlb::bench

@@ -1,0 +1,111 @@
+// `dlbench run` and `dlbench list`.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "bench/case.h"
+#include "harness/commands.h"
+#include "harness/runner.h"
+#include "harness/sweep.h"
+#include "harness/tables.h"
+
+namespace dlb::harness {
+
+namespace {
+struct RunFlags {
+  std::string suite = "lecture", device = "all", out, sizes, batch, dtype, filter, input, peer;
+  bool quick = false, no_report = false, list = false, cuda_graph = false;
+  int repetitions = 0;
+  double min_time = 0;
+};
+
+void add_common(CLI::App* sub, RunFlags& f) {
+  sub->add_option("--suite,-s", f.suite, "Suite(s), comma-separated, or 'all' (default: lecture)");
+  sub->add_option("--device,-d", f.device, "cpu | cuda | cuda:N | all, comma-separated (default: all)");
+  sub->add_flag("--quick,-q", f.quick, "CI scale: small sweeps, fewer repetitions");
+  sub->add_option("--sizes", f.sizes, "Override the size axis, e.g. 512,2048 (transfer: 1MB,256KiB)");
+  sub->add_option("--batch", f.batch, "Override the batch axis, e.g. 64,4,2");
+  sub->add_option("--dtype", f.dtype, "Restrict dtypes: fp32,tf32,fp16,bf16");
+  sub->add_option("--filter", f.filter, "Only cases whose name matches this regular expression");
+  sub->add_option("--input", f.input, "Training input pipeline: pageable | pinned | prefetch | resident | all");
+  sub->add_flag("--cuda-graph", f.cuda_graph, "Capture the GPU training step in a CUDA graph");
+  sub->add_option("--peer", f.peer, "Also run a peer implementation (pytorch) and print it beside ours");
+}
+
+RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
+  RunOptions o;
+  if (f.suite == "all") {
+    o.suites.clear();
+    for (const auto& s : bench::all_suites()) o.suites.push_back(s.name);
+  } else {
+    o.suites = parse_words(f.suite, "--suite");
+  }
+  o.device = f.device;
+  o.quick = f.quick;
+  o.repetitions = f.repetitions;
+  o.min_time = f.min_time;
+  o.out = f.out;
+  o.filter = f.filter;
+  o.report = !f.no_report;
+  o.list_only = f.list;
+  o.argv = argv;
+  const bool units = o.suites.size() == 1 && o.suites[0] == "transfer";
+  if (!f.sizes.empty()) o.overrides["size"] = parse_list(f.sizes, "--sizes", units);
+  if (!f.batch.empty()) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
+  if (!f.dtype.empty()) {
+    auto words = parse_words(f.dtype, "--dtype");
+    for (const auto& w : words) parse_dtype(w);  // UsageError on an unknown name
+    o.overrides["dtype"] = words;
+  }
+  if (!f.input.empty()) {
+    for (const auto& w : parse_words(f.input, "--input"))
+      if (w != "pageable" && w != "pinned" && w != "prefetch" && w != "resident" && w != "all")
+        throw UsageError("--input '" + w + "': unknown mode (expected pageable, pinned, prefetch, resident or all)");
+    o.extra["input"] = parse_words(f.input, "--input");
+  }
+  if (f.cuda_graph) o.extra["cuda_graph"] = true;
+  if (!f.peer.empty()) {
+    if (f.peer != "pytorch") throw UsageError("--peer '" + f.peer + "': unknown peer (expected pytorch)");
+    o.extra["peer"] = f.peer;
+  }
+  return o;
+}
+}  // namespace
+
+void add_run_command(CLI::App& app, int& rc) {
+  auto argv = std::make_shared<std::vector<std::string>>();
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* run = app.add_subcommand("run", "Run suites: verify every case, time it, write results and tables");
+  add_common(run, *f);
+  run->add_option("--repetitions,-r", f->repetitions, "Repetitions per case (default 5, --quick 3)")
+      ->check(CLI::Range(1, 1000));
+  run->add_option("--min-time", f->min_time, "Minimum seconds per repetition (default 0.1, --quick 0.02)")
+      ->check(CLI::Range(1e-6, 3600.0));
+  run->add_option("--out,-o", f->out, "Results folder (default results/<timestamp>-<host>)");
+  run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
+  run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
+  run->callback([f, &rc] {
+    std::vector<std::string> args = {"dlbench", "run"};
+    rc = run_suites(to_options(*f, args));
+  });
+
+  auto lf = std::make_shared<RunFlags>();
+  lf->suite = "";
+  CLI::App* list = app.add_subcommand("list", "List the suites, or the cases one would run (--suite ...)");
+  add_common(list, *lf);
+  list->callback([lf, &rc] {
+    if (lf->suite.empty()) {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& s : bench::all_suites()) rows.push_back({s.name, s.description});
+      print_table(std::cout, {"Suite", "What it measures"}, rows);
+      rc = 0;
+      return;
+    }
+    RunFlags copy = *lf;
+    copy.list = true;
+    rc = run_suites(to_options(copy, {"dlbench", "list"}));
+  });
+}
+
+}  // namespace dlb::harness

@@ -1,0 +1,24 @@
+// The dlbench subcommands. Each one lives in its own cmd_<name>.cpp and adds itself to the CLI11 app;
+// its callback stores the exit code (0 ok, 1 regression / verification failure, 2 bad usage or input).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace dlb::harness {
+
+int cli_main(int argc, char** argv);
+
+void add_run_command(CLI::App& app, int& rc);      // run, list
+void add_info_command(CLI::App& app, int& rc);     // info
+void add_report_command(CLI::App& app, int& rc);   // report
+void add_compare_command(CLI::App& app, int& rc);  // compare, baseline, history
+void add_train_command(CLI::App& app, int& rc);    // train
+
+// Writes the HTML report for `runs` into `out` (reports/report.py); returns its exit code.
+int generate_report(const std::vector<std::string>& runs, const std::string& out);
+
+}  // namespace dlb::harness

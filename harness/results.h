@@ -1,0 +1,39 @@
+// Results on disk, in Google Benchmark's JSON layout: results.json = {"context": fingerprint,
+// "benchmarks": [entries]}; results.jsonl gets every entry appended and flushed as each case finishes,
+// so an interrupted run loses nothing.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dlb::harness {
+
+class ResultsWriter {
+ public:
+  // Creates `dir` (UsageError if it cannot) and starts a fresh results.jsonl there.
+  explicit ResultsWriter(std::string dir);
+  ~ResultsWriter();
+  ResultsWriter(const ResultsWriter&) = delete;
+  ResultsWriter& operator=(const ResultsWriter&) = delete;
+
+  // Appends entries to results.jsonl and flushes them to disk.
+  void append(const std::vector<nlohmann::json>& entries);
+  // Writes results.json (atomically: temp file + rename) from the context and every entry so far.
+  void write_json(const nlohmann::json& context) const;
+
+  const std::string& dir() const { return dir_; }
+  const std::vector<nlohmann::json>& entries() const { return entries_; }
+
+ private:
+  std::string dir_;
+  std::FILE* jsonl_ = nullptr;
+  std::vector<nlohmann::json> entries_;
+};
+
+// Reads results.json (or results.jsonl when only that survived) from a results folder or a file.
+// Throws InputError naming the file when it is missing, truncated or not dlbench/Google Benchmark JSON.
+nlohmann::json load_results(const std::string& path);
+
+}  // namespace dlb::harness

@@ -1,0 +1,53 @@
+// The run loop: expand suites into cases, then per case set up -> verify -> time with Google
+// Benchmark (warm-up, repetitions, more repetitions when noisy) -> append the record at once.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dlb::harness {
+
+struct RunOptions {
+  std::vector<std::string> suites = {"lecture"};
+  std::string device = "all";        // cpu | cuda | cuda:N | all
+  bool quick = false;
+  int repetitions = 0;               // 0: 5, or 3 with --quick
+  double min_time = 0;               // seconds per repetition; 0: 0.1, or 0.02 with --quick
+  double max_cv = 0.05;              // above this coefficient of variation, repetitions are doubled once
+  std::string out;                   // results folder; "" = results/<timestamp>-<host>
+  nlohmann::json overrides = nlohmann::json::object();  // axis overrides from flags
+  nlohmann::json extra = nlohmann::json::object();      // free-form suite flags
+  std::string filter;                // regex on case names
+  bool report = true;                // write the HTML report at the end
+  bool list_only = false;            // print the cases, run nothing
+  std::vector<std::string> argv;
+};
+
+// "cpu" | "cuda" | "cuda:N" | "all" -> the devices that exist. UsageError for unknown or absent ones
+// (except "all", which quietly means cpu when there is no GPU).
+std::vector<std::string> resolve_devices(const std::string& spec, std::string* note = nullptr);
+
+// Default results folder: results/<YYYYmmdd-HHMMSS>-<host>.
+std::string default_out_dir();
+
+// Returns the exit code: 0, 1 if any case failed verification, 130 if interrupted.
+int run_suites(const RunOptions& opts);
+
+// Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) for an iteration of `seconds`
+// doing the given work, and pct_of_peak when `peak` (same unit as the metric) is known (> 0).
+void add_throughput(nlohmann::json& entry, double seconds, double flops, double bytes, double items,
+                    const std::string& metric, double peak);
+
+// This run's ceilings: CPU peaks are measured (kernels/cpu/peak.h), GPU ones come from properties.
+struct Peaks {
+  double cpu_fp32_gflops = 0, cpu_mem_gb_per_s = 0;
+  std::string cpu_fma_isa;
+  int threads = 0;
+  bool measured = false;
+};
+Peaks measure_cpu_peaks();
+// The ceiling for an entry's metric on its device and dtype, or 0 when unknown.
+double peak_for(const nlohmann::json& entry, const std::string& metric, const Peaks& peaks);
+
+}  // namespace dlb::harness

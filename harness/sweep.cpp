@@ -1,0 +1,101 @@
+// Sweep lists and suite axes (see sweep.h).
+#include "harness/sweep.h"
+
+#include <cctype>
+#include <climits>
+
+#include "kernels/common/errors.h"
+
+namespace dlb::harness {
+
+namespace {
+std::string trim(const std::string& s) {
+  std::size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    out.push_back(trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+long long unit_multiplier(std::string u) {
+  for (auto& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (u.empty() || u == "B") return 1;
+  if (u == "K" || u == "KB") return 1000LL;
+  if (u == "M" || u == "MB") return 1000LL * 1000;
+  if (u == "G" || u == "GB") return 1000LL * 1000 * 1000;
+  if (u == "T" || u == "TB") return 1000LL * 1000 * 1000 * 1000;
+  if (u == "KIB") return 1LL << 10;
+  if (u == "MIB") return 1LL << 20;
+  if (u == "GIB") return 1LL << 30;
+  if (u == "TIB") return 1LL << 40;
+  return 0;
+}
+}  // namespace
+
+std::vector<long long> parse_list(const std::string& text, const std::string& flag, bool allow_units,
+                                  long long max_value) {
+  std::vector<long long> out;
+  for (const std::string& item : split(text)) {
+    auto bad = [&](const std::string& why) {
+      return UsageError(flag + ": '" + item + "' " + why);
+    };
+    if (item.empty()) throw UsageError(flag + ": empty value in '" + text + "'");
+    if (item[0] == '-') throw bad("is negative (values must be positive integers)");
+    std::size_t i = 0;
+    if (item[0] == '+') ++i;
+    long long v = 0;
+    std::size_t digits = 0;
+    for (; i < item.size() && std::isdigit(static_cast<unsigned char>(item[i])); ++i, ++digits) {
+      const int d = item[i] - '0';
+      if (v > (LLONG_MAX - d) / 10) throw bad("is too large");
+      v = v * 10 + d;
+    }
+    if (digits == 0) throw bad("is not a number");
+    const std::string unit = item.substr(i);
+    long long mult = 1;
+    if (!unit.empty()) {
+      mult = allow_units ? unit_multiplier(unit) : 0;
+      if (mult == 0)
+        throw bad(allow_units ? "has an unknown unit (use B, KB, MB, GB, KiB, MiB, GiB)" : "is not an integer");
+    }
+    if (v > LLONG_MAX / mult) throw bad("is too large");
+    v *= mult;
+    if (v == 0) throw bad("must be positive");
+    if (max_value > 0 && v > max_value) throw bad("is too large (at most " + std::to_string(max_value) + ")");
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<std::string> parse_words(const std::string& text, const std::string& flag) {
+  std::vector<std::string> out;
+  for (const std::string& w : split(text)) {
+    if (w.empty()) throw UsageError(flag + ": empty value in '" + text + "'");
+    out.push_back(w);
+  }
+  return out;
+}
+
+nlohmann::json suite_axes(const std::string& suite, bool quick, const nlohmann::json& overrides) {
+  nlohmann::json axes = nlohmann::json::object();
+  const auto& files = embedded_suite_files();
+  auto it = files.find(suite);
+  if (it != files.end()) {
+    const auto doc = nlohmann::json::parse(it->second);
+    if (doc.contains("axes")) axes.update(doc.at("axes"));
+    if (quick && doc.contains("quick")) axes.update(doc.at("quick"));
+  }
+  axes.update(overrides);
+  return axes;
+}
+
+}  // namespace dlb::harness

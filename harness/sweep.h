@@ -1,0 +1,25 @@
+// Sweep expansion inputs: lists from the command line (--sizes 512,2048, --batch 64,4,2, sizes with
+// units like 1MB or 256KiB) and the suite axis files (harness/suites/<suite>.json) they override.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dlb::harness {
+
+// "512,2048" -> {512, 2048}. Every value must be a positive integer that fits in 63 bits (and
+// <= `max_value` when given); with `allow_units`, a suffix B, KB, MB, GB, TB (powers of 1000) or
+// KiB, MiB, GiB, TiB (powers of 1024) is accepted. Throws UsageError naming `flag` and the value.
+std::vector<long long> parse_list(const std::string& text, const std::string& flag, bool allow_units = false,
+                                  long long max_value = 0);
+std::vector<std::string> parse_words(const std::string& text, const std::string& flag);
+
+// The axis file of `suite`: {"axes": {...}, "quick": {...}} embedded at configure time.
+const std::map<std::string, std::string>& embedded_suite_files();
+
+// Axes for a run: the file's "axes", overlaid by its "quick" when quick, then by `overrides`.
+nlohmann::json suite_axes(const std::string& suite, bool quick, const nlohmann::json& overrides);
+
+}  // namespace dlb::harness

@@ -1,0 +1,15 @@
+// CPU-only build: the CUDA facts say why there is no GPU backend.
+#include "kernels/common/device.h"
+
+namespace dlb {
+
+const CudaInfo& cuda_info() {
+  static const CudaInfo info = [] {
+    CudaInfo i;
+    i.reason = "dlbench was built without CUDA (nvcc was not found at configure time)";
+    return i;
+  }();
+  return info;
+}
+
+}  // namespace dlb

@@ -1,0 +1,89 @@
+// CUDA helpers (see cuda_util.h).
+#include "kernels/cuda/cuda_util.h"
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+namespace dlb::cuda {
+
+void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line) {
+  if (e == cudaErrorMemoryAllocation) throw OutOfMemory(std::string("device: ") + expr);
+  throw std::runtime_error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+                           ") in " + expr + " at " + file + ":" + std::to_string(line));
+}
+
+namespace {
+std::mutex g_mu;
+std::unordered_map<void*, std::size_t> g_sizes;
+std::atomic<std::size_t> g_current{0}, g_peak{0};
+}  // namespace
+
+void* device_alloc(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error so later calls work
+    throw OutOfMemory("cudaMalloc of " + std::to_string(bytes) + " bytes");
+  }
+  if (e != cudaSuccess) throw_cuda_error(e, "cudaMalloc", __FILE__, __LINE__);
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_sizes[p] = bytes;
+  const std::size_t now = g_current += bytes;
+  std::size_t prev = g_peak.load();
+  while (now > prev && !g_peak.compare_exchange_weak(prev, now)) {
+  }
+  return p;
+}
+
+void device_free(void* p) noexcept {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_sizes.find(p);
+    if (it != g_sizes.end()) {
+      g_current -= it->second;
+      g_sizes.erase(it);
+    }
+  }
+  cudaFree(p);
+}
+
+std::size_t current_device_bytes() { return g_current.load(); }
+std::size_t peak_device_bytes() { return g_peak.load(); }
+void reset_peak_device_bytes() { g_peak.store(g_current.load()); }
+
+bool device_available(std::string* reason) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (reason) *reason = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();
+    return false;
+  }
+  if (n == 0) {
+    if (reason) *reason = "the driver reports 0 CUDA devices";
+    return false;
+  }
+  return true;
+}
+
+EventTimer::EventTimer() {
+  DLB_CUDA_CHECK(cudaEventCreate(&a_));
+  DLB_CUDA_CHECK(cudaEventCreate(&b_));
+}
+EventTimer::~EventTimer() {
+  if (a_) cudaEventDestroy(a_);
+  if (b_) cudaEventDestroy(b_);
+}
+void EventTimer::start(cudaStream_t s) { DLB_CUDA_CHECK(cudaEventRecord(a_, s)); }
+double EventTimer::stop_seconds(cudaStream_t s) {
+  DLB_CUDA_CHECK(cudaEventRecord(b_, s));
+  DLB_CUDA_CHECK(cudaEventSynchronize(b_));
+  float ms = 0;
+  DLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+  return ms * 1e-3;
+}
+
+}  // namespace dlb::cuda

@@ -1,0 +1,59 @@
+// Verification primitives: a right answer passes, a deliberately wrong one fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+
+using namespace dlb;
+
+TEST(Verify, IdenticalIsZero) {
+  std::vector<float> a(100);
+  fill_uniform(a.data(), a.size(), 3);
+  EXPECT_EQ(max_rel_err(a.data(), a.data(), a.size()), 0.0);
+}
+
+TEST(Verify, WrongResultFails) {
+  std::vector<float> ref(256), got(256);
+  fill_uniform(ref.data(), ref.size(), 1);
+  got = ref;
+  got[17] += 0.01f;  // one wrong element, 1% of the scale
+  const auto r = judge(max_rel_err(got.data(), ref.data(), got.size()), default_tolerance(DType::fp32));
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.message.empty());
+}
+
+TEST(Verify, NaNFails) {
+  std::vector<float> ref(8, 1.0f), got(8, 1.0f);
+  got[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(judge(max_rel_err(got.data(), ref.data(), 8), 1e-5).ok);
+}
+
+TEST(Verify, RoundingErrorPasses) {
+  std::vector<double> ref(64);
+  std::vector<float> got(64);
+  for (int i = 0; i < 64; ++i) ref[i] = std::sin(i * 0.1), got[i] = static_cast<float>(ref[i]);
+  EXPECT_TRUE(judge(max_rel_err(got.data(), ref.data(), 64), default_tolerance(DType::fp32)).ok);
+}
+
+TEST(Verify, TolerancePerDtypeIsOrdered) {
+  EXPECT_LT(default_tolerance(DType::fp32), default_tolerance(DType::tf32));
+  EXPECT_LT(default_tolerance(DType::tf32), default_tolerance(DType::bf16));
+  EXPECT_EQ(default_tolerance(DType::fp16), default_tolerance(DType::bf16));
+}
+
+TEST(Verify, DtypeNames) {
+  for (auto t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16}) EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  EXPECT_THROW(parse_dtype("fp8"), UsageError);
+}
+
+TEST(Verify, FillIsDeterministicAndBounded) {
+  std::vector<float> a(1000), b(1000);
+  fill_uniform(a.data(), a.size(), 42);
+  fill_uniform(b.data(), b.size(), 42);
+  EXPECT_EQ(a, b);
+  for (float v : a) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
+}
