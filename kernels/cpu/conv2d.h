@@ -1,0 +1,44 @@
+// Conv2d on the CPU: the shape every backend shares, the direct reference (fp64 accumulation) and
+// the fast path (im2col + OpenBLAS sgemm). Layouts are PyTorch's: activations NCHW, filters KCRS
+// (out channels, in channels, rows, cols). A ConvTranspose2d is the backward-data of the conv whose
+// c/k are its out/in channels, so models reuse these for transposed convolutions.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace dlb {
+
+struct Conv2dShape {
+  int n = 1, c = 1, h = 1, w = 1;  // input: batch, channels, height, width
+  int k = 1, r = 1, s = 1;         // output channels, filter rows, filter cols
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
+  int p() const { return (h + 2 * pad_h - r) / stride_h + 1; }  // output height
+  int q() const { return (w + 2 * pad_w - s) / stride_w + 1; }  // output width
+  bool valid() const;                                           // positive dims, output >= 1x1
+  // One forward pass: n*k*p*q outputs, each c*r*s FMAs = 2 flops. Backward-data and -filter do the same.
+  double flops() const { return 2.0 * n * k * p() * q() * c * r * s; }
+  std::size_t x_size() const { return std::size_t(n) * c * h * w; }
+  std::size_t w_size() const { return std::size_t(k) * c * r * s; }
+  std::size_t y_size() const { return std::size_t(n) * k * p() * q(); }
+  std::string str() const;  // "n64_c3_h32_w32_k128_r5_s5_p0_u1"
+};
+
+namespace cpu {
+
+// Reference: direct loops, fp64 accumulation. Outputs are overwritten.
+void conv2d_forward_direct(const Conv2dShape& sh, const float* x, const float* w, const float* bias, double* y);
+void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const float* w, double* dx);
+void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, double* dw, double* db);
+
+// Fast: im2col + sgemm (OpenBLAS threads inside the GEMM). `ws` is resized as needed and can be
+// reused across calls. bias / db may be null. Outputs are overwritten (dw, db too: not accumulated).
+void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                           std::vector<float>& ws);
+void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
+                                 std::vector<float>& ws);
+void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                   std::vector<float>& ws);
+
+}  // namespace cpu
+}  // namespace dlb
