@@ -55,6 +55,8 @@ class Case {
   virtual bool manual_time() const { return false; }
   // Fixed iterations per repetition (e.g. 1 for a whole epoch); 0 lets --min-time decide.
   virtual long iterations() const { return 0; }
+  // Repetitions this case wants when the user gave no --repetitions (e.g. 1 for a 30 s epoch); 0: default.
+  virtual int repetitions() const { return 0; }
   virtual Work work() const = 0;
   virtual Metric metric() const = 0;
   // Extra keys for the record after timing (chosen algorithm, peak_device_bytes, pct_of_peak when

@@ -325,9 +325,10 @@ int run_suites(const RunOptions& opts) {
           benchmark::ClearRegisteredBenchmarks();
           return col.runs_;
         };
-        auto runs = time_it(reps);
+        const int r0 = opts.repetitions == 0 && c->repetitions() > 0 ? c->repetitions() : reps;
+        auto runs = time_it(r0);
         // Noise-aware: a noisy first pass is redone once with twice the repetitions.
-        if (!opts.quick && reps < 20 && cv_of_iterations(runs) > opts.max_cv) runs = time_it(std::min(20, 2 * reps));
+        if (!opts.quick && r0 > 1 && r0 < 20 && cv_of_iterations(runs) > opts.max_cv) runs = time_it(std::min(20, 2 * r0));
         for (const auto& r : runs) {
           json e = base;
           const bool agg = r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate;
