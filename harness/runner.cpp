@@ -169,6 +169,114 @@ void add_throughput(json& e, double seconds, double flops, double bytes, double 
   if (peak > 0) e["pct_of_peak"] = 100.0 * v / peak;
 }
 
+std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const TimingPolicy& policy, const Peaks& peaks,
+                           json& record) {
+  json base = base_entry(spec.id, index);
+  std::vector<json> entries;
+  std::unique_ptr<Case> c;
+  try {
+    c = spec.make();
+    c->setup();
+    const CheckResult chk = c->verify();
+    base["verified"] = chk.ok;
+    base["max_rel_err"] = chk.max_rel_err;
+    base["tolerance"] = chk.tolerance;
+    if (!chk.ok) {
+      record = failure_entry(base, "verification failed: " + chk.message);
+      entries.push_back(record);
+    } else {
+      const std::string metric = metric_key(c->metric());
+      const bench::Work w = c->work();
+      const bool manual = c->manual_time();
+      const std::string fn = spec.id.name();
+      auto time_it = [&](int r) {
+        Collector col;
+        Case* cp = c.get();
+        auto* b = benchmark::RegisterBenchmark(fn.c_str(), [cp, manual](benchmark::State& st) {
+          for (auto _ : st) {
+            try {
+              const double s = cp->run();
+              if (manual) st.SetIterationTime(s);
+            } catch (const std::exception& e) {
+              st.SkipWithError(e.what());
+              break;
+            }
+          }
+        });
+        b->Repetitions(r)->Unit(benchmark::kMicrosecond);
+        if (manual) b->UseManualTime();
+        else b->UseRealTime();
+        if (c->iterations() > 0) b->Iterations(c->iterations());
+        else b->MinTime(policy.min_time)->MinWarmUpTime(std::min(0.05, policy.min_time));
+        benchmark::RunSpecifiedBenchmarks(&col);
+        benchmark::ClearRegisteredBenchmarks();
+        return col.runs_;
+      };
+      const int r0 = !policy.repetitions_given && c->repetitions() > 0 ? c->repetitions() : policy.repetitions;
+      auto runs = time_it(r0);
+      // Noise-aware: a noisy first pass is redone once with twice the repetitions.
+      if (policy.retry_noisy && r0 > 1 && r0 < 20 && cv_of_iterations(runs) > policy.max_cv) runs = time_it(std::min(20, 2 * r0));
+      for (const auto& r : runs) {
+        json e = base;
+        const bool agg = r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate;
+        e["name"] = agg ? fn + "_" + r.aggregate_name : fn;
+        e["run_type"] = agg ? "aggregate" : "iteration";
+        e["repetitions"] = r.repetitions;
+        if (agg) {
+          e["aggregate_name"] = r.aggregate_name;
+          e["aggregate_unit"] = r.aggregate_unit == benchmark::kPercentage ? "percentage" : "time";
+        } else {
+          e["repetition_index"] = r.repetition_index;
+        }
+        e["iterations"] = r.iterations;
+        e["real_time"] = r.GetAdjustedRealTime();
+        e["cpu_time"] = r.GetAdjustedCPUTime();
+        e["time_unit"] = "us";
+        if (r.error_occurred) {
+          e["error_occurred"] = true;
+          e["error_message"] = r.error_message;
+        } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
+          add_throughput(e, r.GetAdjustedRealTime() * 1e-6, w.flops, w.bytes, w.items, metric,
+                         peak_for(e, metric, peaks));
+        }
+        c->annotate(e);
+        entries.push_back(e);
+      }
+      // The case's record for tables: the median, or the only repetition.
+      for (const auto& e : entries)
+        if (e.value("aggregate_name", "") == "median") record = e;
+      if (record.is_null() && !entries.empty()) record = entries.front();
+    }
+  } catch (const OutOfMemory& e) {
+    record = failure_entry(base, e.what());
+    record["error"] = "out of memory";
+    record["verified"] = false;
+    entries = {record};
+  } catch (const Unsupported& e) {
+    record = failure_entry(base, std::string("skipped: ") + e.what());
+    record["skipped"] = e.what();
+    entries = {record};
+  } catch (const std::exception& e) {
+    record = failure_entry(base, e.what());
+    record["verified"] = false;
+    entries = {record};
+  }
+  if (c) {
+    try {
+      c->teardown();
+    } catch (...) {
+    }
+  }
+  c.reset();
+  if (c) {
+    try {
+      c->teardown();
+    } catch (...) {
+    }
+  }
+  return entries;
+}
+
 std::vector<std::string> resolve_devices(const std::string& spec, std::string* note) {
   const CudaInfo& cu = cuda_info();
   std::vector<std::string> out;
@@ -247,8 +355,12 @@ int run_suites(const RunOptions& opts) {
     for (const auto& [s, c] : cases) std::cout << c.id.name() << "\n";
     return 0;
   }
-  const int reps = opts.repetitions > 0 ? opts.repetitions : (opts.quick ? 3 : 5);
-  const double min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
+  TimingPolicy policy;
+  policy.repetitions = opts.repetitions > 0 ? opts.repetitions : (opts.quick ? 3 : 5);
+  policy.repetitions_given = opts.repetitions > 0;
+  policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
+  policy.max_cv = opts.max_cv;
+  policy.retry_noisy = !opts.quick;
   ResultsWriter writer(opts.out.empty() ? default_out_dir() : opts.out);
 
   // 2. Context: fingerprint + measured peaks.
@@ -265,7 +377,7 @@ int run_suites(const RunOptions& opts) {
                         {"threads", peaks.threads}};
   }
   context["run"] = {{"suites", opts.suites},     {"devices", devices},   {"quick", opts.quick},
-                    {"repetitions", reps},       {"min_time_s", min_time}, {"filter", opts.filter},
+                    {"repetitions", policy.repetitions}, {"min_time_s", policy.min_time}, {"filter", opts.filter},
                     {"cases", cases.size()},     {"interrupted", false}};
   writer.write_json(context);
 
@@ -281,108 +393,11 @@ int run_suites(const RunOptions& opts) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (g_interrupted.load()) break;
     const auto& [suite_name, spec] = cases[i];
-    json base = base_entry(spec.id, i);
     std::cerr << progress_prefix(i, cases.size()) << spec.id.name() << " " << std::flush;
-    std::vector<json> entries;
     json record;
-    std::unique_ptr<Case> c;
-    try {
-      c = spec.make();
-      c->setup();
-      const CheckResult chk = c->verify();
-      base["verified"] = chk.ok;
-      base["max_rel_err"] = chk.max_rel_err;
-      base["tolerance"] = chk.tolerance;
-      if (!chk.ok) {
-        ++failed;
-        record = failure_entry(base, "verification failed: " + chk.message);
-        entries.push_back(record);
-      } else {
-        const std::string metric = metric_key(c->metric());
-        const bench::Work w = c->work();
-        const bool manual = c->manual_time();
-        const std::string fn = spec.id.name();
-        auto time_it = [&](int r) {
-          Collector col;
-          Case* cp = c.get();
-          auto* b = benchmark::RegisterBenchmark(fn.c_str(), [cp, manual](benchmark::State& st) {
-            for (auto _ : st) {
-              try {
-                const double s = cp->run();
-                if (manual) st.SetIterationTime(s);
-              } catch (const std::exception& e) {
-                st.SkipWithError(e.what());
-                break;
-              }
-            }
-          });
-          b->Repetitions(r)->Unit(benchmark::kMicrosecond);
-          if (manual) b->UseManualTime();
-          else b->UseRealTime();
-          if (c->iterations() > 0) b->Iterations(c->iterations());
-          else b->MinTime(min_time)->MinWarmUpTime(std::min(0.05, min_time));
-          benchmark::RunSpecifiedBenchmarks(&col);
-          benchmark::ClearRegisteredBenchmarks();
-          return col.runs_;
-        };
-        const int r0 = opts.repetitions == 0 && c->repetitions() > 0 ? c->repetitions() : reps;
-        auto runs = time_it(r0);
-        // Noise-aware: a noisy first pass is redone once with twice the repetitions.
-        if (!opts.quick && r0 > 1 && r0 < 20 && cv_of_iterations(runs) > opts.max_cv) runs = time_it(std::min(20, 2 * r0));
-        for (const auto& r : runs) {
-          json e = base;
-          const bool agg = r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate;
-          e["name"] = agg ? fn + "_" + r.aggregate_name : fn;
-          e["run_type"] = agg ? "aggregate" : "iteration";
-          e["repetitions"] = r.repetitions;
-          if (agg) {
-            e["aggregate_name"] = r.aggregate_name;
-            e["aggregate_unit"] = r.aggregate_unit == benchmark::kPercentage ? "percentage" : "time";
-          } else {
-            e["repetition_index"] = r.repetition_index;
-          }
-          e["iterations"] = r.iterations;
-          e["real_time"] = r.GetAdjustedRealTime();
-          e["cpu_time"] = r.GetAdjustedCPUTime();
-          e["time_unit"] = "us";
-          if (r.error_occurred) {
-            e["error_occurred"] = true;
-            e["error_message"] = r.error_message;
-          } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
-            add_throughput(e, r.GetAdjustedRealTime() * 1e-6, w.flops, w.bytes, w.items, metric,
-                           peak_for(e, metric, peaks));
-          }
-          c->annotate(e);
-          entries.push_back(e);
-        }
-        // The case's record for tables: the median, or the only repetition.
-        for (const auto& e : entries)
-          if (e.value("aggregate_name", "") == "median") record = e;
-        if (record.is_null() && !entries.empty()) record = entries.front();
-        if (record.value("error_occurred", false)) ++failed;
-      }
-    } catch (const OutOfMemory& e) {
-      record = failure_entry(base, e.what());
-      record["error"] = "out of memory";
-      record["verified"] = false;
-      entries = {record};
-    } catch (const Unsupported& e) {
-      record = failure_entry(base, std::string("skipped: ") + e.what());
-      record["skipped"] = e.what();
-      entries = {record};
-    } catch (const std::exception& e) {
+    const auto entries = run_case(spec, i, policy, peaks, record);
+    if (record.value("error_occurred", false) && !record.contains("skipped") && record.value("error", "") != "out of memory")
       ++failed;
-      record = failure_entry(base, e.what());
-      record["verified"] = false;
-      entries = {record};
-    }
-    if (c) {
-      try {
-        c->teardown();
-      } catch (...) {
-      }
-    }
-    c.reset();
     writer.append(entries);
     writer.write_json(context);
     summary[suite_name].push_back(record);

@@ -6,6 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace dlb::bench {
+struct CaseSpec;
+}
+
 namespace dlb::harness {
 
 struct RunOptions {
@@ -30,6 +34,23 @@ std::vector<std::string> resolve_devices(const std::string& spec, std::string* n
 
 // Default results folder: results/<YYYYmmdd-HHMMSS>-<host>.
 std::string default_out_dir();
+
+// How a case is timed: Google Benchmark repetitions of at least min_time seconds each; a first pass
+// whose coefficient of variation exceeds max_cv is redone once with twice the repetitions.
+struct TimingPolicy {
+  int repetitions = 5;
+  bool repetitions_given = false;  // the user's --repetitions beats Case::repetitions()
+  double min_time = 0.1;
+  double max_cv = 0.05;
+  bool retry_noisy = true;
+};
+
+struct Peaks;
+// One case end to end: make, set up, verify (a failure is recorded and never timed), time, build its
+// entries (per repetition + aggregates, or one failure entry). `record` receives the case's summary
+// entry (its median). Never throws for a case's own failure (out of memory, unsupported, errors).
+std::vector<nlohmann::json> run_case(const bench::CaseSpec& spec, std::size_t index, const TimingPolicy& policy,
+                                     const Peaks& peaks, nlohmann::json& record);
 
 // Returns the exit code: 0, 1 if any case failed verification, 130 if interrupted.
 int run_suites(const RunOptions& opts);
