@@ -23,6 +23,7 @@
 #include "harness/sweep.h"
 #include "harness/tables.h"
 #include "kernels/common/device.h"
+#include "kernels/common/gpu_probe.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
@@ -375,6 +376,17 @@ int run_suites(const RunOptions& opts) {
                         {"cpu_mem_gb_per_s", peaks.cpu_mem_gb_per_s},
                         {"cpu_fma_isa", peaks.cpu_fma_isa},
                         {"threads", peaks.threads}};
+  }
+  // GPU ceilings: theoretical ones are in context.cuda.gpus; add what cuBLAS measures on each GPU used.
+  for (const auto& d : devices) {
+    if (!bench::is_gpu(d)) continue;
+    try {
+      const auto m = measure_gpu_peaks(bench::gpu_index(d));
+      context["peaks"]["gpus"][d] = {{"cublas_sgemm_gflops", m.cublas_sgemm_gflops},
+                                     {"cublas_hgemm_tc_gflops", m.cublas_hgemm_tc_gflops}};
+    } catch (const std::exception& e) {
+      context["peaks"]["gpus"][d] = {{"error", e.what()}};
+    }
   }
   context["run"] = {{"suites", opts.suites},     {"devices", devices},   {"quick", opts.quick},
                     {"repetitions", policy.repetitions}, {"min_time_s", policy.min_time}, {"filter", opts.filter},

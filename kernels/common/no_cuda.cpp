@@ -1,5 +1,6 @@
 // CPU-only build: the CUDA facts say why there is no GPU backend.
 #include "kernels/common/device.h"
+#include "kernels/common/gpu_probe.h"
 
 namespace dlb {
 
@@ -11,5 +12,7 @@ const CudaInfo& cuda_info() {
   }();
   return info;
 }
+
+GpuMeasuredPeaks measure_gpu_peaks(int) { return {}; }
 
 }  // namespace dlb
