@@ -1,0 +1,356 @@
+// Conv2d on the CPU (declared in conv2d.h): the direct reference in fp64, then the fast im2col +
+// OpenBLAS sgemm paths for forward, backward-data and backward-filter.
+//
+// Napkin math (lecture conv1 at batch 64: n64 c3 32x32 k128 5x5 -> 28x28):
+//   flops = 2*n*k*p*q*c*r*s = 2*64*128*784*75 = 0.96 GFLOP per direction;
+//   im2col buffer = c*r*s x n*p*q floats = 75 x 50176 = 15 MB (written once, read once by the GEMM).
+// The GEMM is the whole cost when c*r*s is large; for conv1 (c*r*s = 75) the im2col copy and the
+// NCHW scatter are a visible part, so they are written as contiguous row copies.
+//
+// Fast-path layout: the batch is processed in chunks of `nb` images, and one GEMM covers the whole
+// chunk (GEMM N = nb*p*q), which is what makes small layers (conv2: 16 x 3200 x 100 per image) fast:
+//   col   [c*r*s][nb*p*q]   column index = image*p*q + output pixel
+//   ybuf  [k][nb*p*q]       the GEMM output, scattered to NCHW afterwards (+ bias)
+// When nb == 1 the GEMM writes straight into y / reads straight from dy.
+#include "kernels/cpu/conv2d.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "kernels/common/errors.h"
+
+namespace dlb {
+
+bool Conv2dShape::valid() const {
+  if (n < 1 || c < 1 || h < 1 || w < 1 || k < 1 || r < 1 || s < 1) return false;
+  if (pad_h < 0 || pad_w < 0 || stride_h < 1 || stride_w < 1) return false;
+  if (h + 2 * pad_h < r || w + 2 * pad_w < s) return false;  // output would be < 1x1
+  return p() >= 1 && q() >= 1;
+}
+
+std::string Conv2dShape::str() const {
+  std::ostringstream o;
+  o << "n" << n << "_c" << c << "_h" << h << "_w" << w << "_k" << k << "_r" << r << "_s" << s << "_p" << pad_h;
+  if (pad_w != pad_h) o << "x" << pad_w;
+  o << "_u" << stride_h;
+  if (stride_w != stride_h) o << "x" << stride_w;
+  return o.str();
+}
+
+namespace cpu {
+namespace {
+
+void check_shape(const Conv2dShape& sh) {
+  if (!sh.valid()) throw UsageError("conv2d: invalid shape " + sh.str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference: direct loops, fp64 accumulation.
+// ---------------------------------------------------------------------------------------------
+}  // namespace
+
+void conv2d_forward_direct(const Conv2dShape& sh, const float* x, const float* w, const float* bias, double* y) {
+  check_shape(sh);
+  const int P = sh.p(), Q = sh.q();
+  for (int n = 0; n < sh.n; ++n)
+    for (int k = 0; k < sh.k; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          double acc = bias ? bias[k] : 0.0;
+          for (int c = 0; c < sh.c; ++c)
+            for (int r = 0; r < sh.r; ++r) {
+              const int ih = p * sh.stride_h - sh.pad_h + r;
+              if (ih < 0 || ih >= sh.h) continue;
+              for (int s = 0; s < sh.s; ++s) {
+                const int iw = q * sh.stride_w - sh.pad_w + s;
+                if (iw < 0 || iw >= sh.w) continue;
+                acc += double(x[((std::size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw]) *
+                       double(w[((std::size_t(k) * sh.c + c) * sh.r + r) * sh.s + s]);
+              }
+            }
+          y[((std::size_t(n) * sh.k + k) * P + p) * Q + q] = acc;
+        }
+}
+
+void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const float* w, double* dx) {
+  check_shape(sh);
+  const int P = sh.p(), Q = sh.q();
+  std::fill(dx, dx + sh.x_size(), 0.0);
+  for (int n = 0; n < sh.n; ++n)
+    for (int k = 0; k < sh.k; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          const double g = dy[((std::size_t(n) * sh.k + k) * P + p) * Q + q];
+          for (int c = 0; c < sh.c; ++c)
+            for (int r = 0; r < sh.r; ++r) {
+              const int ih = p * sh.stride_h - sh.pad_h + r;
+              if (ih < 0 || ih >= sh.h) continue;
+              for (int s = 0; s < sh.s; ++s) {
+                const int iw = q * sh.stride_w - sh.pad_w + s;
+                if (iw < 0 || iw >= sh.w) continue;
+                dx[((std::size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw] +=
+                    g * double(w[((std::size_t(k) * sh.c + c) * sh.r + r) * sh.s + s]);
+              }
+            }
+        }
+}
+
+void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, double* dw, double* db) {
+  check_shape(sh);
+  const int P = sh.p(), Q = sh.q();
+  std::fill(dw, dw + sh.w_size(), 0.0);
+  if (db) std::fill(db, db + sh.k, 0.0);
+  for (int n = 0; n < sh.n; ++n)
+    for (int k = 0; k < sh.k; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          const double g = dy[((std::size_t(n) * sh.k + k) * P + p) * Q + q];
+          if (db) db[k] += g;
+          for (int c = 0; c < sh.c; ++c)
+            for (int r = 0; r < sh.r; ++r) {
+              const int ih = p * sh.stride_h - sh.pad_h + r;
+              if (ih < 0 || ih >= sh.h) continue;
+              for (int s = 0; s < sh.s; ++s) {
+                const int iw = q * sh.stride_w - sh.pad_w + s;
+                if (iw < 0 || iw >= sh.w) continue;
+                dw[((std::size_t(k) * sh.c + c) * sh.r + r) * sh.s + s] +=
+                    g * double(x[((std::size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw]);
+              }
+            }
+        }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast paths: im2col + sgemm over a chunk of images.
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+// Upper bound for the im2col buffer (floats): 16 Mi floats = 64 MiB. Bigger batches are chunked;
+// a chunk never has fewer than one image.
+constexpr std::size_t kMaxColFloats = std::size_t(16) << 20;
+
+int chunk_images(const Conv2dShape& sh) {
+  const std::size_t per_image = std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q();
+  const std::size_t nb = std::max<std::size_t>(1, kMaxColFloats / std::max<std::size_t>(1, per_image));
+  return int(std::min<std::size_t>(nb, std::size_t(sh.n)));
+}
+
+void ensure(std::vector<float>& ws, std::size_t n) {
+  if (ws.size() >= n) return;
+  try {
+    ws.resize(n);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("conv2d workspace of " + std::to_string(n * sizeof(float)) + " bytes");
+  }
+}
+
+// 1x1 filter, stride 1, no padding: the image itself is the im2col matrix.
+bool is_pointwise(const Conv2dShape& sh) {
+  return sh.r == 1 && sh.s == 1 && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0;
+}
+
+// Valid output range [lo, hi) along one axis for filter tap `t`: out index o reads in = o*u - pad + t.
+inline void valid_range(int t, int pad, int u, int in, int out, int& lo, int& hi) {
+  // in >= 0  <=>  o >= (pad - t) / u (rounded up);  in < in_size  <=>  o <= (in - 1 + pad - t) / u
+  const int a = pad - t;
+  lo = a <= 0 ? 0 : (a + u - 1) / u;
+  const int b = in - 1 + pad - t;
+  hi = b < 0 ? 0 : std::min(out, b / u + 1);
+  if (lo > hi) lo = hi;
+}
+
+// col[(c*R + r)*S + s][img*PQ + p*Q + q] = x[img][c][p*u - pad + r][q*u - pad + s] (0 outside).
+// Rows are written contiguously; along q the copy is a memcpy when stride_w == 1.
+void im2col(const Conv2dShape& sh, const float* x, int nb, float* col) {
+  const int P = sh.p(), Q = sh.q(), H = sh.h, W = sh.w;
+  const std::size_t PQ = std::size_t(P) * Q, ld = PQ * nb;
+  for (int c = 0; c < sh.c; ++c)
+    for (int r = 0; r < sh.r; ++r) {
+      int p0, p1;
+      valid_range(r, sh.pad_h, sh.stride_h, H, P, p0, p1);
+      for (int s = 0; s < sh.s; ++s) {
+        int q0, q1;
+        valid_range(s, sh.pad_w, sh.stride_w, W, Q, q0, q1);
+        float* row = col + (std::size_t(c * sh.r + r) * sh.s + s) * ld;
+        for (int i = 0; i < nb; ++i) {
+          const float* xc = x + (std::size_t(i) * sh.c + c) * H * W;
+          float* dst = row + i * PQ;
+          if (p0 > 0) std::memset(dst, 0, sizeof(float) * std::size_t(p0) * Q);
+          for (int p = p0; p < p1; ++p) {
+            float* d = dst + std::size_t(p) * Q;
+            const float* src = xc + std::size_t(p * sh.stride_h - sh.pad_h + r) * W - sh.pad_w + s;
+            for (int q = 0; q < q0; ++q) d[q] = 0.f;
+            if (sh.stride_w == 1) {
+              if (q1 > q0) std::memcpy(d + q0, src + q0, sizeof(float) * (q1 - q0));
+            } else {
+              const int u = sh.stride_w;
+              for (int q = q0; q < q1; ++q) d[q] = src[q * u];
+            }
+            for (int q = q1; q < Q; ++q) d[q] = 0.f;
+          }
+          if (p1 < P) std::memset(dst + std::size_t(p1) * Q, 0, sizeof(float) * std::size_t(P - p1) * Q);
+        }
+      }
+    }
+}
+
+// The adjoint of im2col: dx[img][c][ih][iw] += col[...] over every (r, s) tap. dx is zeroed first.
+void col2im(const Conv2dShape& sh, const float* col, int nb, float* dx) {
+  const int P = sh.p(), Q = sh.q(), H = sh.h, W = sh.w;
+  const std::size_t PQ = std::size_t(P) * Q, ld = PQ * nb;
+  std::memset(dx, 0, sizeof(float) * std::size_t(nb) * sh.c * H * W);
+  for (int i = 0; i < nb; ++i)
+    for (int c = 0; c < sh.c; ++c) {
+      float* xc = dx + (std::size_t(i) * sh.c + c) * H * W;  // one plane stays in L1/L2 for all taps
+      for (int r = 0; r < sh.r; ++r) {
+        int p0, p1;
+        valid_range(r, sh.pad_h, sh.stride_h, H, P, p0, p1);
+        for (int s = 0; s < sh.s; ++s) {
+          int q0, q1;
+          valid_range(s, sh.pad_w, sh.stride_w, W, Q, q0, q1);
+          const float* src = col + (std::size_t(c * sh.r + r) * sh.s + s) * ld + i * PQ;
+          for (int p = p0; p < p1; ++p) {
+            float* d = xc + std::size_t(p * sh.stride_h - sh.pad_h + r) * W - sh.pad_w + s;
+            const float* g = src + std::size_t(p) * Q;
+            if (sh.stride_w == 1) {
+              for (int q = q0; q < q1; ++q) d[q] += g[q];
+            } else {
+              const int u = sh.stride_w;
+              for (int q = q0; q < q1; ++q) d[q * u] += g[q];
+            }
+          }
+        }
+      }
+    }
+}
+
+}  // namespace
+
+void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                           std::vector<float>& ws) {
+  check_shape(sh);
+  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
+  const bool pw = is_pointwise(sh);
+  const int nb = pw ? 1 : chunk_images(sh);
+  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
+  const std::size_t ybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
+  ensure(ws, col_sz + ybuf_sz);
+  float* col = ws.data();
+  float* ybuf = ws.data() + col_sz;
+  for (int i0 = 0; i0 < sh.n; i0 += nb) {
+    const int m = std::min(nb, sh.n - i0);
+    const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
+    float* yi = y + std::size_t(i0) * K * PQ;
+    const float* b;
+    if (pw) {
+      b = xi;
+    } else {
+      im2col(sh, xi, m, col);
+      b = col;
+    }
+    const std::size_t ncols = PQ * m;
+    // [K x CRS] * [CRS x m*PQ] -> [K x m*PQ]
+    float* out = m > 1 ? ybuf : yi;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, int(ncols), CRS, 1.0f, w, CRS, b, int(ncols), 0.0f,
+                out, int(ncols));
+    if (m > 1 || bias) {
+      // Scatter [K][m][PQ] -> [m][K][PQ] (+ bias); in place when m == 1.
+      for (int i = 0; i < m; ++i)
+        for (int k = 0; k < K; ++k) {
+          const float* src = out + std::size_t(k) * ncols + i * PQ;
+          float* dst = yi + (std::size_t(i) * K + k) * PQ;
+          const float bk = bias ? bias[k] : 0.f;
+          if (src == dst) {
+            for (std::size_t j = 0; j < PQ; ++j) dst[j] += bk;
+          } else {
+            for (std::size_t j = 0; j < PQ; ++j) dst[j] = src[j] + bk;
+          }
+        }
+    }
+  }
+}
+
+void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
+                                 std::vector<float>& ws) {
+  check_shape(sh);
+  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
+  const bool pw = is_pointwise(sh);
+  const int nb = pw ? 1 : chunk_images(sh);
+  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
+  const std::size_t dybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
+  ensure(ws, col_sz + dybuf_sz);
+  float* col = ws.data();
+  float* dybuf = ws.data() + col_sz;
+  for (int i0 = 0; i0 < sh.n; i0 += nb) {
+    const int m = std::min(nb, sh.n - i0);
+    const float* dyi = dy + std::size_t(i0) * K * PQ;
+    float* dxi = dx + std::size_t(i0) * sh.c * sh.h * sh.w;
+    const std::size_t ncols = PQ * m;
+    const float* a = dyi;
+    if (m > 1) {  // gather [m][K][PQ] -> [K][m*PQ]
+      for (int i = 0; i < m; ++i)
+        for (int k = 0; k < K; ++k)
+          std::memcpy(dybuf + std::size_t(k) * ncols + i * PQ, dyi + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
+      a = dybuf;
+    }
+    // [CRS x K] = W^T, times [K x m*PQ] -> dcol [CRS x m*PQ]
+    float* out = pw ? dxi : col;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CRS, int(ncols), K, 1.0f, w, CRS, a, int(ncols), 0.0f, out,
+                int(ncols));
+    if (!pw) col2im(sh, col, m, dxi);
+  }
+}
+
+void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                   std::vector<float>& ws) {
+  check_shape(sh);
+  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
+  const bool pw = is_pointwise(sh);
+  const int nb = pw ? 1 : chunk_images(sh);
+  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
+  const std::size_t dybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
+  ensure(ws, col_sz + dybuf_sz);
+  float* col = ws.data();
+  float* dybuf = ws.data() + col_sz;
+  if (db) std::fill(db, db + K, 0.f);
+  for (int i0 = 0; i0 < sh.n; i0 += nb) {
+    const int m = std::min(nb, sh.n - i0);
+    const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
+    const float* dyi = dy + std::size_t(i0) * K * PQ;
+    const std::size_t ncols = PQ * m;
+    const float* a = dyi;
+    if (m > 1) {
+      for (int i = 0; i < m; ++i)
+        for (int k = 0; k < K; ++k)
+          std::memcpy(dybuf + std::size_t(k) * ncols + i * PQ, dyi + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
+      a = dybuf;
+    }
+    if (db) {
+      for (int i = 0; i < m; ++i)
+        for (int k = 0; k < K; ++k) {
+          const float* g = dyi + (std::size_t(i) * K + k) * PQ;
+          float acc = 0.f;
+          for (std::size_t j = 0; j < PQ; ++j) acc += g[j];
+          db[k] += acc;
+        }
+    }
+    const float* b = xi;
+    if (!pw) {
+      im2col(sh, xi, m, col);
+      b = col;
+    }
+    // dW [K x CRS] (+)= dY [K x m*PQ] * col^T [m*PQ x CRS]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, CRS, int(ncols), 1.0f, a, int(ncols), b, int(ncols),
+                i0 == 0 ? 0.0f : 1.0f, dw, CRS);
+  }
+}
+
+}  // namespace cpu
+}  // namespace dlb

@@ -1,0 +1,201 @@
+// Conv2d on the CPU: every im2col fast path against the fp64 direct reference over shapes with
+// padding, stride, odd sizes, c = 1, 1x1 filters and batches 1..3; the verification catches a
+// deliberately wrong output; invalid shapes are rejected.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+#include "kernels/cpu/conv2d.h"
+
+using namespace dlb;
+
+namespace {
+
+Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int pad = 0, int stride = 1) {
+  Conv2dShape sh;
+  sh.n = n, sh.c = c, sh.h = h, sh.w = w, sh.k = k, sh.r = r, sh.s = s;
+  sh.pad_h = sh.pad_w = pad;
+  sh.stride_h = sh.stride_w = stride;
+  return sh;
+}
+
+struct Data {
+  std::vector<float> x, w, b, dy;
+  explicit Data(const Conv2dShape& sh) : x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size()) {
+    fill_uniform(x.data(), x.size(), 1);
+    fill_uniform(w.data(), w.size(), 2);
+    fill_uniform(b.data(), b.size(), 3);
+    fill_uniform(dy.data(), dy.size(), 4);
+  }
+};
+
+const double kTol = default_tolerance(DType::fp32);
+
+std::vector<Conv2dShape> shapes() {
+  return {
+      make(1, 1, 5, 5, 1, 3, 3),            // smallest useful
+      make(2, 3, 7, 9, 4, 3, 3, 1, 1),      // padding, odd non-square
+      make(3, 2, 11, 10, 5, 5, 5, 2, 2),    // pad + stride 2, batch 3
+      make(2, 4, 8, 8, 6, 1, 1),            // pointwise (no im2col)
+      make(2, 4, 9, 9, 3, 1, 1, 0, 2),      // 1x1 stride 2
+      make(1, 3, 13, 13, 8, 7, 7, 3, 2),    // the ResNet stem in miniature
+      make(3, 1, 6, 6, 2, 2, 3, 0, 1),      // non-square filter, c = 1
+      make(2, 5, 7, 7, 3, 3, 3, 0, 3),      // stride > 1 without padding, odd leftovers
+      make(2, 3, 4, 4, 2, 3, 3, 2, 1),      // padding larger than needed (output bigger than input)
+      make(3, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, fewer channels
+  };
+}
+
+}  // namespace
+
+TEST(ConvShape, ValidAndStr) {
+  const auto sh = make(64, 3, 32, 32, 128, 5, 5);
+  EXPECT_TRUE(sh.valid());
+  EXPECT_EQ(sh.p(), 28);
+  EXPECT_EQ(sh.q(), 28);
+  EXPECT_EQ(sh.str(), "n64_c3_h32_w32_k128_r5_s5_p0_u1");
+  EXPECT_DOUBLE_EQ(sh.flops(), 2.0 * 64 * 128 * 28 * 28 * 3 * 25);
+  EXPECT_EQ(make(16, 3, 224, 224, 64, 7, 7, 3, 2).p(), 112);
+}
+
+TEST(ConvShape, InvalidRejected) {
+  EXPECT_FALSE(make(0, 3, 8, 8, 4, 3, 3).valid());
+  EXPECT_FALSE(make(1, -1, 8, 8, 4, 3, 3).valid());
+  EXPECT_FALSE(make(1, 3, 8, 8, 0, 3, 3).valid());
+  EXPECT_FALSE(make(1, 3, 2, 2, 4, 3, 3).valid());      // filter larger than the input
+  EXPECT_FALSE(make(1, 3, 8, 8, 4, 3, 3, -1).valid());  // negative padding
+  EXPECT_FALSE(make(1, 3, 8, 8, 4, 3, 3, 0, 0).valid());  // stride 0
+  EXPECT_TRUE(make(1, 3, 2, 2, 4, 3, 3, 1).valid());      // padding makes it fit
+
+  const auto bad = make(1, 3, 2, 2, 4, 3, 3);
+  std::vector<float> buf(64), ws;
+  std::vector<double> ref(64);
+  EXPECT_THROW(cpu::conv2d_forward_direct(bad, buf.data(), buf.data(), nullptr, ref.data()), UsageError);
+  EXPECT_THROW(cpu::conv2d_forward_im2col(bad, buf.data(), buf.data(), nullptr, buf.data(), ws), UsageError);
+  EXPECT_THROW(cpu::conv2d_backward_data_im2col(bad, buf.data(), buf.data(), buf.data(), ws), UsageError);
+  EXPECT_THROW(cpu::conv2d_backward_filter_im2col(bad, buf.data(), buf.data(), buf.data(), nullptr, ws), UsageError);
+}
+
+// A tiny case checked by hand: 1x1x3x3 input of ones, 2x2 filter of ones, pad 0 -> every output is 4.
+TEST(ConvDirect, HandChecked) {
+  const auto sh = make(1, 1, 3, 3, 1, 2, 2);
+  std::vector<float> x(9, 1.f), w(4, 1.f), b{0.5f};
+  std::vector<double> y(sh.y_size());
+  cpu::conv2d_forward_direct(sh, x.data(), w.data(), b.data(), y.data());
+  ASSERT_EQ(y.size(), 4u);
+  for (double v : y) EXPECT_DOUBLE_EQ(v, 4.5);
+  // dx of all-ones dy: the number of windows covering each input pixel (corners 1, edges 2, centre 4).
+  std::vector<float> dy(4, 1.f);
+  std::vector<double> dx(9);
+  cpu::conv2d_backward_data_direct(sh, dy.data(), w.data(), dx.data());
+  EXPECT_DOUBLE_EQ(dx[0], 1.0);
+  EXPECT_DOUBLE_EQ(dx[1], 2.0);
+  EXPECT_DOUBLE_EQ(dx[4], 4.0);
+  std::vector<double> dw(4), db(1);
+  cpu::conv2d_backward_filter_direct(sh, x.data(), dy.data(), dw.data(), db.data());
+  for (double v : dw) EXPECT_DOUBLE_EQ(v, 4.0);
+  EXPECT_DOUBLE_EQ(db[0], 4.0);
+}
+
+TEST(ConvIm2col, ForwardMatchesDirect) {
+  for (const auto& sh : shapes()) {
+    SCOPED_TRACE(sh.str());
+    Data d(sh);
+    std::vector<double> ref(sh.y_size());
+    std::vector<float> y(sh.y_size(), 123.f), ws;
+    for (bool with_bias : {false, true}) {
+      const float* b = with_bias ? d.b.data() : nullptr;
+      cpu::conv2d_forward_direct(sh, d.x.data(), d.w.data(), b, ref.data());
+      cpu::conv2d_forward_im2col(sh, d.x.data(), d.w.data(), b, y.data(), ws);
+      EXPECT_LE(max_rel_err(y.data(), ref.data(), y.size()), kTol) << "bias " << with_bias;
+    }
+  }
+}
+
+TEST(ConvIm2col, BackwardDataMatchesDirect) {
+  for (const auto& sh : shapes()) {
+    SCOPED_TRACE(sh.str());
+    Data d(sh);
+    std::vector<double> ref(sh.x_size());
+    std::vector<float> dx(sh.x_size(), 123.f), ws;
+    cpu::conv2d_backward_data_direct(sh, d.dy.data(), d.w.data(), ref.data());
+    cpu::conv2d_backward_data_im2col(sh, d.dy.data(), d.w.data(), dx.data(), ws);
+    EXPECT_LE(max_rel_err(dx.data(), ref.data(), dx.size()), kTol);
+  }
+}
+
+TEST(ConvIm2col, BackwardFilterMatchesDirect) {
+  for (const auto& sh : shapes()) {
+    SCOPED_TRACE(sh.str());
+    Data d(sh);
+    std::vector<double> ref_w(sh.w_size()), ref_b(sh.k);
+    std::vector<float> dw(sh.w_size(), 123.f), db(sh.k, 123.f), ws;
+    cpu::conv2d_backward_filter_direct(sh, d.x.data(), d.dy.data(), ref_w.data(), ref_b.data());
+    cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw.data(), db.data(), ws);
+    EXPECT_LE(max_rel_err(dw.data(), ref_w.data(), dw.size()), kTol);
+    EXPECT_LE(max_rel_err(db.data(), ref_b.data(), db.size()), kTol);
+    // db may be null; dw must still be overwritten, not accumulated, on a second call.
+    cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw.data(), nullptr, ws);
+    EXPECT_LE(max_rel_err(dw.data(), ref_w.data(), dw.size()), kTol);
+  }
+}
+
+// The workspace is reused across shapes of different sizes (as a model's layers do).
+TEST(ConvIm2col, WorkspaceReusedAcrossShapes) {
+  std::vector<float> ws;
+  for (const auto& sh : {make(3, 8, 12, 12, 4, 3, 3, 1), make(1, 2, 5, 5, 3, 3, 3)}) {
+    Data d(sh);
+    std::vector<double> ref(sh.y_size());
+    std::vector<float> y(sh.y_size());
+    cpu::conv2d_forward_direct(sh, d.x.data(), d.w.data(), d.b.data(), ref.data());
+    cpu::conv2d_forward_im2col(sh, d.x.data(), d.w.data(), d.b.data(), y.data(), ws);
+    EXPECT_LE(max_rel_err(y.data(), ref.data(), y.size()), kTol);
+  }
+}
+
+// The verification these tests rely on catches a wrong result: one perturbed output fails.
+TEST(ConvIm2col, WrongOutputFailsVerification) {
+  const auto sh = make(2, 3, 9, 9, 4, 3, 3, 1);
+  Data d(sh);
+  std::vector<double> ref(sh.y_size());
+  std::vector<float> y(sh.y_size()), ws;
+  cpu::conv2d_forward_direct(sh, d.x.data(), d.w.data(), nullptr, ref.data());
+  cpu::conv2d_forward_im2col(sh, d.x.data(), d.w.data(), nullptr, y.data(), ws);
+  ASSERT_TRUE(judge(max_rel_err(y.data(), ref.data(), y.size()), kTol).ok);
+  y[y.size() / 2] += 0.05f;
+  EXPECT_FALSE(judge(max_rel_err(y.data(), ref.data(), y.size()), kTol).ok);
+  // A filter read transposed (r and s swapped) is also caught.
+  std::vector<float> wt(d.w.size());
+  for (int k = 0; k < sh.k; ++k)
+    for (int c = 0; c < sh.c; ++c)
+      for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s) wt[((k * sh.c + c) * 3 + s) * 3 + r] = d.w[((k * sh.c + c) * 3 + r) * 3 + s];
+  cpu::conv2d_forward_im2col(sh, d.x.data(), wt.data(), nullptr, y.data(), ws);
+  EXPECT_FALSE(judge(max_rel_err(y.data(), ref.data(), y.size()), kTol).ok);
+}
+
+// Big enough that the im2col buffer is capped and the batch is processed in several chunks
+// (64*9 x 128*128 floats = 36 MiB per image): the chunk boundaries, and dw accumulated across chunks.
+TEST(ConvIm2col, ChunkedBatchMatchesDirect) {
+  const auto sh = make(3, 64, 128, 128, 2, 3, 3, 1);
+  Data d(sh);
+  std::vector<float> ws;
+  std::vector<double> ref(sh.y_size());
+  std::vector<float> y(sh.y_size());
+  cpu::conv2d_forward_direct(sh, d.x.data(), d.w.data(), d.b.data(), ref.data());
+  cpu::conv2d_forward_im2col(sh, d.x.data(), d.w.data(), d.b.data(), y.data(), ws);
+  EXPECT_LE(max_rel_err(y.data(), ref.data(), y.size()), kTol);
+  std::vector<double> ref_dx(sh.x_size());
+  std::vector<float> dx(sh.x_size());
+  cpu::conv2d_backward_data_direct(sh, d.dy.data(), d.w.data(), ref_dx.data());
+  cpu::conv2d_backward_data_im2col(sh, d.dy.data(), d.w.data(), dx.data(), ws);
+  EXPECT_LE(max_rel_err(dx.data(), ref_dx.data(), dx.size()), kTol);
+  std::vector<double> ref_dw(sh.w_size()), ref_db(sh.k);
+  std::vector<float> dw(sh.w_size()), db(sh.k);
+  cpu::conv2d_backward_filter_direct(sh, d.x.data(), d.dy.data(), ref_dw.data(), ref_db.data());
+  cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw.data(), db.data(), ws);
+  EXPECT_LE(max_rel_err(dw.data(), ref_dw.data(), dw.size()), kTol);
+  EXPECT_LE(max_rel_err(db.data(), ref_db.data(), db.size()), kTol);
+}
