@@ -1,19 +1,156 @@
-// `dlbench compare BASE NEW`, `dlbench baseline save|check`, `dlbench history DIR`: placeholder until
-// issue 8 lands.
+// `dlbench compare BASE NEW`, `dlbench baseline save|check RUN --dir DIR`, `dlbench history DIR`:
+// regression tracking. Exit codes: 0 no regression; 1 a case significantly slower beyond the threshold
+// or failed in NEW (with one line on stderr naming them); 2 bad usage or input (one line).
 #include <CLI/CLI.hpp>
 
+#include <iostream>
 #include <memory>
 
+#include "harness/baseline.h"
 #include "harness/commands.h"
+#include "harness/compare.h"
+#include "harness/history.h"
+#include "harness/results.h"
 #include "kernels/common/errors.h"
 
 namespace dlb::harness {
 
+namespace {
+
+struct CompareFlags {
+  std::string threshold = "5%";
+  std::string alpha = "0.05";
+  std::string time = "real";
+  bool json = false;
+};
+
+void add_compare_flags(CLI::App* sub, CompareFlags& f) {
+  sub->add_option("--threshold", f.threshold, "Change of the median that matters: 5% or 0.05")->capture_default_str();
+  sub->add_option("--alpha", f.alpha, "Significance level of the Mann-Whitney U test")->capture_default_str();
+  sub->add_option("--time", f.time, "Which time to compare: real (wall clock) or cpu (less sensitive to a loaded machine)")
+      ->capture_default_str();
+  sub->add_flag("--json", f.json, "Print the comparison as JSON");
+}
+
+CompareOptions to_options(const CompareFlags& f) {
+  CompareOptions o;
+  o.threshold = parse_threshold(f.threshold);
+  o.alpha = parse_alpha(f.alpha);
+  o.time = parse_time_field(f.time);
+  return o;
+}
+
+// Prints the comparison; returns the exit code (1 with one stderr line on a regression).
+int report(const Comparison& c, bool as_json) {
+  if (as_json) std::cout << comparison_json(c).dump(2) << "\n";
+  else print_comparison(std::cout, c);
+  std::cout.flush();
+  if (!c.regression()) return 0;
+  std::cerr << "dlbench: error: " << c.regression_line() << "\n";
+  return 1;
+}
+
+}  // namespace
+
 void add_compare_command(CLI::App& app, int& rc) {
-  auto files = std::make_shared<std::vector<std::string>>();
-  CLI::App* sub = app.add_subcommand("compare", "Compare two runs case by case: FASTER / SLOWER / SAME ...");
-  sub->add_option("runs", *files, "BASE NEW (results folders or results.json)")->expected(2)->required();
-  sub->callback([&rc] { throw UsageError("compare: not available in this build yet"); });
+  // compare
+  {
+    auto files = std::make_shared<std::vector<std::string>>();
+    auto flags = std::make_shared<CompareFlags>();
+    CLI::App* sub = app.add_subcommand("compare", "Compare two runs case by case: FASTER / SLOWER / SAME / NOISY / NEW / GONE / FAILED");
+    sub->add_option("runs", *files, "BASE NEW (results folders, results.json or results.jsonl)")->expected(2)->required();
+    add_compare_flags(sub, *flags);
+    sub->callback([files, flags, &rc] {
+      const CompareOptions opts = to_options(*flags);
+      const auto base = load_results(files->at(0));
+      const auto neu = load_results(files->at(1));
+      rc = report(compare_runs(base, files->at(0), neu, files->at(1), opts), flags->json);
+    });
+  }
+
+  // baseline save|check
+  {
+    CLI::App* bl = app.add_subcommand("baseline", "Baselines per machine (keyed by the fingerprint) in a folder you choose");
+    bl->require_subcommand(1);
+
+    auto save_run = std::make_shared<std::string>();
+    auto save_dir = std::make_shared<std::string>();
+    CLI::App* save = bl->add_subcommand("save", "Save RUN as the baseline of the machine it ran on: DIR/<machine>/results.json");
+    save->add_option("run", *save_run, "Results folder or results.json")->required();
+    save->add_option("--dir", *save_dir, "Folder of baselines")->required();
+    save->callback([save_run, save_dir, &rc] {
+      const auto doc = load_results(*save_run);
+      const std::string key = baseline_key(doc, *save_run);
+      std::string replaced;
+      const std::string folder = save_baseline(doc, key, *save_dir, &replaced);
+      std::cout << "saved the baseline for " << key << "\n  in " << folder << "\n";
+      if (!replaced.empty()) std::cout << "  replacing the one from " << replaced << "\n";
+      rc = 0;
+    });
+
+    auto check_run = std::make_shared<std::string>();
+    auto check_dir = std::make_shared<std::string>();
+    auto flags = std::make_shared<CompareFlags>();
+    auto require = std::make_shared<bool>(false);
+    auto save_missing = std::make_shared<bool>(false);
+    CLI::App* check = bl->add_subcommand("check", "Compare RUN with the baseline of its machine (exit 1 on a regression)");
+    check->add_option("run", *check_run, "Results folder or results.json")->required();
+    check->add_option("--dir", *check_dir, "Folder of baselines")->required();
+    add_compare_flags(check, *flags);
+    check->add_flag("--require", *require, "No baseline for this machine is an error (exit 2) instead of a note");
+    check->add_flag("--save-missing", *save_missing, "No baseline for this machine: save RUN as its baseline");
+    check->callback([check_run, check_dir, flags, require, save_missing, &rc] {
+      const CompareOptions opts = to_options(*flags);
+      const auto doc = load_results(*check_run);
+      const std::string key = baseline_key(doc, *check_run);
+      const auto found = find_baseline(*check_dir, key);
+      if (!found) {
+        if (*require) throw InputError("no baseline for this machine: " + key + " (in " + *check_dir + ")");
+        std::string saved;
+        if (*save_missing) saved = save_baseline(doc, key, *check_dir);
+        if (flags->json) {
+          std::cout << nlohmann::json{{"baseline", nullptr}, {"machine", key}, {"saved", saved}, {"regression", false}}.dump(2)
+                    << "\n";
+        } else {
+          std::cout << "no baseline for this machine: " << key << "\n";
+          if (!saved.empty()) std::cout << "saved this run as its baseline: " << saved << "\n";
+          else std::cout << "(save one with: dlbench baseline save " << *check_run << " --dir " << *check_dir << ")\n";
+        }
+        rc = 0;
+        return;
+      }
+      const std::string base_file = *found + "/results.json";
+      const auto base = load_results(base_file);
+      if (!flags->json) std::cout << "baseline for this machine: " << *found << "\n";
+      rc = report(compare_runs(base, base_file, doc, *check_run, opts), flags->json);
+    });
+  }
+
+  // history
+  {
+    auto dir = std::make_shared<std::string>();
+    auto threshold = std::make_shared<std::string>("5%");
+    auto time = std::make_shared<std::string>("real");
+    auto min_segment = std::make_shared<int>(3);
+    auto as_json = std::make_shared<bool>(false);
+    CLI::App* sub = app.add_subcommand("history", "Trend over many runs of one machine, with a step flag for sustained shifts");
+    sub->add_option("dir", *dir, "Folder holding one results folder per run")->required();
+    sub->add_option("--threshold", *threshold, "Smallest shift flagged as a step: 5% or 0.05")->capture_default_str();
+    sub->add_option("--min-segment", *min_segment, "Runs on each side of a step")->capture_default_str();
+    sub->add_option("--time", *time, "real or cpu")->capture_default_str();
+    sub->add_flag("--json", *as_json, "Print the history as JSON");
+    sub->callback([dir, threshold, time, min_segment, as_json, &rc] {
+      HistoryOptions o;
+      o.threshold = parse_threshold(*threshold);
+      o.time = parse_time_field(*time);
+      if (*min_segment < 1 || *min_segment > 1000) throw UsageError("--min-segment " + std::to_string(*min_segment) + ": expected 1..1000");
+      o.min_segment = static_cast<std::size_t>(*min_segment);
+      const History h = load_history(*dir, o);
+      if (*as_json) std::cout << history_json(h).dump(2) << "\n";
+      else print_history(std::cout, h, o);
+      rc = 0;
+    });
+  }
 }
 
 }  // namespace dlb::harness

@@ -1,0 +1,102 @@
+// Baselines per machine (see baseline.h).
+#include "harness/baseline.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/compare.h"
+#include "harness/results.h"
+#include "kernels/common/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace dlb::harness {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string read_first_line(const fs::path& p) {
+  std::ifstream f(p);
+  std::string line;
+  if (f) std::getline(f, line);
+  return line;
+}
+
+void write_file(const fs::path& dst, const std::string& text) {
+  const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f) throw UsageError("--dir: cannot write " + tmp.string() + " (" + std::strerror(errno) + ")");
+  }
+  std::error_code ec;
+  fs::rename(tmp, dst, ec);  // atomic: a check running at the same time sees the old or the new file
+  if (ec) throw UsageError("--dir: cannot write " + dst.string() + " (" + ec.message() + ")");
+}
+
+}  // namespace
+
+std::string baseline_key(const json& doc, const std::string& label) {
+  const std::string key = machine_key_or_empty(doc);
+  if (key.empty())
+    throw InputError(label + ": no machine fingerprint in its context (a results.jsonl alone?); cannot key a baseline");
+  return key;
+}
+
+std::string baseline_slug(const std::string& key) {
+  std::string s;
+  for (unsigned char ch : key) {
+    if (std::isalnum(ch)) s += static_cast<char>(std::tolower(ch));
+    else if (!s.empty() && s.back() != '-') s += '-';
+  }
+  if (s.size() > 60) s.resize(60);
+  while (!s.empty() && s.back() == '-') s.pop_back();
+  std::uint32_t h = 2166136261u;  // FNV-1a, 32 bits
+  for (unsigned char ch : key) h = (h ^ ch) * 16777619u;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", h);
+  return (s.empty() ? std::string("machine") : s) + "-" + hex;
+}
+
+std::string save_baseline(const json& doc, const std::string& key, const std::string& dir, std::string* replaced) {
+  const fs::path folder = fs::path(dir) / baseline_slug(key);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec || !fs::is_directory(folder))
+    throw UsageError("--dir " + dir + ": cannot create " + folder.string() + (ec ? " (" + ec.message() + ")" : ""));
+  if (replaced) {
+    replaced->clear();
+    if (fs::exists(folder / "results.json")) {
+      try {
+        *replaced = describe_run(load_results((folder / "results.json").string()));
+      } catch (const std::exception&) {
+        *replaced = "an unreadable file";
+      }
+    }
+  }
+  write_file(folder / "results.json", doc.dump(2) + "\n");
+  write_file(folder / "key.txt", key + "\n");
+  return folder.string();
+}
+
+std::optional<std::string> find_baseline(const std::string& dir, const std::string& key) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  const fs::path direct = fs::path(dir) / baseline_slug(key);
+  if (read_first_line(direct / "key.txt") == key && fs::exists(direct / "results.json")) return direct.string();
+  for (const auto& ent : fs::directory_iterator(dir, ec)) {
+    if (!ent.is_directory()) continue;
+    if (read_first_line(ent.path() / "key.txt") == key && fs::exists(ent.path() / "results.json"))
+      return ent.path().string();
+  }
+  return std::nullopt;
+}
+
+}  // namespace dlb::harness

@@ -1,0 +1,426 @@
+// Run comparison (see compare.h for the verdict rules).
+#include "harness/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <ostream>
+
+#include "harness/fingerprint.h"
+#include "harness/stats.h"
+#include "harness/tables.h"
+#include "kernels/common/errors.h"
+
+namespace dlb::harness {
+
+using json = nlohmann::json;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Google Benchmark writes time_unit ns | us | ms | s; everything here is in microseconds.
+double to_us(double t, const std::string& unit, const std::string& where) {
+  if (unit == "us" || unit.empty()) return t;
+  if (unit == "ns") return t * 1e-3;
+  if (unit == "ms") return t * 1e3;
+  if (unit == "s") return t * 1e6;
+  throw InputError(where + ": unknown time_unit '" + unit + "'");
+}
+
+std::string fmt_pct(double v) {  // 0.018 -> "1.8%"
+  char buf[32];
+  if (!std::isfinite(v)) return "-";
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * v);
+  return buf;
+}
+
+std::string fmt_p(double p, bool exact) {
+  if (!std::isfinite(p)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, p < 1e-4 ? "%.1e" : "%.2g", p);
+  return std::string(buf) + (exact ? "" : " (z)");
+}
+
+// What an entry of the results says about its case.
+struct Accum {
+  CaseRun run;
+  bool seen_iteration = false;
+  double agg_median = kNaN, agg_mean = kNaN, agg_cv = kNaN;
+};
+
+}  // namespace
+
+std::string fmt_change(double ratio) {
+  if (!std::isfinite(ratio)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * (ratio - 1));
+  return buf;
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::faster: return "FASTER";
+    case Verdict::slower: return "SLOWER";
+    case Verdict::same: return "SAME";
+    case Verdict::noisy: return "NOISY";
+    case Verdict::added: return "NEW";
+    case Verdict::gone: return "GONE";
+    case Verdict::failed: return "FAILED";
+  }
+  return "?";
+}
+
+std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, TimeField field) {
+  const char* time_key = field == TimeField::cpu ? "cpu_time" : "real_time";
+  std::vector<std::string> order;
+  std::map<std::string, Accum> acc;
+  const json& entries = doc.at("benchmarks");
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const json& e = entries[i];
+    const std::string where = label + ": benchmark entry " + std::to_string(i + 1);
+    try {
+      if (!e.is_object()) throw InputError(where + " is not an object (not a results file)");
+      const std::string run_type = e.contains("run_type") && e["run_type"].is_string() ? e["run_type"].get<std::string>() : "iteration";
+      const std::string agg_name = e.contains("aggregate_name") && e["aggregate_name"].is_string() ? e["aggregate_name"].get<std::string>() : "";
+      std::string name;
+      if (e.contains("run_name") && e["run_name"].is_string()) {
+        name = e["run_name"].get<std::string>();
+      } else if (e.contains("name") && e["name"].is_string()) {
+        name = e["name"].get<std::string>();
+        // Old Google Benchmark files: aggregates are only told apart by a "_median" suffix.
+        const std::string suffix = "_" + agg_name;
+        if (run_type == "aggregate" && !agg_name.empty() && name.size() > suffix.size() &&
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+          name.resize(name.size() - suffix.size());
+      } else {
+        throw InputError(where + " has no name (not a results file)");
+      }
+      auto [it, fresh] = acc.try_emplace(name);
+      Accum& a = it->second;
+      if (fresh) {
+        order.push_back(name);
+        a.run.name = name;
+      }
+      CaseRun& r = a.run;
+      const bool error = e.value("error_occurred", false) == true;
+      if (error) {
+        const std::string msg = e.contains("error_message") && e["error_message"].is_string() ? e["error_message"].get<std::string>() : "error";
+        if (e.contains("skipped")) {
+          if (r.state == CaseRun::State::timed && !a.seen_iteration) r.state = CaseRun::State::skipped, r.message = msg;
+        } else if (e.contains("error") && e["error"] == "out of memory") {
+          if (r.state != CaseRun::State::failed) r.state = CaseRun::State::oom, r.message = msg;
+        } else {
+          r.state = CaseRun::State::failed, r.message = msg;
+        }
+        continue;
+      }
+      if (e.contains("verified") && e["verified"] == false) {
+        r.state = CaseRun::State::failed;
+        if (r.message.empty()) r.message = "verification failed";
+        continue;
+      }
+      if (!e.contains(time_key) || !e[time_key].is_number())
+        throw InputError(where + " ('" + name + "') has no numeric " + time_key);
+      const std::string unit = e.contains("time_unit") && e["time_unit"].is_string() ? e["time_unit"].get<std::string>() : "ns";
+      const double t = e[time_key].get<double>();
+      if (run_type == "aggregate") {
+        // cv is a ratio (aggregate_unit "percentage"); the others are times.
+        if (agg_name == "cv") a.agg_cv = t;
+        else if (agg_name == "median") a.agg_median = to_us(t, unit, where);
+        else if (agg_name == "mean") a.agg_mean = to_us(t, unit, where);
+        continue;
+      }
+      a.seen_iteration = true;
+      if (r.state == CaseRun::State::skipped) r.state = CaseRun::State::timed, r.message.clear();
+      r.times_us.push_back(to_us(t, unit, where));
+    } catch (const json::exception& ex) {  // a key of the wrong type: a foreign or damaged file
+      throw InputError(where + ": unexpected content (" + std::string(ex.what()) + ")");
+    }
+  }
+  std::vector<CaseRun> out;
+  out.reserve(order.size());
+  for (const auto& name : order) {
+    Accum& a = acc.at(name);
+    CaseRun& r = a.run;
+    if (r.state == CaseRun::State::timed) {
+      if (r.times_us.empty()) {
+        // Only aggregates (--benchmark_report_aggregates_only): one sample, the median.
+        const double m = std::isfinite(a.agg_median) ? a.agg_median : a.agg_mean;
+        if (!std::isfinite(m)) {
+          r.state = CaseRun::State::skipped;
+          r.message = "no timing in this run";
+        } else {
+          r.times_us = {m};
+          if (std::isfinite(a.agg_cv)) r.cv = a.agg_cv;
+        }
+      } else {
+        r.cv = stats::cv(r.times_us);
+      }
+      if (!r.times_us.empty()) r.median_us = stats::median(r.times_us);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const CompareOptions& opts) {
+  using S = CaseRun::State;
+  CaseComparison c;
+  c.name = neu ? neu->name : base ? base->name : "";
+  const bool base_timed = base && base->state == S::timed;
+  const bool new_timed = neu && neu->state == S::timed;
+  if (base_timed) c.base_us = base->median_us, c.n_base = base->times_us.size();
+  if (new_timed) c.new_us = neu->median_us, c.n_new = neu->times_us.size();
+
+  if (neu && neu->state == S::failed) {
+    c.verdict = Verdict::failed;
+    c.fatal = true;
+    c.note = neu->message;
+    return c;
+  }
+  if (neu && neu->state == S::oom) {
+    // A case that fit before and no longer does is a regression; one that never fit is not.
+    c.verdict = base_timed ? Verdict::failed : Verdict::gone;
+    c.fatal = base_timed;
+    c.note = base_timed ? "out of memory in NEW (timed in BASE)" : "out of memory";
+    return c;
+  }
+  if (!new_timed) {
+    c.verdict = Verdict::gone;
+    c.note = !neu ? "not in NEW" : "skipped in NEW: " + neu->message;
+    return c;
+  }
+  if (!base_timed) {
+    c.verdict = Verdict::added;
+    if (!base) c.note = "not in BASE";
+    else if (base->state == S::failed) c.note = "failed in BASE: " + base->message;
+    else if (base->state == S::oom) c.note = "out of memory in BASE";
+    else c.note = "skipped in BASE";
+    return c;
+  }
+
+  // Both timed.
+  c.ratio = c.new_us / c.base_us;
+  const double change = c.ratio - 1;
+  const auto mw = stats::mann_whitney_u(neu->times_us, base->times_us);
+  c.p = mw.p;
+  c.exact = mw.exact;
+  c.noise = std::max(base->cv, neu->cv);
+  const bool significant = mw.p < opts.alpha;
+  const std::string within = "within " + fmt_pct(opts.threshold);
+  if (significant && change > opts.threshold) {
+    c.verdict = Verdict::slower;
+    c.fatal = true;
+  } else if (significant && change < -opts.threshold) {
+    c.verdict = Verdict::faster;
+  } else if (std::fabs(change) > opts.threshold) {
+    c.verdict = Verdict::noisy;
+    if (stats::mann_whitney_min_p(c.n_new, c.n_base) >= opts.alpha)
+      c.note = std::to_string(c.n_base) + " vs " + std::to_string(c.n_new) + " repetitions cannot reach p < " +
+               fmt_number(opts.alpha, 3) + " (use --repetitions 5 or more)";
+    else
+      c.note = "change not significant";
+  } else if (c.noise > opts.threshold) {
+    c.verdict = Verdict::noisy;
+    c.note = "noise band wider than the threshold";
+  } else {
+    c.verdict = Verdict::same;
+    if (significant && change != 0) c.note = "significant, but " + within;
+  }
+  return c;
+}
+
+bool Comparison::regression() const {
+  for (const auto& c : cases)
+    if (c.fatal) return true;
+  return false;
+}
+
+std::string Comparison::regression_line() const {
+  std::vector<std::string> slower, failed;
+  for (const auto& c : cases) {
+    if (!c.fatal) continue;
+    if (c.verdict == Verdict::slower) slower.push_back(c.name + " (" + fmt_change(c.ratio) + ")");
+    else failed.push_back(c.name + (c.note.empty() ? "" : " (" + c.note + ")"));
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    const std::size_t shown = std::min<std::size_t>(v.size(), 20);
+    std::string s;
+    for (std::size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > shown) s += ", and " + std::to_string(v.size() - shown) + " more";
+    return s;
+  };
+  std::string line = "regression:";
+  if (!slower.empty())
+    line += " " + std::to_string(slower.size()) + " case(s) slower than +" + fmt_pct(opts.threshold) + " with p < " +
+            fmt_number(opts.alpha, 3) + ": " + list(slower);
+  if (!failed.empty()) line += std::string(slower.empty() ? "" : ";") + " " + std::to_string(failed.size()) + " case(s) failed in NEW: " + list(failed);
+  for (char& ch : line)
+    if (ch == '\n' || ch == '\r') ch = ' ';  // one line, whatever the error messages hold
+  return line;
+}
+
+Comparison compare_runs(const json& base, const std::string& base_label, const json& neu, const std::string& new_label,
+                        const CompareOptions& opts) {
+  Comparison out;
+  out.opts = opts;
+  out.base_label = base_label;
+  out.new_label = new_label;
+  out.base_about = describe_run(base);
+  out.new_about = describe_run(neu);
+  const std::string bk = machine_key_or_empty(base), nk = machine_key_or_empty(neu);
+  out.different_machines = !bk.empty() && !nk.empty() && bk != nk;
+  const auto b = extract_cases(base, base_label, opts.time);
+  const auto n = extract_cases(neu, new_label, opts.time);
+  std::map<std::string, const CaseRun*> by_name;
+  for (const auto& r : b) by_name[r.name] = &r;
+  std::map<std::string, bool> in_new;
+  auto skipped_or_absent = [](const CaseRun* r) { return !r || r->state == CaseRun::State::skipped; };
+  for (const auto& r : n) {
+    in_new[r.name] = true;
+    const auto it = by_name.find(r.name);
+    const CaseRun* br = it == by_name.end() ? nullptr : it->second;
+    if (r.state == CaseRun::State::skipped && skipped_or_absent(br)) {
+      ++out.skipped_both;
+      continue;
+    }
+    out.cases.push_back(compare_case(br, &r, opts));
+  }
+  for (const auto& r : b) {
+    if (in_new.count(r.name)) continue;
+    if (r.state == CaseRun::State::skipped) {
+      ++out.skipped_both;
+      continue;
+    }
+    out.cases.push_back(compare_case(&r, nullptr, opts));
+  }
+  std::vector<double> ratios;
+  for (const auto& c : out.cases)
+    if (std::isfinite(c.ratio) && c.ratio > 0) ratios.push_back(c.ratio);
+  out.shared = ratios.size();
+  out.geomean_ratio = stats::geomean(ratios);
+  return out;
+}
+
+void print_comparison(std::ostream& out, const Comparison& c) {
+  out << "BASE: " << c.base_label << " (" << c.base_about << ")\n";
+  out << "NEW:  " << c.new_label << " (" << c.new_about << ")\n";
+  out << "time: " << (c.opts.time == TimeField::cpu ? "cpu_time" : "real_time") << " medians; threshold "
+      << fmt_pct(c.opts.threshold) << ", alpha " << fmt_number(c.opts.alpha, 3)
+      << "; p: two-sided Mann-Whitney U over the repetitions ((z): normal approximation); noise: larger cv of the two sides\n";
+  if (c.different_machines) out << "note: BASE and NEW come from different machines (a hardware comparison, not a regression check)\n";
+  out << "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& k : c.cases) {
+    const std::string reps = k.n_base || k.n_new ? std::to_string(k.n_base) + "/" + std::to_string(k.n_new) : "-";
+    rows.push_back({k.name, fmt_seconds(k.base_us * 1e-6), fmt_seconds(k.new_us * 1e-6), fmt_change(k.ratio), reps,
+                    fmt_p(k.p, k.exact), fmt_pct(k.noise), verdict_name(k.verdict),
+                    k.note});
+  }
+  print_table(out, {"case", "BASE median", "NEW median", "change", "reps", "p", "noise (cv)", "verdict", "note"}, rows);
+  out << "\n";
+  if (c.shared)
+    out << "geomean NEW/BASE over " << c.shared << " shared case(s): " << fmt_number(c.geomean_ratio, 4) << " ("
+        << fmt_change(c.geomean_ratio) << ")\n";
+  else
+    out << "no case was timed in both runs\n";
+  std::map<std::string, int> counts;
+  for (const auto& k : c.cases) ++counts[verdict_name(k.verdict)];
+  out << "verdicts:";
+  bool first = true;
+  for (const char* v : {"SLOWER", "FAILED", "FASTER", "SAME", "NOISY", "NEW", "GONE"})
+    if (counts[v]) out << (first ? " " : ", ") << counts[v] << " " << v, first = false;
+  if (first) out << " none";
+  if (c.skipped_both) out << " (" << c.skipped_both << " case(s) skipped in both runs left out)";
+  out << "\n";
+  out << (c.regression() ? "REGRESSION: " + c.regression_line().substr(std::string("regression: ").size())
+                         : std::string("no regression"))
+      << "\n";
+}
+
+json comparison_json(const Comparison& c) {
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json cases = json::array();
+  for (const auto& k : c.cases)
+    cases.push_back({{"name", k.name},         {"verdict", verdict_name(k.verdict)}, {"base_median_us", num(k.base_us)},
+                     {"new_median_us", num(k.new_us)}, {"ratio", num(k.ratio)},      {"p", num(k.p)},
+                     {"exact", k.exact},       {"n_base", k.n_base},                {"n_new", k.n_new},
+                     {"noise", num(k.noise)},  {"regression", k.fatal},             {"note", k.note}});
+  return {{"base", {{"path", c.base_label}, {"about", c.base_about}}},
+          {"new", {{"path", c.new_label}, {"about", c.new_about}}},
+          {"time", c.opts.time == TimeField::cpu ? "cpu_time" : "real_time"},
+          {"threshold", c.opts.threshold},
+          {"alpha", c.opts.alpha},
+          {"cases", cases},
+          {"shared", c.shared},
+          {"skipped_both", c.skipped_both},
+          {"geomean_ratio", num(c.geomean_ratio)},
+          {"different_machines", c.different_machines},
+          {"regression", c.regression()}};
+}
+
+namespace {
+bool parse_number(const std::string& s, double& v) {
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s.front()))) return false;
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(v);
+}
+}  // namespace
+
+double parse_threshold(const std::string& text, const std::string& flag) {
+  const std::string bad = flag + " '" + text + "': ";
+  double v = 0;
+  if (!text.empty() && text.back() == '%') {
+    if (!parse_number(text.substr(0, text.size() - 1), v)) throw UsageError(bad + "not a percentage (e.g. 5%)");
+    v /= 100;
+  } else {
+    if (!parse_number(text, v)) throw UsageError(bad + "expected a percentage (5%) or a fraction (0.05)");
+    if (v >= 1) throw UsageError(bad + "ambiguous; write a percentage (" + text + "%) or a fraction below 1 (0.05)");
+  }
+  if (v < 0) throw UsageError(bad + "must not be negative");
+  return v;
+}
+
+double parse_alpha(const std::string& text, const std::string& flag) {
+  double v = 0;
+  if (!parse_number(text, v) || !(v > 0 && v < 1))
+    throw UsageError(flag + " '" + text + "': expected a significance level between 0 and 1 (e.g. 0.05)");
+  return v;
+}
+
+TimeField parse_time_field(const std::string& text) {
+  if (text == "real" || text == "real_time") return TimeField::real;
+  if (text == "cpu" || text == "cpu_time") return TimeField::cpu;
+  throw UsageError("--time '" + text + "': expected real or cpu");
+}
+
+std::string machine_key_or_empty(const json& doc) {
+  if (!doc.contains("context") || !doc["context"].is_object()) return "";
+  const json& ctx = doc["context"];
+  if (!ctx.contains("cpu") || !ctx.contains("openblas") || !ctx.contains("cuda")) return "";
+  try {
+    return machine_key(ctx);
+  } catch (const json::exception&) {
+    return "";
+  }
+}
+
+std::string describe_run(const json& doc) {
+  std::string s;
+  const json ctx = doc.contains("context") && doc["context"].is_object() ? doc["context"] : json::object();
+  if (ctx.contains("date") && ctx["date"].is_string()) s += ctx["date"].get<std::string>();
+  if (ctx.contains("git") && ctx["git"].is_object() && ctx["git"].contains("sha") && ctx["git"]["sha"].is_string()) {
+    const std::string sha = ctx["git"]["sha"].get<std::string>();
+    s += (s.empty() ? "" : ", ") + std::string("git ") + sha.substr(0, 10) +
+         (ctx["git"].value("dirty", false) == true ? " (dirty)" : "");
+  }
+  const std::string key = machine_key_or_empty(doc);
+  s += (s.empty() ? "" : ", ") + (key.empty() ? std::string("no machine fingerprint") : key);
+  return s;
+}
+
+}  // namespace dlb::harness

@@ -1,0 +1,203 @@
+// Trend over many runs of one machine (see history.h).
+#include "harness/history.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <ostream>
+
+#include "harness/results.h"
+#include "harness/stats.h"
+#include "harness/tables.h"
+#include "kernels/common/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace dlb::harness {
+
+using json = nlohmann::json;
+
+double parse_date(const std::string& s) {
+  int Y, M, D, h, m, sec, used = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &used) < 6 || used == 0)
+    return std::numeric_limits<double>::quiet_NaN();
+  std::tm tm{};
+  tm.tm_year = Y - 1900, tm.tm_mon = M - 1, tm.tm_mday = D, tm.tm_hour = h, tm.tm_min = m, tm.tm_sec = sec;
+  double t = static_cast<double>(timegm(&tm));
+  // Offset: "Z", "+HHMM", "+HH:MM" or none (taken as UTC).
+  const std::string rest = s.substr(static_cast<std::size_t>(used));
+  if (!rest.empty() && (rest[0] == '+' || rest[0] == '-')) {
+    int oh = 0, om = 0;
+    if (std::sscanf(rest.c_str() + 1, "%2d:%2d", &oh, &om) == 2 || std::sscanf(rest.c_str() + 1, "%2d%2d", &oh, &om) >= 1) {
+      const double off = (oh * 60.0 + om) * 60.0;
+      t += rest[0] == '+' ? -off : off;  // local = UTC + offset
+    }
+  }
+  return t;
+}
+
+Step detect_step(const std::vector<double>& values, const std::vector<double>& cvs, std::size_t min_segment,
+                 double threshold) {
+  Step best;
+  const std::size_t T = values.size();
+  if (min_segment == 0 || T < 2 * min_segment) return best;
+  std::vector<double> y(T), prefix(T + 1, 0.0);
+  for (std::size_t i = 0; i < T; ++i) {
+    if (!(values[i] > 0)) return best;
+    y[i] = std::log(values[i]);
+    prefix[i + 1] = prefix[i] + y[i];
+  }
+  double best_d = 0;
+  std::size_t best_k = 0;
+  for (std::size_t k = min_segment; k + min_segment <= T; ++k) {
+    const double d = (prefix[T] - prefix[k]) / static_cast<double>(T - k) - prefix[k] / static_cast<double>(k);
+    if (best_k == 0 || std::fabs(d) > std::fabs(best_d)) best_d = d, best_k = k;
+  }
+  // Pooled standard deviation within the two segments (T - 2 degrees of freedom).
+  const double mean_l = prefix[best_k] / static_cast<double>(best_k);
+  const double mean_r = (prefix[T] - prefix[best_k]) / static_cast<double>(T - best_k);
+  double ss = 0;
+  for (std::size_t i = 0; i < T; ++i) ss += (y[i] - (i < best_k ? mean_l : mean_r)) * (y[i] - (i < best_k ? mean_l : mean_r));
+  double s = std::sqrt(ss / static_cast<double>(T - 2));
+  if (!cvs.empty()) s = std::max(s, stats::median(cvs));  // cv ~ the standard deviation of log(time)
+  s = std::max(s, 1e-12);
+  const double se = s * std::sqrt(1.0 / static_cast<double>(best_k) + 1.0 / static_cast<double>(T - best_k));
+  best.at = best_k;
+  best.ratio = std::exp(best_d);
+  best.score = std::fabs(best_d) / se;
+  best.found = std::fabs(best.ratio - 1) > threshold && best.score > 3;
+  return best;
+}
+
+namespace {
+
+struct Loaded {
+  std::string path, date, key, git;
+  double when = 0;
+  std::vector<CaseRun> cases;
+};
+
+bool is_run_candidate(const fs::directory_entry& ent) {
+  std::error_code ec;
+  if (ent.is_directory(ec))
+    return fs::exists(ent.path() / "results.json", ec) || fs::exists(ent.path() / "results.jsonl", ec);
+  const std::string ext = ent.path().extension().string();
+  return ent.is_regular_file(ec) && (ext == ".json" || ext == ".jsonl");
+}
+
+}  // namespace
+
+History load_history(const std::string& dir, const HistoryOptions& opts) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw InputError(dir + ": no such folder");
+  if (!fs::is_directory(dir, ec)) throw InputError(dir + ": not a folder (history reads a folder of results folders)");
+  std::vector<fs::path> candidates;
+  for (const auto& ent : fs::directory_iterator(dir, ec))
+    if (is_run_candidate(ent)) candidates.push_back(ent.path());
+  std::sort(candidates.begin(), candidates.end());
+
+  History h;
+  std::vector<Loaded> runs;
+  for (const auto& p : candidates) {
+    try {
+      const json doc = load_results(p.string());
+      Loaded r;
+      r.path = p.string();
+      const json& ctx = doc["context"];
+      r.date = ctx.contains("date") && ctx["date"].is_string() ? ctx["date"].get<std::string>() : "";
+      r.when = parse_date(r.date);
+      if (!std::isfinite(r.when)) {
+        h.warnings.push_back(r.path + ": no context.date; left out");
+        continue;
+      }
+      r.key = machine_key_or_empty(doc);
+      if (ctx.contains("git") && ctx["git"].is_object() && ctx["git"].contains("sha") && ctx["git"]["sha"].is_string())
+        r.git = ctx["git"]["sha"].get<std::string>().substr(0, 10);
+      r.cases = extract_cases(doc, r.path, opts.time);
+      runs.push_back(std::move(r));
+    } catch (const InputError& e) {
+      h.warnings.push_back(std::string(e.what()) + "; left out");
+    }
+  }
+  if (runs.empty()) throw InputError(dir + ": no readable results folders (with results.json and a date) in this folder");
+  std::stable_sort(runs.begin(), runs.end(), [](const Loaded& a, const Loaded& b) { return a.when < b.when; });
+
+  // One machine: the latest run's.
+  h.key = runs.back().key;
+  std::size_t others = 0;
+  std::vector<Loaded> mine;
+  for (auto& r : runs) {
+    if (r.key == h.key) mine.push_back(std::move(r));
+    else ++others;
+  }
+  if (others)
+    h.warnings.push_back(std::to_string(others) + " run(s) of other machines left out (history follows the latest run's machine)");
+
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    h.runs.push_back({mine[i].path, mine[i].date, mine[i].git});
+    for (const auto& c : mine[i].cases) {
+      auto [it, fresh] = index.try_emplace(c.name, h.cases.size());
+      if (fresh) h.cases.push_back(CaseTrend{c.name, {}, {}, {}, {}, false});
+      CaseTrend& t = h.cases[it->second];
+      if (c.state == CaseRun::State::timed) {
+        t.runs.push_back(i);
+        t.medians_us.push_back(c.median_us);
+        t.cvs.push_back(c.cv);
+      }
+      if (i + 1 == mine.size() && c.state == CaseRun::State::failed) t.failed_latest = true;
+    }
+  }
+  for (auto& t : h.cases) t.step = detect_step(t.medians_us, t.cvs, opts.min_segment, opts.threshold);
+  return h;
+}
+
+void print_history(std::ostream& out, const History& h, const HistoryOptions& opts) {
+  for (const auto& w : h.warnings) out << "note: " << w << "\n";
+  out << "history: " << h.runs.size() << " run(s) of " << (h.key.empty() ? "an unknown machine" : h.key) << "\n";
+  for (std::size_t i = 0; i < h.runs.size(); ++i)
+    out << "  run " << i + 1 << ": " << h.runs[i].date << (h.runs[i].git.empty() ? "" : "  git " + h.runs[i].git) << "  "
+        << h.runs[i].path << "\n";
+  out << "time: " << (opts.time == TimeField::cpu ? "cpu_time" : "real_time") << " median per run; step: a sustained shift (segments of >= "
+      << opts.min_segment << " runs) beyond " << fmt_number(100 * opts.threshold, 3) << "% and 3 standard errors of the noise\n\n";
+  std::vector<std::vector<std::string>> rows;
+  std::size_t steps = 0;
+  for (const auto& t : h.cases) {
+    std::string first = "-", latest = "-", change = "-", best = "-", worst = "-", step = "-";
+    if (!t.medians_us.empty()) {
+      first = fmt_seconds(t.medians_us.front() * 1e-6);
+      latest = fmt_seconds(t.medians_us.back() * 1e-6);
+      change = fmt_change(t.medians_us.back() / t.medians_us.front());
+      best = fmt_seconds(*std::min_element(t.medians_us.begin(), t.medians_us.end()) * 1e-6);
+      worst = fmt_seconds(*std::max_element(t.medians_us.begin(), t.medians_us.end()) * 1e-6);
+    }
+    if (t.step.found) {
+      ++steps;
+      const std::size_t run = t.runs[t.step.at];
+      step = fmt_change(t.step.ratio) + " from run " + std::to_string(run + 1) + " (" + h.runs[run].date + ")";
+    }
+    if (t.failed_latest) step = (step == "-" ? "" : step + "; ") + "FAILED in the latest run";
+    rows.push_back({t.name, std::to_string(t.medians_us.size()), first, latest, change, best, worst, step});
+  }
+  print_table(out, {"case", "runs", "first", "latest", "latest vs first", "best", "worst", "step"}, rows);
+  out << "\n" << steps << " case(s) with a step\n";
+}
+
+json history_json(const History& h) {
+  json runs = json::array(), cases = json::array();
+  for (const auto& r : h.runs) runs.push_back({{"path", r.path}, {"date", r.date}, {"git", r.git}});
+  for (const auto& t : h.cases) {
+    json step = nullptr;
+    if (t.step.found) step = {{"run", t.runs[t.step.at] + 1}, {"ratio", t.step.ratio}, {"score", t.step.score}};
+    json runs_1 = json::array();
+    for (auto i : t.runs) runs_1.push_back(i + 1);
+    cases.push_back({{"name", t.name}, {"runs", runs_1}, {"median_us", t.medians_us}, {"cv", t.cvs}, {"step", step},
+                     {"failed_latest", t.failed_latest}});
+  }
+  return {{"machine", h.key}, {"runs", runs}, {"cases", cases}, {"warnings", h.warnings}};
+}
+
+}  // namespace dlb::harness

@@ -1,0 +1,71 @@
+// `dlbench history DIR`: many results folders of one machine, ordered by context.date, as a trend
+// table per case (median of each run, latest vs first) with a step flag for sustained shifts.
+//
+// Step (change-point) detection, per case, on the log of the run medians y_1..y_T: every split into
+// a left and a right segment of at least `min_segment` runs is tried; the one with the largest
+// |mean(right) - mean(left)| = |d| is kept. It is flagged when the shift exceeds the threshold
+// (|exp(d) - 1| > threshold) and the noise: |d| > 3 * s * sqrt(1/nL + 1/nR), with s the pooled
+// standard deviation within the two segments, floored by the median cv of the runs' own repetitions
+// (so a perfectly flat synthetic series does not make every tiny shift "significant").
+#pragma once
+#include <cstddef>
+#include <iosfwd>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/compare.h"
+
+namespace dlb::harness {
+
+struct Step {
+  bool found = false;
+  std::size_t at = 0;  // index (into the series) of the first value after the step
+  double ratio = std::numeric_limits<double>::quiet_NaN();  // exp(mean right - mean left of the logs)
+  double score = 0;    // |d| / (s * sqrt(1/nL + 1/nR)); flagged above 3
+};
+
+// `values` > 0 in time order; `cvs` the runs' own noise (may be empty). Needs 2 * min_segment values.
+Step detect_step(const std::vector<double>& values, const std::vector<double>& cvs, std::size_t min_segment,
+                 double threshold);
+
+struct HistoryOptions {
+  double threshold = 0.05;
+  std::size_t min_segment = 3;
+  TimeField time = TimeField::real;
+};
+
+struct HistoryRun {
+  std::string path, date, git;
+};
+
+struct CaseTrend {
+  std::string name;
+  std::vector<std::size_t> runs;  // indexes into History::runs where the case was timed
+  std::vector<double> medians_us;
+  std::vector<double> cvs;
+  Step step;
+  bool failed_latest = false;     // failed in the latest run
+};
+
+struct History {
+  std::string key;                 // the machine
+  std::vector<HistoryRun> runs;    // sorted by date
+  std::vector<CaseTrend> cases;
+  std::vector<std::string> warnings;  // folders skipped (unreadable, other machines, no date)
+};
+
+// Loads every results folder (or results.json/.jsonl file) directly inside `dir`. Folders that fail
+// to load or carry no date are skipped with a warning; runs of other machines than the latest run's
+// are left out with a warning. InputError when `dir` is missing or holds no usable run.
+History load_history(const std::string& dir, const HistoryOptions& opts);
+
+void print_history(std::ostream& out, const History& h, const HistoryOptions& opts);
+nlohmann::json history_json(const History& h);
+
+// "2026-11-22T04:12:02+0000" (context.date) -> seconds since the epoch (UTC); NaN if unparsable.
+double parse_date(const std::string& s);
+
+}  // namespace dlb::harness
