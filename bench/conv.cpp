@@ -1,13 +1,483 @@
-// Suite "conv": placeholder until its issue lands; it expands to no cases.
+// Suite "conv": Conv2d forward, backward-data and backward-filter on every conv layer of the seed
+// models, a few DeepBench-style training shapes and a batch sweep of the lecture's conv1.
+//   ops     conv2d_fwd, conv2d_bwd_data, conv2d_bwd_filter; conv_transpose2d_fwd for the
+//           Autoencoder's transposed convs (= backward-data of the conv with c/k swapped)
+//   cpu     impl=im2col (im2col + OpenBLAS sgemm, kernels/cpu/conv2d.cpp), fp32
+//   cuda    impl=cudnn (fp32, tf32, fp16, bf16; algorithm search per shape, recorded as "algo"),
+//           impl=implicit_gemm (ours, fp32 forward)
+// Names: conv/<op>/<device>/<dtype>/impl=<impl>/layer=<layer>/batch=<n>. Every record also has the
+// layer's n,c,h,w,k,r,s,pad,stride. Work = Conv2dShape::flops() (2*n*k*p*q*c*r*s) in every direction.
+// Verification: the fp64 direct reference over every output when it is cheap (<= kFullCheckFlops),
+// else over a seeded random sample of outputs, each computed in fp64 (error relative to the sample's
+// scale). Half-precision cases are checked on inputs rounded to their dtype.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "bench/case.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/gemm_ref.h"
+
+#ifdef DLB_HAVE_CUDA
+#include "kernels/cuda/conv2d.h"
+#include "kernels/cuda/cuda_util.h"
+#endif
 
 namespace dlb::bench {
+
+namespace {
+
+enum class Op { fwd, bwd_data, bwd_filter, transpose_fwd };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::fwd: return "conv2d_fwd";
+    case Op::bwd_data: return "conv2d_bwd_data";
+    case Op::bwd_filter: return "conv2d_bwd_filter";
+    case Op::transpose_fwd: return "conv_transpose2d_fwd";
+  }
+  return "?";
+}
+
+struct Layer {
+  std::string name;
+  Conv2dShape sh;        // n is filled per case
+  bool transpose = false;  // a ConvTranspose2d, described by the conv it is the adjoint of
+  bool deepbench = false;  // fixed batch
+};
+
+Conv2dShape shape(int n, int c, int h, int w, int k, int r, int pad = 0, int stride = 1) {
+  Conv2dShape s;
+  s.n = n, s.c = c, s.h = h, s.w = w, s.k = k, s.r = r, s.s = r;
+  s.pad_h = s.pad_w = pad;
+  s.stride_h = s.stride_w = stride;
+  return s;
+}
+
+// Every conv layer of the seed models (batch filled in later) and the DeepBench-style shapes.
+std::vector<Layer> all_layers() {
+  return {
+      {"lecture.conv1", shape(1, 3, 32, 32, 128, 5), false, false},   // Net(128): 3->128 5x5, 32x32
+      {"lecture.conv2", shape(1, 128, 14, 14, 16, 5), false, false},  // 128->16 5x5 on the pooled 14x14
+      {"convnet.conv1", shape(1, 3, 28, 28, 32, 3, 1), false, false},  // fc1 is 64*7*7: 28x28 input
+      {"convnet.conv2", shape(1, 32, 14, 14, 64, 3, 1), false, false},
+      {"autoencoder.encoder.0", shape(1, 1, 28, 28, 16, 3, 1, 2), false, false},
+      {"autoencoder.encoder.2", shape(1, 16, 14, 14, 32, 3, 1, 2), false, false},
+      {"autoencoder.encoder.4", shape(1, 32, 7, 7, 64, 7), false, false},
+      // ConvTranspose2d(in, out, ...) on an input of size i == the conv (c = out, k = in) on the
+      // transposed layer's output, run backward-data.
+      {"autoencoder.decoder.0", shape(1, 32, 7, 7, 64, 7), true, false},          // 64->32 k7: 1x1 -> 7x7
+      {"autoencoder.decoder.2", shape(1, 16, 14, 14, 32, 3, 1, 2), true, false},  // 32->16 s2: 7 -> 14
+      {"autoencoder.decoder.4", shape(1, 1, 28, 28, 16, 3, 1, 2), true, false},   // 16->1 s2: 14 -> 28
+      {"deepbench.n16_c64_56_k64_3x3", shape(16, 64, 56, 56, 64, 3, 1), false, true},
+      {"deepbench.n16_c128_28_k128_3x3", shape(16, 128, 28, 28, 128, 3, 1), false, true},
+      {"deepbench.n8_c256_14_k256_3x3", shape(8, 256, 14, 14, 256, 3, 1), false, true},
+      {"deepbench.n16_c3_224_k64_7x7_s2", shape(16, 3, 224, 224, 64, 7, 3, 2), false, true},
+      {"deepbench.n8_c64_28_k64_3x3", shape(8, 64, 28, 28, 64, 3, 1), false, true},  // the --quick one
+  };
+}
+
+void annotate_shape(json& r, const std::string& layer, const Conv2dShape& s) {
+  r["layer"] = layer;
+  r["n"] = s.n, r["c"] = s.c, r["h"] = s.h, r["w"] = s.w, r["k"] = s.k, r["r"] = s.r, r["s"] = s.s;
+  r["pad"] = s.pad_h, r["stride"] = s.stride_h, r["batch"] = s.n;
+  r["p"] = s.p(), r["q"] = s.q();
+}
+
+std::vector<float> host_floats(std::size_t n, const char* what) {
+  try {
+    return std::vector<float>(n);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(std::string("host buffer ") + what + " (" + std::to_string(n * 4) + " bytes)");
+  }
+}
+
+// ---------------------------------------------------------------- verification
+// The direct reference costs ~1 ns per FMA; above this the check samples outputs.
+constexpr double kFullCheckFlops = 2e8;
+constexpr int kSamples = 1500;
+
+// One output element in fp64 per direction (same loops as the direct reference, for one index).
+double fwd_at(const Conv2dShape& sh, const float* x, const float* w, std::size_t idx) {
+  const int P = sh.p(), Q = sh.q();
+  const int q = int(idx % Q), p = int(idx / Q % P), k = int(idx / (std::size_t(P) * Q) % sh.k);
+  const int n = int(idx / (std::size_t(P) * Q * sh.k));
+  double acc = 0;
+  for (int c = 0; c < sh.c; ++c)
+    for (int r = 0; r < sh.r; ++r) {
+      const int ih = p * sh.stride_h - sh.pad_h + r;
+      if (ih < 0 || ih >= sh.h) continue;
+      for (int s = 0; s < sh.s; ++s) {
+        const int iw = q * sh.stride_w - sh.pad_w + s;
+        if (iw < 0 || iw >= sh.w) continue;
+        acc += double(x[((std::size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw]) *
+               double(w[((std::size_t(k) * sh.c + c) * sh.r + r) * sh.s + s]);
+      }
+    }
+  return acc;
+}
+
+double bwd_data_at(const Conv2dShape& sh, const float* dy, const float* w, std::size_t idx) {
+  const int P = sh.p(), Q = sh.q();
+  const int iw = int(idx % sh.w), ih = int(idx / sh.w % sh.h), c = int(idx / (std::size_t(sh.h) * sh.w) % sh.c);
+  const int n = int(idx / (std::size_t(sh.h) * sh.w * sh.c));
+  double acc = 0;
+  for (int r = 0; r < sh.r; ++r) {
+    const int t = ih + sh.pad_h - r;  // = p * stride
+    if (t < 0 || t % sh.stride_h) continue;
+    const int p = t / sh.stride_h;
+    if (p >= P) continue;
+    for (int s = 0; s < sh.s; ++s) {
+      const int u = iw + sh.pad_w - s;
+      if (u < 0 || u % sh.stride_w) continue;
+      const int q = u / sh.stride_w;
+      if (q >= Q) continue;
+      for (int k = 0; k < sh.k; ++k)
+        acc += double(dy[((std::size_t(n) * sh.k + k) * P + p) * Q + q]) *
+               double(w[((std::size_t(k) * sh.c + c) * sh.r + r) * sh.s + s]);
+    }
+  }
+  return acc;
+}
+
+double bwd_filter_at(const Conv2dShape& sh, const float* x, const float* dy, std::size_t idx) {
+  const int P = sh.p(), Q = sh.q();
+  const int s = int(idx % sh.s), r = int(idx / sh.s % sh.r), c = int(idx / (std::size_t(sh.r) * sh.s) % sh.c);
+  const int k = int(idx / (std::size_t(sh.r) * sh.s * sh.c));
+  double acc = 0;
+  for (int n = 0; n < sh.n; ++n)
+    for (int p = 0; p < P; ++p) {
+      const int ih = p * sh.stride_h - sh.pad_h + r;
+      if (ih < 0 || ih >= sh.h) continue;
+      for (int q = 0; q < Q; ++q) {
+        const int iw = q * sh.stride_w - sh.pad_w + s;
+        if (iw < 0 || iw >= sh.w) continue;
+        acc += double(dy[((std::size_t(n) * sh.k + k) * P + p) * Q + q]) *
+               double(x[((std::size_t(n) * sh.c + c) * sh.h + ih) * sh.w + iw]);
+      }
+    }
+  return acc;
+}
+
+// Checks `got` (the direction's output: y, dx or dw, plus db for bwd_filter when given) for inputs
+// x, w, dy. bias is added to the forward reference when non-null.
+CheckResult check_conv(Op op, const Conv2dShape& sh, const float* x, const float* w, const float* dy,
+                       const float* bias, const float* got, const float* got_db, DType t) {
+  const double tol = default_tolerance(t);
+  const bool forward = op == Op::fwd;
+  const bool data = op == Op::bwd_data || op == Op::transpose_fwd;
+  const std::size_t n_out = forward ? sh.y_size() : data ? sh.x_size() : sh.w_size();
+  if (sh.flops() <= kFullCheckFlops) {
+    std::vector<double> ref(n_out);
+    std::vector<double> ref_db(sh.k);
+    if (forward) cpu::conv2d_forward_direct(sh, x, w, bias, ref.data());
+    else if (data) cpu::conv2d_backward_data_direct(sh, dy, w, ref.data());
+    else cpu::conv2d_backward_filter_direct(sh, x, dy, ref.data(), ref_db.data());
+    auto res = judge(max_rel_err(got, ref.data(), n_out), tol, "fp64 direct, all outputs");
+    if (res.ok && got_db) {
+      auto rb = judge(max_rel_err(got_db, ref_db.data(), sh.k), tol, "db (bias gradient)");
+      if (!rb.ok) return rb;
+    }
+    return res;
+  }
+  // Sampled: the first and last outputs plus kSamples seeded random ones.
+  std::mt19937_64 rng(12345);
+  std::uniform_int_distribution<std::size_t> pick(0, n_out - 1);
+  std::vector<std::size_t> idx{0, n_out - 1};
+  for (int i = 0; i < kSamples; ++i) idx.push_back(pick(rng));
+  std::vector<float> g(idx.size());
+  std::vector<double> ref(idx.size());
+  const int PQ = sh.p() * sh.q();
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    g[i] = got[idx[i]];
+    if (forward) ref[i] = fwd_at(sh, x, w, idx[i]) + (bias ? bias[idx[i] / PQ % sh.k] : 0.0);
+    else if (data) ref[i] = bwd_data_at(sh, dy, w, idx[i]);
+    else ref[i] = bwd_filter_at(sh, x, dy, idx[i]);
+  }
+  auto res = judge(max_rel_err(g.data(), ref.data(), g.size()), tol,
+                   "fp64, " + std::to_string(idx.size()) + " sampled outputs");
+  if (res.ok && got_db) {
+    std::vector<double> db(sh.k, 0.0);
+    for (int n = 0; n < sh.n; ++n)
+      for (int k = 0; k < sh.k; ++k)
+        for (int j = 0; j < PQ; ++j) db[k] += dy[(std::size_t(n) * sh.k + k) * PQ + j];
+    auto rb = judge(max_rel_err(got_db, db.data(), sh.k), tol, "db (bias gradient)");
+    if (!rb.ok) return rb;
+  }
+  return res;
+}
+
+const char* verification_name(const Conv2dShape& sh) {
+  return sh.flops() <= kFullCheckFlops ? "fp64 direct" : "fp64 sampled";
+}
+
+// ---------------------------------------------------------------- CPU
+class CpuConv final : public Case {
+ public:
+  CpuConv(Op op, std::string layer, Conv2dShape sh) : op_(op), layer_(std::move(layer)), sh_(sh) {}
+  void setup() override {
+    if (!sh_.valid()) throw UsageError("conv: invalid shape " + sh_.str());
+    x_ = host_floats(sh_.x_size(), "x"), w_ = host_floats(sh_.w_size(), "w");
+    dy_ = host_floats(sh_.y_size(), "y"), b_ = host_floats(sh_.k, "bias");
+    fill_uniform(x_.data(), x_.size(), 1);
+    fill_uniform(w_.data(), w_.size(), 2);
+    fill_uniform(dy_.data(), dy_.size(), 3);
+    fill_uniform(b_.data(), b_.size(), 4);
+    // Outputs: y overwrites dy_'s twin; dx the size of x; dw the size of w.
+    if (op_ == Op::fwd) out_ = host_floats(sh_.y_size(), "y");
+    else if (op_ == Op::bwd_filter) out_ = host_floats(sh_.w_size(), "dw"), db_ = host_floats(sh_.k, "db");
+    else out_ = host_floats(sh_.x_size(), "dx");
+    run();  // sizes the workspace outside the timed loop
+  }
+  CheckResult verify() override {
+    std::fill(out_.begin(), out_.end(), std::nanf(""));
+    run();
+    return check_conv(op_, sh_, x_.data(), w_.data(), dy_.data(), op_ == Op::fwd ? b_.data() : nullptr, out_.data(),
+                      op_ == Op::bwd_filter ? db_.data() : nullptr, DType::fp32);
+  }
+  double run() override {
+    switch (op_) {
+      case Op::fwd: cpu::conv2d_forward_im2col(sh_, x_.data(), w_.data(), b_.data(), out_.data(), ws_); break;
+      case Op::bwd_data:
+      case Op::transpose_fwd: cpu::conv2d_backward_data_im2col(sh_, dy_.data(), w_.data(), out_.data(), ws_); break;
+      case Op::bwd_filter:
+        cpu::conv2d_backward_filter_im2col(sh_, x_.data(), dy_.data(), out_.data(), db_.data(), ws_);
+        break;
+    }
+    return 0;
+  }
+  Work work() const override { return {sh_.flops(), 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& r) const override {
+    annotate_shape(r, layer_, sh_);
+    r["verification"] = verification_name(sh_);
+    r["workspace_bytes"] = ws_.size() * sizeof(float);
+  }
+  void teardown() override { x_ = {}, w_ = {}, dy_ = {}, b_ = {}, out_ = {}, db_ = {}, ws_ = {}; }
+
+ private:
+  Op op_;
+  std::string layer_;
+  Conv2dShape sh_;
+  std::vector<float> x_, w_, dy_, b_, out_, db_, ws_;
+};
+
+#ifdef DLB_HAVE_CUDA
+// ---------------------------------------------------------------- GPU
+class GpuConv final : public Case {
+ public:
+  GpuConv(int dev, Op op, std::string layer, Conv2dShape sh, std::string impl, DType t)
+      : dev_(dev), op_(op), layer_(std::move(layer)), sh_(sh), impl_(std::move(impl)), t_(t) {}
+  void setup() override {
+    if (!sh_.valid()) throw UsageError("conv: invalid shape " + sh_.str());
+    DLB_CUDA_CHECK(cudaSetDevice(dev_));
+    x_ = host_floats(sh_.x_size(), "x"), w_ = host_floats(sh_.w_size(), "w");
+    dy_ = host_floats(sh_.y_size(), "dy"), b_ = host_floats(sh_.k, "bias");
+    fill_uniform(x_.data(), x_.size(), 1);
+    fill_uniform(w_.data(), w_.size(), 2);
+    fill_uniform(dy_.data(), dy_.size(), 3);
+    fill_uniform(b_.data(), b_.size(), 4);
+    half_ = t_ == DType::fp16 || t_ == DType::bf16;
+    esz_ = half_ ? 2 : 4;
+    dx_ = upload(x_), dw_ = upload(w_), ddy_ = upload(dy_), db_ = upload(b_);
+    const std::size_t n_out = op_ == Op::fwd ? sh_.y_size() : op_ == Op::bwd_filter ? sh_.w_size() : sh_.x_size();
+    out_ = cuda::DeviceBuffer<unsigned char>(n_out * esz_);
+    if (op_ == Op::bwd_filter) dbias_ = cuda::DeviceBuffer<unsigned char>(std::size_t(sh_.k) * esz_);
+    if (impl_ == "cudnn") conv_ = std::make_unique<cuda::CudnnConv2d>(sh_, t_);
+    timer_ = std::make_unique<cuda::EventTimer>();
+    launch();  // algorithm search and workspace outside the timed loop
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  CheckResult verify() override {
+    DLB_CUDA_CHECK(cudaMemset(out_.data(), 0xff, out_.bytes()));  // NaN: a kernel that writes nothing fails
+    launch();
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> got = download(out_), gdb;
+    if (op_ == Op::bwd_filter) gdb = download(dbias_);
+    return check_conv(op_, sh_, x_.data(), w_.data(), dy_.data(), op_ == Op::fwd ? b_.data() : nullptr, got.data(),
+                      op_ == Op::bwd_filter ? gdb.data() : nullptr, t_);
+  }
+  double run() override {
+    timer_->start();
+    launch();
+    return timer_->stop_seconds();
+  }
+  bool manual_time() const override { return true; }
+  Work work() const override { return {sh_.flops(), 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& r) const override {
+    annotate_shape(r, layer_, sh_);
+    r["verification"] = verification_name(sh_);
+    if (conv_) {
+      const auto dir = op_ == Op::fwd ? cuda::ConvDir::forward
+                       : op_ == Op::bwd_filter ? cuda::ConvDir::backward_filter
+                                               : cuda::ConvDir::backward_data;
+      r["algo"] = conv_->algo_name(dir);
+    }
+  }
+  void teardown() override {
+    conv_.reset(), timer_.reset();
+    dx_ = {}, dw_ = {}, ddy_ = {}, db_ = {}, out_ = {}, dbias_ = {};
+    x_ = {}, w_ = {}, dy_ = {}, b_ = {};
+  }
+
+ private:
+  // Host values are rounded to the dtype in place, so the reference sees what the GPU sees.
+  cuda::DeviceBuffer<unsigned char> upload(std::vector<float>& v) {
+    cuda::DeviceBuffer<unsigned char> d(v.size() * esz_);
+    if (!half_) {
+      DLB_CUDA_CHECK(cudaMemcpy(d.data(), v.data(), d.bytes(), cudaMemcpyHostToDevice));
+      return d;
+    }
+    std::vector<std::uint16_t> h(v.size());
+    const bool bf = t_ == DType::bf16;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      h[i] = bf ? cpu::float_to_bf16(v[i]) : cpu::float_to_fp16(v[i]);
+      v[i] = bf ? cpu::bf16_to_float(h[i]) : cpu::fp16_to_float(h[i]);
+    }
+    DLB_CUDA_CHECK(cudaMemcpy(d.data(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
+    return d;
+  }
+  std::vector<float> download(const cuda::DeviceBuffer<unsigned char>& d) const {
+    std::vector<float> v(d.bytes() / esz_);
+    if (!half_) {
+      DLB_CUDA_CHECK(cudaMemcpy(v.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost));
+      return v;
+    }
+    std::vector<std::uint16_t> h(v.size());
+    DLB_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), d.bytes(), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = t_ == DType::bf16 ? cpu::bf16_to_float(h[i]) : cpu::fp16_to_float(h[i]);
+    return v;
+  }
+  void launch() {
+    if (impl_ == "implicit_gemm") {
+      cuda::conv2d_forward_implicit_gemm(sh_, reinterpret_cast<const float*>(dx_.data()),
+                                         reinterpret_cast<const float*>(dw_.data()),
+                                         reinterpret_cast<const float*>(db_.data()),
+                                         reinterpret_cast<float*>(out_.data()));
+      return;
+    }
+    switch (op_) {
+      case Op::fwd: conv_->forward(dx_.data(), dw_.data(), db_.data(), out_.data()); break;
+      case Op::bwd_data:
+      case Op::transpose_fwd: conv_->backward_data(ddy_.data(), dw_.data(), out_.data()); break;
+      case Op::bwd_filter: conv_->backward_filter(dx_.data(), ddy_.data(), out_.data(), dbias_.data()); break;
+    }
+  }
+
+  int dev_;
+  Op op_;
+  std::string layer_;
+  Conv2dShape sh_;
+  std::string impl_;
+  DType t_;
+  bool half_ = false;
+  std::size_t esz_ = 4;
+  std::vector<float> x_, w_, dy_, b_;
+  cuda::DeviceBuffer<unsigned char> dx_, dw_, ddy_, db_, out_, dbias_;
+  std::unique_ptr<cuda::CudnnConv2d> conv_;
+  std::unique_ptr<cuda::EventTimer> timer_;
+};
+#endif
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
 
 Suite conv_suite() {
   Suite s;
   s.name = "conv";
-  s.description = "Conv2d forward / backward-data / backward-filter (arrives with issue 3)";
-  s.expand = [](const SuiteOptions&) { return std::vector<CaseSpec>{}; };
+  s.description = "Conv2d fwd / bwd-data / bwd-filter: im2col+OpenBLAS, cuDNN (searched algo), our implicit GEMM";
+  s.expand = [](const SuiteOptions& o) {
+    const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
+    const auto layer_names = axis_strings(o, "layer");  // empty: all
+    const auto ops = axis_strings(o, "op", {"conv2d_fwd", "conv2d_bwd_data", "conv2d_bwd_filter"});
+    std::vector<long long> layer_batch = axis_ints(o, "layer_batch", {64, 4, 2});
+    const auto sweep = axis_ints(o, "batch", {1, 2, 4, 8, 16, 32, 64, 128, 256});
+    const std::string sweep_layer = axis_strings(o, "sweep_layer", {"lecture.conv1"}).front();
+    // --batch replaces the sweep and the model layers' batches ("default_batch" mirrors "batch").
+    const bool batch_overridden =
+        o.axes.contains("default_batch") && o.axes.contains("batch") && o.axes.at("default_batch") != o.axes.at("batch");
+    if (batch_overridden) layer_batch = sweep;
+    // "deepbench": which fixed-batch shapes run (absent: all of them).
+    const bool deepbench_listed = o.axes.contains("deepbench");
+    const auto deepbench_names = axis_strings(o, "deepbench");
+
+    // (layer, shape) pairs in order, without duplicates.
+    std::vector<std::pair<Layer, Conv2dShape>> todo;
+    std::set<std::string> seen;
+    auto push = [&](const Layer& l, int n) {
+      Conv2dShape sh = l.sh;
+      sh.n = n;
+      if (!sh.valid()) throw UsageError("conv: invalid shape for " + l.name + ": " + sh.str());
+      if (seen.insert(l.name + "/" + std::to_string(n)).second) todo.push_back({l, sh});
+    };
+    const auto layers = all_layers();
+    for (const auto& l : layers) {
+      if (l.deepbench) {
+        if (batch_overridden || (deepbench_listed && !contains(deepbench_names, l.name))) continue;
+        push(l, l.sh.n);
+        continue;
+      }
+      if (!layer_names.empty() && !contains(layer_names, l.name)) continue;
+      for (long long b : layer_batch) push(l, int(b));
+    }
+    if (!(o.axes.contains("sweep") && o.axes.at("sweep") == false))
+      for (const auto& l : layers)
+        if (l.name == sweep_layer)
+          for (long long b : sweep) push(l, int(b));
+
+    std::vector<CaseSpec> cases;
+    auto add = [&](const std::string& dev, DType t, const std::string& impl, Op op, const Layer& l,
+                   const Conv2dShape& sh, std::function<std::unique_ptr<Case>()> make) {
+      if (!contains(dtypes, dtype_name(t))) return;
+      CaseId id{"conv", op_name(op), dev, dtype_name(t), {}};
+      id.with("impl", impl).with("layer", l.name).with("batch", sh.n);
+      cases.push_back({id, std::move(make)});
+    };
+    auto ops_of = [&](const Layer& l) {
+      std::vector<Op> v;
+      if (l.transpose) {
+        if (contains(ops, "conv2d_fwd") || contains(ops, "conv_transpose2d_fwd")) v.push_back(Op::transpose_fwd);
+        return v;
+      }
+      if (contains(ops, "conv2d_fwd")) v.push_back(Op::fwd);
+      if (contains(ops, "conv2d_bwd_data")) v.push_back(Op::bwd_data);
+      if (contains(ops, "conv2d_bwd_filter")) v.push_back(Op::bwd_filter);
+      return v;
+    };
+    for (const auto& dev : o.devices) {
+      for (const auto& [l, sh] : todo)
+        for (Op op : ops_of(l)) {
+          if (dev == "cpu") {
+            add(dev, DType::fp32, "im2col", op, l, sh,
+                [op, name = l.name, sh] { return std::make_unique<CpuConv>(op, name, sh); });
+            continue;
+          }
+#ifdef DLB_HAVE_CUDA
+          if (!is_gpu(dev)) continue;
+          const int g = gpu_index(dev);
+          for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16})
+            add(dev, t, "cudnn", op, l, sh,
+                [g, op, name = l.name, sh, t] { return std::make_unique<GpuConv>(g, op, name, sh, "cudnn", t); });
+          if (op == Op::fwd)
+            add(dev, DType::fp32, "implicit_gemm", op, l, sh, [g, op, name = l.name, sh] {
+              return std::make_unique<GpuConv>(g, op, name, sh, "implicit_gemm", DType::fp32);
+            });
+#endif
+        }
+    }
+    return cases;
+  };
   return s;
 }
 
