@@ -1,0 +1,43 @@
+// Elementwise, pooling, loss and optimizer kernels for training on the CPU (fp32). Layouts are
+// PyTorch's (NCHW activations, row-major [rows, cols] matrices). All are memory-bound and cheap next
+// to the convolutions: a few bytes moved per flop, so they are written as plain vectorizable loops.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace dlb::cpu {
+
+// y = max(x, 0); dx = dy * (y > 0)
+void relu_forward(const float* x, float* y, std::size_t n);
+void relu_backward(const float* y, const float* dy, float* dx, std::size_t n);
+// y = 1 / (1 + exp(-x)); dx = dy * y * (1 - y)
+void sigmoid_forward(const float* x, float* y, std::size_t n);
+void sigmoid_backward(const float* y, const float* dy, float* dx, std::size_t n);
+
+// y[i, j] += b[j] over `rows` rows of `cols`; db[j] += sum_i dy[i, j]
+void bias_rows_forward(float* y, const float* b, int rows, int cols);
+void bias_rows_backward(const float* dy, float* db, int rows, int cols);
+// y[n, c, :] += b[c] over planes of `hw`; db[c] += sum over n and the plane of dy
+void bias_nchw_forward(float* y, const float* b, int n, int c, int hw);
+void bias_nchw_backward(const float* dy, float* db, int n, int c, int hw);
+
+// Max pooling with a k x k window and stride k (no padding, floor mode, as nn.MaxPool2d(k)).
+// `arg` receives the flat input index of each output's maximum; backward scatters through it.
+void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k);
+void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size);
+
+// Cross-entropy with a fused log-softmax, mean over the batch (nn.CrossEntropyLoss()).
+// Returns the loss; dlogits (may be null) receives d loss / d logits = (softmax - onehot) / n.
+float softmax_xent_forward_backward(const float* logits, const std::int32_t* labels, int n, int classes,
+                                    float* dlogits);
+// Mean squared error over all elements (nn.MSELoss()); dpred (may be null) = 2 (pred - target) / count.
+float mse_forward_backward(const float* pred, const float* target, std::size_t count, float* dpred);
+
+// SGD with momentum, PyTorch semantics: buf = momentum * buf + g (buf = g on the first step);
+// p -= lr * buf.
+void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, float lr, float momentum, bool first);
+// Adam (PyTorch defaults b1 0.9, b2 0.999, eps 1e-8, no weight decay); `step` counts from 1.
+void adam_step(float* p, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,
+               long step);
+
+}  // namespace dlb::cpu

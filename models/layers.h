@@ -1,0 +1,172 @@
+// Layers with forward and backward for the CPU, each with an fp64 reference path used by the
+// gradient checks and by the verification of every training case. Activations are NCHW; a Linear
+// layer sees [n, features] as NCHW with h = w = 1. Parameters keep PyTorch's shapes and layouts.
+//
+// Gradient semantics follow PyTorch: backward ADDS into Param::grad (zero_grad clears it), and the
+// reference path adds into Param::ref_grad. The reference reads Param::ref_value (fp64), which
+// Sequential::sync_ref() fills from the fp32 values.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/conv2d.h"
+
+namespace dlb::models {
+
+struct Shape {
+  int n = 1, c = 1, h = 1, w = 1;
+  std::size_t size() const { return std::size_t(n) * c * h * w; }
+  std::size_t per_item() const { return std::size_t(c) * h * w; }
+  std::string str() const;  // "64x3x32x32"
+  bool operator==(const Shape& o) const { return n == o.n && c == o.c && h == o.h && w == o.w; }
+};
+
+struct Param {
+  std::string name;        // "conv1.weight"
+  std::vector<int> shape;  // PyTorch's shape
+  std::vector<float> value, grad;
+  std::vector<double> ref_value, ref_grad;
+  std::size_t size() const { return value.size(); }
+  void resize(std::vector<int> s);
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string kind() const = 0;  // "Conv2d", "ReLU", ...
+  virtual Shape out_shape(const Shape& in) const = 0;  // throws InputError when `in` does not fit
+  virtual std::vector<Param*> params() { return {}; }
+  // Seeded PyTorch default init; layers without parameters ignore it.
+  virtual void init(std::uint64_t seed) { (void)seed; }
+  // Fast fp32 path. `y` has out_shape(in).size() floats.
+  virtual void forward(const Shape& in, const float* x, float* y) = 0;
+  // dx may be null when the input gradient is not needed (the first layer).
+  virtual void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) = 0;
+  // fp64 reference path (direct loops).
+  virtual void forward_ref(const Shape& in, const double* x, double* y) = 0;
+  virtual void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) = 0;
+  // Multiply-adds of forward for one batch, x2 = flops (napkin math for GFLOP/s).
+  virtual double forward_flops(const Shape& in) const { (void)in; return 0; }
+};
+
+// nn.Conv2d(in, out, k, stride, padding) with bias.
+class Conv2d final : public Layer {
+ public:
+  Conv2d(std::string name, int in_c, int out_c, int k, int stride = 1, int pad = 0);
+  std::string kind() const override { return "Conv2d"; }
+  Shape out_shape(const Shape& in) const override;
+  std::vector<Param*> params() override { return {&weight, &bias}; }
+  void init(std::uint64_t seed) override;
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+  double forward_flops(const Shape& in) const override { return conv_shape(in).flops(); }
+  Conv2dShape conv_shape(const Shape& in) const;
+  int in_c, out_c, k, stride, pad;
+  Param weight, bias;  // [out, in, k, k], [out]
+
+ private:
+  std::vector<float> ws_, dw_tmp_;
+};
+
+// nn.ConvTranspose2d(in, out, k, stride, padding, output_padding) with bias. It is the backward-data
+// of the Conv2d from `out` to `in` channels, so its weight [in, out, k, k] is that conv's KCRS filter.
+class ConvTranspose2d final : public Layer {
+ public:
+  ConvTranspose2d(std::string name, int in_c, int out_c, int k, int stride = 1, int pad = 0, int out_pad = 0);
+  std::string kind() const override { return "ConvTranspose2d"; }
+  Shape out_shape(const Shape& in) const override;
+  std::vector<Param*> params() override { return {&weight, &bias}; }
+  void init(std::uint64_t seed) override;
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+  double forward_flops(const Shape& in) const override { return conv_shape(in).flops(); }
+  // The equivalent convolution: input = our output (out_c channels), output = our input (in_c).
+  Conv2dShape conv_shape(const Shape& in) const;
+  int in_c, out_c, k, stride, pad, out_pad;
+  Param weight, bias;  // [in, out, k, k], [out]
+
+ private:
+  std::vector<float> ws_, dw_tmp_;
+};
+
+// nn.Linear(in, out): y = x W^T + b, W [out, in].
+class Linear final : public Layer {
+ public:
+  Linear(std::string name, int in_f, int out_f);
+  std::string kind() const override { return "Linear"; }
+  Shape out_shape(const Shape& in) const override;
+  std::vector<Param*> params() override { return {&weight, &bias}; }
+  void init(std::uint64_t seed) override;
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+  double forward_flops(const Shape& in) const override { return 2.0 * in.n * in_f * out_f; }
+  int in_f, out_f;
+  Param weight, bias;
+};
+
+class ReLU final : public Layer {
+ public:
+  std::string kind() const override { return "ReLU"; }
+  Shape out_shape(const Shape& in) const override { return in; }
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+};
+
+class Sigmoid final : public Layer {
+ public:
+  std::string kind() const override { return "Sigmoid"; }
+  Shape out_shape(const Shape& in) const override { return in; }
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+};
+
+// nn.MaxPool2d(k): window k, stride k.
+class MaxPool2d final : public Layer {
+ public:
+  explicit MaxPool2d(int k) : k(k) {}
+  std::string kind() const override { return "MaxPool2d"; }
+  Shape out_shape(const Shape& in) const override;
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+  int k;
+
+ private:
+  std::vector<std::int32_t> arg_;
+};
+
+// torch.flatten(x, 1): [n, c, h, w] -> [n, c*h*w, 1, 1]; memory is unchanged.
+class Flatten final : public Layer {
+ public:
+  std::string kind() const override { return "Flatten"; }
+  Shape out_shape(const Shape& in) const override { return {in.n, int(in.per_item()), 1, 1}; }
+  void forward(const Shape& in, const float* x, float* y) override;
+  void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
+  void forward_ref(const Shape& in, const double* x, double* y) override;
+  void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+};
+
+// fp64 reference convolution (direct loops), used by Conv2d and ConvTranspose2d. Outputs overwritten;
+// dw/db accumulate.
+void conv2d_forward_ref(const Conv2dShape& s, const double* x, const double* w, const double* b, double* y);
+void conv2d_backward_data_ref(const Conv2dShape& s, const double* dy, const double* w, double* dx);
+void conv2d_backward_filter_ref(const Conv2dShape& s, const double* x, const double* dy, double* dw, double* db);
+
+// Deterministic uniform(-bound, bound) fill (splitmix64), so runs and devices agree.
+void fill_uniform_bound(float* p, std::size_t n, float bound, std::uint64_t seed);
+
+}  // namespace dlb::models

@@ -1,0 +1,231 @@
+// Sequential model, losses and optimizers on the CPU (see net.h).
+#include "models/net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "kernels/common/errors.h"
+#include "kernels/cpu/nn_ops.h"
+
+namespace dlb::models {
+
+Sequential& Sequential::add(std::unique_ptr<Layer> l) {
+  layers_.push_back(std::move(l));
+  shapes_.clear();
+  return *this;
+}
+
+std::vector<Layer*> Sequential::layers() const {
+  std::vector<Layer*> v;
+  for (const auto& l : layers_) v.push_back(l.get());
+  return v;
+}
+
+std::vector<Param*> Sequential::params() const {
+  std::vector<Param*> v;
+  for (const auto& l : layers_)
+    for (Param* p : l->params()) v.push_back(p);
+  return v;
+}
+
+std::size_t Sequential::num_params() const {
+  std::size_t n = 0;
+  for (Param* p : params()) n += p->size();
+  return n;
+}
+
+std::string Sequential::summary() const {
+  std::ostringstream os;
+  for (Param* p : params()) {
+    os << p->name << ": [";
+    for (std::size_t i = 0; i < p->shape.size(); ++i) os << (i ? ", " : "") << p->shape[i];
+    os << "]\n";
+  }
+  return os.str();
+}
+
+Shape Sequential::output_shape(int n) const {
+  Shape s = input_shape(n);
+  for (const auto& l : layers_) s = l->out_shape(s);
+  return s;
+}
+
+void Sequential::init(std::uint64_t seed) {
+  std::uint64_t s = seed * 1000003ULL;
+  for (const auto& l : layers_) l->init(s += 17);
+}
+
+void Sequential::copy_params_from(const Sequential& other) {
+  auto a = params(), b = other.params();
+  if (a.size() != b.size()) throw UsageError("copy_params_from: different architectures");
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i]->shape != b[i]->shape) throw UsageError("copy_params_from: shape mismatch in " + a[i]->name);
+    a[i]->value = b[i]->value;
+  }
+}
+
+double Sequential::train_flops(int n) const {
+  Shape s = input_shape(n);
+  double f = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const double fw = layers_[i]->forward_flops(s);
+    f += fw * (i == 0 ? 2 : 3);
+    s = layers_[i]->out_shape(s);
+  }
+  return f;
+}
+
+void Sequential::plan(int n) {
+  if (!shapes_.empty() && shapes_[0].n == n) return;
+  shapes_.assign(layers_.size() + 1, Shape{});
+  shapes_[0] = input_shape(n);
+  for (std::size_t i = 0; i < layers_.size(); ++i) shapes_[i + 1] = layers_[i]->out_shape(shapes_[i]);
+  acts_.resize(layers_.size());
+  grads_.resize(layers_.size());
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    acts_[i].assign(shapes_[i + 1].size(), 0.f);
+    grads_[i].assign(i == 0 ? 0 : shapes_[i].size(), 0.f);
+  }
+  dout_.assign(shapes_.back().size(), 0.f);
+}
+
+void Sequential::zero_grad() {
+  for (Param* p : params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
+}
+
+const std::vector<float>& Sequential::predict(const float* x, int n) {
+  if (n <= 0) throw UsageError("batch must be positive");
+  plan(n);
+  const float* cur = x;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(shapes_[i], cur, acts_[i].data());
+    cur = acts_[i].data();
+  }
+  return acts_.back();
+}
+
+float Sequential::forward_backward(const Batch& b) {
+  predict(b.x, b.n);
+  const Shape& o = shapes_.back();
+  const float loss = loss_forward_backward(loss_, acts_.back().data(), b, o.size(), int(o.per_item()), dout_.data());
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    const float* xin = i == 0 ? b.x : acts_[i - 1].data();
+    const float* dy = i + 1 == layers_.size() ? dout_.data() : grads_[i + 1].data();
+    layers_[i]->backward(shapes_[i], xin, acts_[i].data(), dy, i == 0 ? nullptr : grads_[i].data());
+  }
+  return loss;
+}
+
+void Sequential::sync_ref() {
+  for (Param* p : params()) p->ref_value.assign(p->value.begin(), p->value.end());
+}
+
+double Sequential::forward_backward_ref(const double* x, const Batch& b, std::vector<double>* dx) {
+  const int n = b.n;
+  std::vector<Shape> sh(layers_.size() + 1);
+  sh[0] = input_shape(n);
+  for (std::size_t i = 0; i < layers_.size(); ++i) sh[i + 1] = layers_[i]->out_shape(sh[i]);
+  std::vector<std::vector<double>> act(layers_.size());
+  const double* cur = x;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    act[i].assign(sh[i + 1].size(), 0.0);
+    layers_[i]->forward_ref(sh[i], cur, act[i].data());
+    cur = act[i].data();
+  }
+  for (Param* p : params()) p->ref_grad.assign(p->size(), 0.0);
+  std::vector<double> dy(sh.back().size());
+  const double loss =
+      loss_forward_backward_ref(loss_, act.back().data(), b, x, sh.back().size(), int(sh.back().per_item()), dy.data());
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    const bool need_dx = i > 0 || dx != nullptr;
+    std::vector<double> g(need_dx ? sh[i].size() : 0);
+    layers_[i]->backward_ref(sh[i], i == 0 ? x : act[i - 1].data(), act[i].data(), dy.data(), need_dx ? g.data() : nullptr);
+    dy.swap(g);
+  }
+  if (dx) *dx = std::move(dy);
+  return loss;
+}
+
+double Sequential::loss_ref(const double* x, const Batch& b) {
+  Shape s = input_shape(b.n);
+  std::vector<double> cur(x, x + s.size()), next;
+  for (const auto& l : layers_) {
+    const Shape o = l->out_shape(s);
+    next.assign(o.size(), 0.0);
+    l->forward_ref(s, cur.data(), next.data());
+    cur.swap(next);
+    s = o;
+  }
+  return loss_forward_backward_ref(loss_, cur.data(), b, x, s.size(), int(s.per_item()), nullptr);
+}
+
+float loss_forward_backward(LossKind k, const float* out, const Batch& b, std::size_t out_size, int classes, float* d) {
+  if (k == LossKind::cross_entropy) {
+    if (!b.labels) throw UsageError("cross-entropy needs labels");
+    for (int i = 0; i < b.n; ++i)
+      if (b.labels[i] < 0 || b.labels[i] >= classes)
+        throw InputError("label " + std::to_string(b.labels[i]) + " outside [0, " + std::to_string(classes) + ")");
+    return cpu::softmax_xent_forward_backward(out, b.labels, b.n, classes, d);
+  }
+  const float* t = b.target ? b.target : b.x;
+  return cpu::mse_forward_backward(out, t, out_size, d);
+}
+
+double loss_forward_backward_ref(LossKind k, const double* out, const Batch& b, const double* x_ref,
+                                 std::size_t out_size, int classes, double* d) {
+  if (k == LossKind::cross_entropy) {
+    double total = 0;
+    for (int i = 0; i < b.n; ++i) {
+      const double* z = out + std::size_t(i) * classes;
+      double mx = z[0];
+      for (int j = 1; j < classes; ++j) mx = std::max(mx, z[j]);
+      double s = 0;
+      for (int j = 0; j < classes; ++j) s += std::exp(z[j] - mx);
+      const double lse = mx + std::log(s);
+      total += lse - z[b.labels[i]];
+      if (d)
+        for (int j = 0; j < classes; ++j)
+          d[std::size_t(i) * classes + j] = (std::exp(z[j] - lse) - (j == b.labels[i] ? 1.0 : 0.0)) / b.n;
+    }
+    return total / b.n;
+  }
+  double s = 0;
+  for (std::size_t i = 0; i < out_size; ++i) {
+    const double t = b.target ? double(b.target[i]) : x_ref[i];
+    const double e = out[i] - t;
+    s += e * e;
+    if (d) d[i] = 2.0 * e / double(out_size);
+  }
+  return s / double(out_size);
+}
+
+Optimizer::Optimizer(OptimizerConfig cfg, std::vector<Param*> params) : cfg_(std::move(cfg)), params_(std::move(params)) {
+  if (cfg_.kind != "sgd" && cfg_.kind != "adam") throw UsageError("optimizer '" + cfg_.kind + "': expected sgd or adam");
+  if (!(cfg_.lr > 0) || !std::isfinite(cfg_.lr)) throw UsageError("learning rate must be a positive number");
+  for (Param* p : params_) {
+    s1_.emplace_back(p->size(), 0.f);
+    s2_.emplace_back(cfg_.kind == "adam" ? p->size() : 0, 0.f);
+  }
+}
+
+void Optimizer::step() {
+  ++t_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Param& p = *params_[i];
+    if (cfg_.kind == "sgd")
+      cpu::sgd_momentum_step(p.value.data(), p.grad.data(), s1_[i].data(), p.size(), cfg_.lr, cfg_.momentum, t_ == 1);
+    else
+      cpu::adam_step(p.value.data(), p.grad.data(), s1_[i].data(), s2_[i].data(), p.size(), cfg_.lr, cfg_.beta1,
+                     cfg_.beta2, cfg_.eps, t_);
+  }
+}
+
+float train_step(Sequential& m, Optimizer& opt, const Batch& b) {
+  m.zero_grad();
+  const float loss = m.forward_backward(b);
+  opt.step();
+  return loss;
+}
+
+}  // namespace dlb::models

@@ -1,0 +1,227 @@
+// Gradient checks: every layer's fp64 reference backward against central finite differences, and
+// the fast fp32 path against the fp64 reference; losses and optimizers against their formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+#include "models/net.h"
+
+using namespace dlb;
+using namespace dlb::models;
+
+namespace {
+
+struct Check {
+  double fd_err = 0;    // reference analytic vs finite differences (relative to the gradient's scale)
+  double fast_err = 0;  // fast fp32 gradients vs the reference
+  double loss_err = 0;
+  std::string worst;    // where fd_err was largest
+};
+
+double rel(double a, double b, double scale) { return std::abs(a - b) / std::max(scale, 1e-12); }
+
+// A ReLU/max switching inside [-h, h] makes the two one-sided differences disagree: no derivative
+// there, so the point is skipped (it happens rarely with random inputs in deep models).
+bool kink(double lp, double lm, double l0, double h, double scale) {
+  return std::abs((lp - l0) / h - (l0 - lm) / h) > 1e-3 * std::max(scale, 1e-12);
+}
+
+// Runs model `m` on a random batch of n and compares gradients three ways.
+// h: the finite-difference step; 1e-6 by default, larger where gradients are tiny (deep sigmoid
+// models), so that rounding in the loss does not swamp the difference.
+Check gradcheck(Sequential& m, int n, bool labels = false, std::uint64_t seed = 7, double h = 1e-6) {
+  m.init(seed);
+  const Shape in = m.input_shape(n), out = m.output_shape(n);
+  std::vector<float> x(in.size()), target(out.size());
+  fill_uniform(x.data(), x.size(), seed + 1);
+  fill_uniform(target.data(), target.size(), seed + 2);
+  std::vector<std::int32_t> lab(n);
+  for (int i = 0; i < n; ++i) lab[i] = (i * 7 + 3) % int(out.per_item());
+  Batch b{x.data(), labels ? lab.data() : nullptr, labels ? nullptr : target.data(), n};
+
+  m.sync_ref();
+  std::vector<double> x64(x.begin(), x.end()), dx;
+  const double loss64 = m.forward_backward_ref(x64.data(), b, &dx);
+
+  Check c;
+  const double l0 = m.loss_ref(x64.data(), b);
+  // Parameters: every entry of small tensors, a stride through big ones.
+  for (Param* p : m.params()) {
+    double scale = 0;
+    for (double g : p->ref_grad) scale = std::max(scale, std::abs(g));
+    const std::size_t step = std::max<std::size_t>(1, p->size() / 40);
+    const std::vector<double> grad = p->ref_grad;
+    for (std::size_t i = 0; i < p->size(); i += step) {
+      const double keep = p->ref_value[i];
+      p->ref_value[i] = keep + h;
+      const double lp = m.loss_ref(x64.data(), b);
+      p->ref_value[i] = keep - h;
+      const double lm = m.loss_ref(x64.data(), b);
+      p->ref_value[i] = keep;
+      if (kink(lp, lm, l0, h, scale)) continue;
+      const double e = rel((lp - lm) / (2 * h), grad[i], scale);
+      if (e > c.fd_err) c.fd_err = e, c.worst = p->name + "[" + std::to_string(i) + "] scale " + std::to_string(scale);
+    }
+  }
+  // Input gradient.
+  double scale = 0;
+  for (double g : dx) scale = std::max(scale, std::abs(g));
+  const std::size_t step = std::max<std::size_t>(1, x64.size() / 60);
+  for (std::size_t i = 0; i < x64.size(); i += step) {
+    const double keep = x64[i];
+    x64[i] = keep + h;
+    const double lp = m.loss_ref(x64.data(), b);
+    x64[i] = keep - h;
+    const double lm = m.loss_ref(x64.data(), b);
+    x64[i] = keep;
+    if (kink(lp, lm, l0, h, scale)) continue;
+    const double e = rel((lp - lm) / (2 * h), dx[i], scale);
+    if (e > c.fd_err) c.fd_err = e, c.worst = "input[" + std::to_string(i) + "]";
+  }
+  // Fast path vs reference.
+  m.zero_grad();
+  const float loss32 = m.forward_backward(b);
+  c.loss_err = std::abs(loss32 - loss64) / std::max(1e-12, std::abs(loss64));
+  for (Param* p : m.params()) c.fast_err = std::max(c.fast_err, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
+  return c;
+}
+
+void expect_ok(const Check& c) {
+  EXPECT_LT(c.fd_err, 1e-5) << "reference backward disagrees with finite differences at " << c.worst;
+  EXPECT_LT(c.fast_err, 1e-4) << "fp32 fast path disagrees with the fp64 reference";
+  EXPECT_LT(c.loss_err, 1e-5);
+}
+
+}  // namespace
+
+TEST(GradCheck, Conv2dStridePad) {
+  Sequential m("t", {1, 3, 7, 7}, LossKind::mse);
+  m.add<Conv2d>("c", 3, 4, 3, 2, 1);
+  expect_ok(gradcheck(m, 2));
+}
+
+TEST(GradCheck, Conv2dValid5x5) {
+  Sequential m("t", {1, 2, 9, 8}, LossKind::mse);
+  m.add<Conv2d>("c", 2, 3, 5);
+  expect_ok(gradcheck(m, 3));
+}
+
+TEST(GradCheck, ConvTranspose2dStrideOutputPadding) {
+  Sequential m("t", {1, 4, 4, 4}, LossKind::mse);
+  m.add<ConvTranspose2d>("d", 4, 3, 3, 2, 1, 1);
+  EXPECT_EQ(m.output_shape(2), (Shape{2, 3, 8, 8}));
+  expect_ok(gradcheck(m, 2));
+}
+
+TEST(GradCheck, ConvTranspose2dFrom1x1) {
+  Sequential m("t", {1, 5, 1, 1}, LossKind::mse);
+  m.add<ConvTranspose2d>("d", 5, 2, 7);
+  EXPECT_EQ(m.output_shape(2), (Shape{2, 2, 7, 7}));
+  expect_ok(gradcheck(m, 2));
+}
+
+TEST(GradCheck, Linear) {
+  Sequential m("t", {1, 6, 1, 1}, LossKind::mse);
+  m.add<Linear>("l", 6, 4);
+  expect_ok(gradcheck(m, 5));
+}
+
+TEST(GradCheck, ReLUAndFlatten) {
+  Sequential m("t", {1, 2, 3, 3}, LossKind::mse);
+  m.add<Conv2d>("c", 2, 2, 1).add<ReLU>().add<Flatten>().add<Linear>("l", 18, 3);
+  expect_ok(gradcheck(m, 4));
+}
+
+TEST(GradCheck, Sigmoid) {
+  Sequential m("t", {1, 3, 2, 2}, LossKind::mse);
+  m.add<Conv2d>("c", 3, 2, 1).add<Sigmoid>();
+  expect_ok(gradcheck(m, 3));
+}
+
+TEST(GradCheck, MaxPool2d) {
+  Sequential m("t", {1, 2, 6, 5}, LossKind::mse);
+  m.add<Conv2d>("c", 2, 3, 1).add<MaxPool2d>(2);
+  EXPECT_EQ(m.output_shape(2), (Shape{2, 3, 3, 2}));
+  expect_ok(gradcheck(m, 2));
+}
+
+TEST(GradCheck, CrossEntropy) {
+  Sequential m("t", {1, 7, 1, 1}, LossKind::cross_entropy);
+  m.add<Linear>("l", 7, 5);
+  expect_ok(gradcheck(m, 6, true));
+}
+
+TEST(GradCheck, SmallLectureNet) {
+  auto m = make_net(6);  // the lecture's architecture with 6 hidden channels
+  expect_ok(gradcheck(*m, 2, true));
+}
+
+TEST(GradCheck, SmallAutoencoder) {
+  auto m = make_autoencoder(1, 28, 28, 4);
+  expect_ok(gradcheck(*m, 1, false, 7, 1e-4));
+}
+
+TEST(Loss, CrossEntropyKnownValue) {
+  // Uniform logits: loss = log(classes); gradient = (1/C - onehot) / n.
+  std::vector<float> z(2 * 4, 0.f), d(8);
+  std::vector<std::int32_t> lab{1, 3};
+  Batch b{nullptr, lab.data(), nullptr, 2};
+  const float l = loss_forward_backward(LossKind::cross_entropy, z.data(), b, z.size(), 4, d.data());
+  EXPECT_NEAR(l, std::log(4.0), 1e-6);
+  EXPECT_NEAR(d[1], (0.25 - 1) / 2, 1e-7);
+  EXPECT_NEAR(d[0], 0.25 / 2, 1e-7);
+}
+
+TEST(Loss, LabelOutOfRangeIsInputError) {
+  std::vector<float> z(4, 0.f);
+  std::vector<std::int32_t> lab{4};
+  Batch b{nullptr, lab.data(), nullptr, 1};
+  EXPECT_THROW(loss_forward_backward(LossKind::cross_entropy, z.data(), b, 4, 4, nullptr), InputError);
+}
+
+TEST(Optimizer, SgdMomentumMatchesPyTorchSemantics) {
+  Param p;
+  p.resize({2});
+  p.value = {1.f, -2.f};
+  Optimizer opt({"sgd", 0.1f, 0.9f}, {&p});
+  p.grad = {0.5f, 1.f};
+  opt.step();  // buf = g; p -= lr * g
+  EXPECT_FLOAT_EQ(p.value[0], 1.f - 0.05f);
+  p.grad = {0.5f, 1.f};
+  opt.step();  // buf = 0.9 * 0.5 + 0.5 = 0.95
+  EXPECT_FLOAT_EQ(p.value[0], 0.95f - 0.1f * 0.95f);
+  EXPECT_FLOAT_EQ(p.value[1], -2.f - 0.1f - 0.1f * 1.9f);
+}
+
+TEST(Optimizer, AdamFirstStepIsLrTimesSign) {
+  Param p;
+  p.resize({3});
+  p.value = {0.f, 1.f, 2.f};
+  OptimizerConfig c;
+  c.kind = "adam", c.lr = 0.01f;
+  Optimizer opt(c, {&p});
+  p.grad = {3.f, -0.5f, 1e-3f};
+  opt.step();  // m_hat = g, v_hat = g^2 -> step = lr * g / (|g| + eps)
+  EXPECT_NEAR(p.value[0], -0.01f, 1e-6);
+  EXPECT_NEAR(p.value[1], 1.01f, 1e-6);
+  EXPECT_NEAR(p.value[2], 2.f - 0.01f * 1e-3f / (1e-3f + 1e-8f), 1e-6);
+}
+
+TEST(Optimizer, RejectsBadConfig) {
+  Param p;
+  p.resize({1});
+  EXPECT_THROW(Optimizer({"rmsprop"}, {&p}), UsageError);
+  EXPECT_THROW(Optimizer({"sgd", -1.f}, {&p}), UsageError);
+}
+
+TEST(Layers, ShapeMismatchIsInputError) {
+  Sequential m("t", {1, 3, 4, 4}, LossKind::mse);
+  m.add<Conv2d>("c", 3, 2, 5);
+  EXPECT_THROW(m.output_shape(1), InputError);
+  Linear l("l", 10, 2);
+  EXPECT_THROW(l.out_shape({1, 3, 1, 1}), InputError);
+}
