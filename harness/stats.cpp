@@ -100,7 +100,10 @@ MannWhitney mann_whitney_u(const std::vector<double>& x, const std::vector<doubl
   double rank_sum_x = 0;
   for (std::size_t i = 0; i < n; ++i) rank_sum_x += rk.rank[i];
   res.u = rank_sum_x - 0.5 * static_cast<double>(n) * static_cast<double>(n + 1);
-  if (rk.tie_term == static_cast<double>(N) * N * N - static_cast<double>(N)) return res;  // all tied: p = 1
+  if (rk.tie_term == static_cast<double>(N) * N * N - static_cast<double>(N)) {  // all tied: p = 1 either way
+    res.exact = n * m <= exact_limit;
+    return res;
+  }
 
   if (n * m <= exact_limit) {
     // Exact: under H0 every choice of which n of the N pooled values belong to x is equally likely
