@@ -1,0 +1,181 @@
+// Conv2d on the GPU against the CPU fp64 direct reference: CudnnConv2d in every dtype and direction
+// (forward with bias, backward-data, backward-filter with db), the cached algorithm search, and our
+// implicit-GEMM forward kernel. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/common/verify.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/gemm_ref.h"
+#include "kernels/cuda/conv2d.h"
+#include "kernels/cuda/cuda_util.h"
+
+using namespace dlb;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                            \
+  do {                                                                \
+    std::string why;                                                  \
+    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int pad = 0, int stride = 1) {
+  Conv2dShape sh;
+  sh.n = n, sh.c = c, sh.h = h, sh.w = w, sh.k = k, sh.r = r, sh.s = s;
+  sh.pad_h = sh.pad_w = pad;
+  sh.stride_h = sh.stride_w = stride;
+  return sh;
+}
+
+std::vector<Conv2dShape> shapes() {
+  return {
+      make(2, 3, 32, 32, 128, 5, 5),         // lecture conv1 at batch 2
+      make(2, 128, 14, 14, 16, 5, 5),        // lecture conv2
+      make(3, 5, 9, 11, 7, 3, 3, 1, 2),      // odd sizes, pad + stride
+      make(1, 1, 28, 28, 16, 3, 3, 1, 2),    // autoencoder encoder.0, c = 1
+      make(2, 32, 7, 7, 64, 7, 7),           // autoencoder encoder.4 (1x1 output)
+      make(2, 8, 8, 8, 4, 1, 1),             // pointwise
+  };
+}
+
+// Device buffer holding `v` in dtype t; v is rounded in place to what the device holds.
+struct Dev {
+  cuda::DeviceBuffer<unsigned char> buf;
+  std::size_t n = 0;
+  DType t = DType::fp32;
+  bool half() const { return t == DType::fp16 || t == DType::bf16; }
+  Dev(std::vector<float>& v, DType dt) : buf(v.size() * (dt == DType::fp16 || dt == DType::bf16 ? 2 : 4)), n(v.size()), t(dt) {
+    if (!half()) {
+      buf_upload(v.data(), buf.bytes());
+      return;
+    }
+    std::vector<std::uint16_t> h(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      h[i] = t == DType::bf16 ? cpu::float_to_bf16(v[i]) : cpu::float_to_fp16(v[i]);
+      v[i] = t == DType::bf16 ? cpu::bf16_to_float(h[i]) : cpu::fp16_to_float(h[i]);
+    }
+    buf_upload(h.data(), buf.bytes());
+  }
+  Dev(std::size_t count, DType dt) : buf(count * (dt == DType::fp16 || dt == DType::bf16 ? 2 : 4)), n(count), t(dt) {
+    DLB_CUDA_CHECK(cudaMemset(buf.data(), 0xff, buf.bytes()));  // NaN until written
+  }
+  void buf_upload(const void* p, std::size_t bytes) {
+    DLB_CUDA_CHECK(cudaMemcpy(buf.data(), p, bytes, cudaMemcpyHostToDevice));
+  }
+  std::vector<float> get() const {
+    std::vector<float> v(n);
+    if (!half()) {
+      DLB_CUDA_CHECK(cudaMemcpy(v.data(), buf.data(), n * 4, cudaMemcpyDeviceToHost));
+      return v;
+    }
+    std::vector<std::uint16_t> h(n);
+    DLB_CUDA_CHECK(cudaMemcpy(h.data(), buf.data(), n * 2, cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; ++i) v[i] = t == DType::bf16 ? cpu::bf16_to_float(h[i]) : cpu::fp16_to_float(h[i]);
+    return v;
+  }
+  void* p() const { return buf.data(); }
+};
+
+void check_cudnn(DType t) {
+  const double tol = default_tolerance(t);
+  for (const auto& sh : shapes()) {
+    SCOPED_TRACE(sh.str() + " " + dtype_name(t));
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
+    fill_uniform(x.data(), x.size(), 1);
+    fill_uniform(w.data(), w.size(), 2);
+    fill_uniform(b.data(), b.size(), 3);
+    fill_uniform(dy.data(), dy.size(), 4);
+    Dev dx_(x, t), dw_(w, t), db_(b, t), ddy_(dy, t);  // host vectors now hold the rounded values
+    Dev y(sh.y_size(), t), gx(sh.x_size(), t), gw(sh.w_size(), t), gb(sh.k, t);
+    cuda::CudnnConv2d conv(sh, t);
+    EXPECT_EQ(conv.algo_name(cuda::ConvDir::forward), "not searched");
+
+    conv.forward(dx_.p(), dw_.p(), db_.p(), y.p());
+    conv.backward_data(ddy_.p(), dw_.p(), gx.p());
+    conv.backward_filter(dx_.p(), ddy_.p(), gw.p(), gb.p());
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+
+    std::vector<double> ry(sh.y_size()), rx(sh.x_size()), rw(sh.w_size()), rb(sh.k);
+    cpu::conv2d_forward_direct(sh, x.data(), w.data(), b.data(), ry.data());
+    cpu::conv2d_backward_data_direct(sh, dy.data(), w.data(), rx.data());
+    cpu::conv2d_backward_filter_direct(sh, x.data(), dy.data(), rw.data(), rb.data());
+    EXPECT_LE(max_rel_err(y.get().data(), ry.data(), ry.size()), tol) << "forward";
+    EXPECT_LE(max_rel_err(gx.get().data(), rx.data(), rx.size()), tol) << "backward data";
+    EXPECT_LE(max_rel_err(gw.get().data(), rw.data(), rw.size()), tol) << "backward filter";
+    EXPECT_LE(max_rel_err(gb.get().data(), rb.data(), rb.size()), tol) << "bias gradient";
+    for (auto d : {cuda::ConvDir::forward, cuda::ConvDir::backward_data, cuda::ConvDir::backward_filter}) {
+      const std::string a = conv.algo_name(d);
+      EXPECT_NE(a, "not searched");
+      EXPECT_EQ(a.find("UNKNOWN"), std::string::npos) << a;
+      if (t == DType::fp32) EXPECT_EQ(a.find("TENSOR_OP"), std::string::npos) << "fp32 must not use tensor cores";
+    }
+
+    // A second object of the same shape reuses the cached choice and gives the same answer.
+    cuda::CudnnConv2d again(sh, t);
+    Dev y2(sh.y_size(), t);
+    again.forward(dx_.p(), dw_.p(), nullptr, y2.p());
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(again.algo_name(cuda::ConvDir::forward), conv.algo_name(cuda::ConvDir::forward));
+    cpu::conv2d_forward_direct(sh, x.data(), w.data(), nullptr, ry.data());
+    EXPECT_LE(max_rel_err(y2.get().data(), ry.data(), ry.size()), tol) << "forward without bias";
+  }
+}
+
+}  // namespace
+
+TEST(ConvGpu, CudnnFp32) {
+  SKIP_WITHOUT_GPU();
+  check_cudnn(DType::fp32);
+}
+TEST(ConvGpu, CudnnTf32) {
+  SKIP_WITHOUT_GPU();
+  check_cudnn(DType::tf32);
+}
+TEST(ConvGpu, CudnnFp16) {
+  SKIP_WITHOUT_GPU();
+  check_cudnn(DType::fp16);
+}
+TEST(ConvGpu, CudnnBf16) {
+  SKIP_WITHOUT_GPU();
+  check_cudnn(DType::bf16);
+}
+
+TEST(ConvGpu, ImplicitGemmForward) {
+  SKIP_WITHOUT_GPU();
+  auto all = shapes();
+  all.push_back(make(3, 19, 13, 17, 70, 3, 5, 2, 3));  // nothing a multiple of the 64x64x16 tiles
+  for (const auto& sh : all) {
+    SCOPED_TRACE(sh.str());
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k);
+    fill_uniform(x.data(), x.size(), 1);
+    fill_uniform(w.data(), w.size(), 2);
+    fill_uniform(b.data(), b.size(), 3);
+    Dev dx(x, DType::fp32), dw(w, DType::fp32), db(b, DType::fp32), y(sh.y_size(), DType::fp32);
+    std::vector<double> ref(sh.y_size());
+    for (bool with_bias : {true, false}) {
+      cuda::conv2d_forward_implicit_gemm(sh, static_cast<const float*>(dx.p()), static_cast<const float*>(dw.p()),
+                                         with_bias ? static_cast<const float*>(db.p()) : nullptr,
+                                         static_cast<float*>(y.p()));
+      DLB_CUDA_CHECK(cudaDeviceSynchronize());
+      cpu::conv2d_forward_direct(sh, x.data(), w.data(), with_bias ? b.data() : nullptr, ref.data());
+      const auto got = y.get();
+      EXPECT_LE(max_rel_err(got.data(), ref.data(), ref.size()), default_tolerance(DType::fp32)) << with_bias;
+      // The check is not vacuous: a perturbed output fails it.
+      auto bad = got;
+      bad[bad.size() / 3] += 0.1f;
+      EXPECT_FALSE(judge(max_rel_err(bad.data(), ref.data(), ref.size()), default_tolerance(DType::fp32)).ok);
+    }
+  }
+}
+
+// Invalid shapes are rejected before anything reaches the device (no GPU needed to throw).
+TEST(ConvGpu, InvalidShapeRejected) {
+  const auto bad = make(1, 3, 2, 2, 4, 3, 3);
+  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(bad, nullptr, nullptr, nullptr, nullptr), UsageError);
+  SKIP_WITHOUT_GPU();
+  EXPECT_THROW(cuda::CudnnConv2d(bad, DType::fp32), UsageError);
+}
