@@ -210,20 +210,21 @@ CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const Compa
   c.exact = mw.exact;
   c.noise = std::max(base->cv, neu->cv);
   const bool significant = mw.p < opts.alpha;
+  const double thr = opts.threshold + 1e-9;  // "beyond": exactly +10.0% at a 10% threshold is not, despite rounding
   const std::string within = "within " + fmt_pct(opts.threshold);
-  if (significant && change > opts.threshold) {
+  if (significant && change > thr) {
     c.verdict = Verdict::slower;
     c.fatal = true;
-  } else if (significant && change < -opts.threshold) {
+  } else if (significant && change < -thr) {
     c.verdict = Verdict::faster;
-  } else if (std::fabs(change) > opts.threshold) {
+  } else if (std::fabs(change) > thr) {
     c.verdict = Verdict::noisy;
     if (stats::mann_whitney_min_p(c.n_new, c.n_base) >= opts.alpha)
       c.note = std::to_string(c.n_base) + " vs " + std::to_string(c.n_new) + " repetitions cannot reach p < " +
                fmt_number(opts.alpha, 3) + " (use --repetitions 5 or more)";
     else
       c.note = "change not significant";
-  } else if (c.noise > opts.threshold) {
+  } else if (c.noise > thr) {
     c.verdict = Verdict::noisy;
     c.note = "noise band wider than the threshold";
   } else {

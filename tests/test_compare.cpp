@@ -1,0 +1,409 @@
+// Tests for harness/compare, baseline and history: verdicts from the fixture files
+// (tests/data/compare), threshold logic, NEW/GONE/FAILED, flag parsing, bad input, verdict rates on
+// simulated repetitions, per-machine baselines, and the step flag of the history.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+
+#include <unistd.h>
+
+#include "harness/baseline.h"
+#include "harness/compare.h"
+#include "harness/history.h"
+#include "harness/results.h"
+#include "kernels/common/errors.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace dlb::harness;
+
+namespace {
+
+const std::string kData = std::string(DLB_TEST_DATA_DIR) + "/compare/";
+
+std::map<std::string, CaseComparison> by_name(const Comparison& c) {
+  std::map<std::string, CaseComparison> m;
+  for (const auto& k : c.cases) m[k.name] = k;
+  return m;
+}
+
+Comparison fixture_comparison(double threshold = 0.05) {
+  CompareOptions o;
+  o.threshold = threshold;
+  return compare_runs(load_results(kData + "base.json"), "base.json", load_results(kData + "new.json"), "new.json", o);
+}
+
+json fingerprint_context(const std::string& cpu, const std::string& date) {
+  return {{"date", date},
+          {"cpu", {{"model", cpu}}},
+          {"openblas", {{"version", "0.3.21"}, {"core", "Haswell"}}},
+          {"cuda", {{"gpus", json::array()}, {"runtime", "n/a"}, {"cublas", 0}, {"cudnn", 0}}},
+          {"git", {{"sha", "abcdef0123456789"}, {"dirty", false}}}};
+}
+
+json iterations(const std::string& name, const std::vector<double>& times_us) {
+  json a = json::array();
+  for (std::size_t i = 0; i < times_us.size(); ++i)
+    a.push_back({{"name", name}, {"run_name", name}, {"run_type", "iteration"}, {"repetition_index", i},
+                 {"real_time", times_us[i]}, {"cpu_time", times_us[i]}, {"time_unit", "us"}, {"verified", true}});
+  return a;
+}
+
+json doc_of(const json& context, const std::vector<json>& cases) {
+  json b = json::array();
+  for (const auto& c : cases)
+    for (const auto& e : c) b.push_back(e);
+  return {{"context", context}, {"benchmarks", b}};
+}
+
+CaseRun timed(const std::string& name, std::vector<double> t) {
+  CaseRun r;
+  r.name = name;
+  r.times_us = t;
+  std::sort(t.begin(), t.end());
+  r.median_us = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  double m = 0, s2 = 0;
+  for (double x : t) m += x;
+  m /= t.size();
+  for (double x : t) s2 += (x - m) * (x - m);
+  r.cv = t.size() > 1 ? std::sqrt(s2 / (t.size() - 1)) / m : 0;
+  return r;
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / ("dlb-test-compare-" + tag + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+void write_json(const fs::path& p, const json& j) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << j.dump(1);
+}
+
+}  // namespace
+
+TEST(Compare, VerdictsFromFixtureFiles) {
+  const Comparison c = fixture_comparison();
+  const auto v = by_name(c);
+  EXPECT_STREQ(verdict_name(v.at("fix/same").verdict), "SAME");
+  EXPECT_STREQ(verdict_name(v.at("fix/slower").verdict), "SLOWER");
+  EXPECT_NEAR(v.at("fix/slower").ratio, 1.2, 1e-12);
+  EXPECT_NEAR(v.at("fix/slower").p, 2.0 / 252, 1e-12);
+  EXPECT_TRUE(v.at("fix/slower").exact);
+  EXPECT_STREQ(verdict_name(v.at("fix/faster").verdict), "FASTER");
+  EXPECT_STREQ(verdict_name(v.at("fix/noisy").verdict), "NOISY");     // +8%, but p = 0.69
+  EXPECT_STREQ(verdict_name(v.at("fix/failed").verdict), "FAILED");
+  EXPECT_NE(v.at("fix/failed").note.find("verification failed"), std::string::npos);
+  EXPECT_STREQ(verdict_name(v.at("fix/oom").verdict), "FAILED");      // timed in BASE, out of memory now
+  EXPECT_STREQ(verdict_name(v.at("fix/gone").verdict), "GONE");
+  EXPECT_STREQ(verdict_name(v.at("fix/new").verdict), "NEW");
+  EXPECT_STREQ(verdict_name(v.at("fix/slight").verdict), "SAME");     // +3%, significant, within 5%
+  EXPECT_STREQ(verdict_name(v.at("fix/units").verdict), "SAME");      // NEW in ns, BASE in us
+  EXPECT_NEAR(v.at("fix/units").new_us, 50.0, 1e-9);
+  EXPECT_EQ(v.count("fix/skipped"), 0u);                              // skipped in both: left out
+  EXPECT_EQ(c.skipped_both, 1u);
+  // Geometric mean over the 6 cases timed in both.
+  EXPECT_EQ(c.shared, 6u);
+  const double g = std::pow(1.002 * 1.2 * 0.8 * 1.08 * 1.03 * (50.0 / 50.0), 1.0 / 6);
+  EXPECT_NEAR(c.geomean_ratio, g, 1e-9);
+  // Exit 1: the slower case and the two failures, all named on the one stderr line.
+  EXPECT_TRUE(c.regression());
+  const std::string line = c.regression_line();
+  for (const char* name : {"fix/slower (+20.0%)", "fix/failed", "fix/oom"}) EXPECT_NE(line.find(name), std::string::npos) << line;
+  EXPECT_EQ(line.find("fix/noisy"), std::string::npos);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  // The JSON carries the same verdicts.
+  const json j = comparison_json(c);
+  EXPECT_TRUE(j.at("regression").get<bool>());
+  EXPECT_EQ(j.at("cases").size(), c.cases.size());
+}
+
+TEST(Compare, ThresholdLogic) {
+  // +3% with p = 0.008: SAME at 5%, SLOWER at 2%; +20%: SAME only when the threshold is above it.
+  auto v = by_name(fixture_comparison(0.02));
+  EXPECT_STREQ(verdict_name(v.at("fix/slight").verdict), "SLOWER");
+  v = by_name(fixture_comparison(0.25));
+  EXPECT_STREQ(verdict_name(v.at("fix/slower").verdict), "SAME");
+  EXPECT_STREQ(verdict_name(v.at("fix/faster").verdict), "SAME");
+  EXPECT_FALSE(v.at("fix/slower").fatal);
+
+  CompareOptions o;
+  const CaseRun base = timed("c", {100, 101, 99, 100.5, 99.5});
+  const CaseRun plus10 = timed("c", {110, 111, 109, 110.5, 109.5}), plus20 = timed("c", {120, 121, 119, 120.5, 119.5});
+  // +10%, significant: SLOWER beyond a 5% threshold; exactly at a 10% threshold it is not beyond.
+  EXPECT_EQ(compare_case(&base, &plus10, o).verdict, Verdict::slower);
+  o.threshold = 0.10;
+  EXPECT_EQ(compare_case(&base, &plus10, o).verdict, Verdict::same);
+  // A stricter alpha than 5 v 5 can reach (2/252 = 0.0079): never significant -> NOISY, with a note.
+  o.threshold = 0.05;
+  o.alpha = 0.005;
+  const auto k = compare_case(&base, &plus20, o);
+  EXPECT_EQ(k.verdict, Verdict::noisy);
+  EXPECT_NE(k.note.find("cannot reach"), std::string::npos) << k.note;
+  // 3 v 3 (--quick) cannot reach p < 0.05 at all: a 50% slowdown is NOISY, not SLOWER.
+  o.alpha = 0.05;
+  const CaseRun b3 = timed("c", {100, 101, 99}), n3 = timed("c", {150, 151, 149});
+  EXPECT_EQ(compare_case(&b3, &n3, o).verdict, Verdict::noisy);
+  // A noise band wider than the threshold makes SAME untrustworthy -> NOISY.
+  const CaseRun wide_b = timed("c", {80, 120, 100, 90, 110}), wide_n = timed("c", {85, 118, 101, 92, 108});
+  const auto w = compare_case(&wide_b, &wide_n, o);
+  EXPECT_EQ(w.verdict, Verdict::noisy);
+  EXPECT_GT(w.noise, 0.05);
+}
+
+TEST(Compare, NewGoneFailedSkipped) {
+  CompareOptions o;
+  const CaseRun t = timed("c", {100, 101, 99});
+  EXPECT_EQ(compare_case(nullptr, &t, o).verdict, Verdict::added);
+  EXPECT_EQ(compare_case(&t, nullptr, o).verdict, Verdict::gone);
+  CaseRun f = t;
+  f.state = CaseRun::State::failed;
+  f.message = "verification failed";
+  auto k = compare_case(&t, &f, o);
+  EXPECT_EQ(k.verdict, Verdict::failed);
+  EXPECT_TRUE(k.fatal);
+  k = compare_case(nullptr, &f, o);  // failed in NEW, absent before: still a failure
+  EXPECT_EQ(k.verdict, Verdict::failed);
+  EXPECT_TRUE(k.fatal);
+  k = compare_case(&f, &t, o);       // fixed: failed in BASE, timed now
+  EXPECT_EQ(k.verdict, Verdict::added);
+  EXPECT_FALSE(k.fatal);
+  CaseRun s = t;
+  s.state = CaseRun::State::skipped;
+  s.message = "no CUDA device";
+  k = compare_case(&t, &s, o);       // a GPU case on a CPU-only runner
+  EXPECT_EQ(k.verdict, Verdict::gone);
+  EXPECT_FALSE(k.fatal);
+  CaseRun oom = t;
+  oom.state = CaseRun::State::oom;
+  EXPECT_TRUE(compare_case(&t, &oom, o).fatal);                // fit before, not now
+  EXPECT_FALSE(compare_case(&oom, &oom, o).fatal);             // never fit here
+  EXPECT_EQ(compare_case(&oom, &oom, o).verdict, Verdict::gone);
+
+  // End to end from documents: a case only in BASE, one only in NEW, no regression.
+  const json ctx = fingerprint_context("cpu A", "2026-01-01T00:00:00+0000");
+  const json a = doc_of(ctx, {iterations("x", {10, 10.1, 9.9, 10, 10.05}), iterations("old", {5, 5, 5})});
+  const json b = doc_of(ctx, {iterations("x", {10, 10.1, 9.9, 10, 10.02}), iterations("young", {7, 7, 7})});
+  const Comparison c = compare_runs(a, "a", b, "b", o);
+  const auto v = by_name(c);
+  EXPECT_EQ(v.at("old").verdict, Verdict::gone);
+  EXPECT_EQ(v.at("young").verdict, Verdict::added);
+  EXPECT_EQ(v.at("x").verdict, Verdict::same);
+  EXPECT_FALSE(c.regression());
+  EXPECT_FALSE(c.different_machines);
+  EXPECT_TRUE(compare_runs(a, "a", doc_of(fingerprint_context("cpu B", "2026-01-02T00:00:00+0000"), {}), "b", o)
+                  .different_machines);
+}
+
+TEST(Compare, VerdictRatesOnSimulatedRuns) {
+  // The verdict itself (not only the p-value): identical distributions are called SLOWER or FASTER
+  // at most alpha of the time; a 10% slowdown (default 5 repetitions, cv 2%) is SLOWER >= 95%.
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> z(0, 1);
+  auto reps = [&](double median) {
+    std::vector<double> v(5);
+    for (auto& t : v) t = median * (1 + 0.02 * z(rng));
+    return timed("c", v);
+  };
+  CompareOptions o;
+  int false_alarms = 0, caught = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const CaseRun b = reps(100), same = reps(100), slow = reps(110);
+    const Verdict v = compare_case(&b, &same, o).verdict;
+    false_alarms += v == Verdict::slower || v == Verdict::faster;
+    caught += compare_case(&b, &slow, o).verdict == Verdict::slower;
+  }
+  EXPECT_LE(false_alarms / 2000.0, 0.05);
+  EXPECT_GE(caught / 2000.0, 0.95);
+}
+
+TEST(Compare, ExtractCases) {
+  // Aggregates only (Google Benchmark --benchmark_report_aggregates_only): one sample, the median.
+  json doc = {{"context", json::object()},
+              {"benchmarks",
+               {{{"name", "agg_median"}, {"run_type", "aggregate"}, {"aggregate_name", "median"}, {"real_time", 2.0}, {"cpu_time", 2.0}, {"time_unit", "ms"}},
+                {{"name", "agg_cv"}, {"run_type", "aggregate"}, {"aggregate_name", "cv"}, {"real_time", 0.03}, {"cpu_time", 0.03}, {"time_unit", "ms"}},
+                {{"name", "plain"}, {"real_time", 1500.0}, {"time_unit", "ns"}}}}};
+  const auto cases = extract_cases(doc, "doc");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].name, "agg");
+  EXPECT_DOUBLE_EQ(cases[0].median_us, 2000.0);
+  EXPECT_DOUBLE_EQ(cases[0].cv, 0.03);
+  EXPECT_EQ(cases[1].name, "plain");  // no run_type: a plain iteration
+  EXPECT_DOUBLE_EQ(cases[1].median_us, 1.5);
+  // --time cpu reads cpu_time.
+  const json d2 = doc_of(json::object(), {json::array({{{"name", "c"}, {"run_type", "iteration"}, {"real_time", 10.0}, {"cpu_time", 4.0}, {"time_unit", "us"}}})});
+  EXPECT_DOUBLE_EQ(extract_cases(d2, "d2", TimeField::cpu)[0].median_us, 4.0);
+  EXPECT_DOUBLE_EQ(extract_cases(d2, "d2", TimeField::real)[0].median_us, 10.0);
+  // A results.jsonl alone (no context) compares like results.json.
+  const auto jsonl = extract_cases(load_results(kData + "base_only.jsonl"), "jsonl");
+  const auto full = extract_cases(load_results(kData + "base.json"), "json");
+  ASSERT_EQ(jsonl.size(), full.size());
+  EXPECT_DOUBLE_EQ(jsonl[0].median_us, full[0].median_us);
+}
+
+TEST(Compare, BadInputThrowsInputErrorNamingTheFile) {
+  for (const char* f : {"truncated.json", "not_json.json", "binary.json", "foreign.json", "no_such_file.json"}) {
+    try {
+      load_results(kData + f);
+      ADD_FAILURE() << f << " loaded";
+    } catch (const dlb::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  }
+  // Valid JSON with the wrong content inside the benchmarks array.
+  const json not_objects = {{"context", json::object()}, {"benchmarks", {1, 2}}};
+  EXPECT_THROW(extract_cases(not_objects, "x"), dlb::InputError);
+  const json string_time = doc_of(json::object(), {json::array({{{"name", "c"}, {"real_time", "fast"}}})});
+  EXPECT_THROW(extract_cases(string_time, "x"), dlb::InputError);
+  const json bad_flag = doc_of(json::object(), {json::array({{{"name", "c"}, {"real_time", 1.0}, {"error_occurred", "yes"}}})});
+  EXPECT_THROW(extract_cases(bad_flag, "x"), dlb::InputError);
+  const json bad_unit = doc_of(json::object(), {json::array({{{"name", "c"}, {"real_time", 1.0}, {"time_unit", "fortnights"}}})});
+  EXPECT_THROW(extract_cases(bad_unit, "x"), dlb::InputError);
+}
+
+TEST(Compare, ParseFlags) {
+  EXPECT_DOUBLE_EQ(parse_threshold("5%"), 0.05);
+  EXPECT_DOUBLE_EQ(parse_threshold("0.05"), 0.05);
+  EXPECT_DOUBLE_EQ(parse_threshold("12.5%"), 0.125);
+  EXPECT_DOUBLE_EQ(parse_threshold("300%"), 3.0);
+  EXPECT_DOUBLE_EQ(parse_threshold("0"), 0.0);
+  for (const char* bad : {"5", "1", "abc", "-1%", "-0.1", "", "5%%", "%", " 5%", "5 %", "nan", "inf%", "0x10"})
+    EXPECT_THROW(parse_threshold(bad), dlb::UsageError) << bad;
+  EXPECT_DOUBLE_EQ(parse_alpha("0.01"), 0.01);
+  for (const char* bad : {"0", "1", "-0.05", "5%", "x", ""}) EXPECT_THROW(parse_alpha(bad), dlb::UsageError) << bad;
+  EXPECT_EQ(parse_time_field("cpu"), TimeField::cpu);
+  EXPECT_EQ(parse_time_field("real"), TimeField::real);
+  EXPECT_THROW(parse_time_field("wall"), dlb::UsageError);
+  EXPECT_EQ(fmt_change(1.052), "+5.2%");
+  EXPECT_EQ(fmt_change(0.9), "-10.0%");
+}
+
+TEST(Baseline, KeySlugSaveFind) {
+  const json run = doc_of(fingerprint_context("Fixture CPU 9000", "2026-01-01T00:00:00+0000"), {iterations("x", {1, 2, 3})});
+  const std::string key = baseline_key(run, "run");
+  EXPECT_EQ(key, "Fixture CPU 9000 | OpenBLAS 0.3.21 Haswell");
+  const std::string slug = baseline_slug(key);
+  EXPECT_EQ(slug.rfind("fixture-cpu-9000-openblas-0-3-21-haswell-", 0), 0u) << slug;
+  EXPECT_EQ(slug, baseline_slug(key));                           // stable
+  EXPECT_NE(slug, baseline_slug(key + " | NVIDIA H100"));        // another machine, another folder
+  EXPECT_EQ(slug.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-"), std::string::npos);
+  // A results.jsonl alone has no fingerprint: no key.
+  EXPECT_THROW(baseline_key(load_results(kData + "base_only.jsonl"), "jsonl"), dlb::InputError);
+
+  TempDir dir("baseline");
+  EXPECT_FALSE(find_baseline((dir.path / "none").string(), key));  // no such folder: no baseline
+  std::string replaced = "x";
+  const std::string folder = save_baseline(run, key, dir.path.string(), &replaced);
+  EXPECT_TRUE(replaced.empty());
+  EXPECT_EQ(fs::path(folder).filename().string(), slug);
+  ASSERT_TRUE(find_baseline(dir.path.string(), key));
+  EXPECT_EQ(*find_baseline(dir.path.string(), key), folder);
+  EXPECT_FALSE(find_baseline(dir.path.string(), key + " | NVIDIA H100"));
+  // The saved file is a results file again, with the same cases.
+  EXPECT_EQ(extract_cases(load_results(folder), "saved").size(), 1u);
+  // Saving again replaces it and says what it replaced.
+  save_baseline(run, key, dir.path.string(), &replaced);
+  EXPECT_NE(replaced.find("2026-01-01"), std::string::npos) << replaced;
+  // A renamed folder is still found by its key.txt.
+  fs::rename(folder, dir.path / "my-gpu-box");
+  ASSERT_TRUE(find_baseline(dir.path.string(), key));
+  EXPECT_EQ(fs::path(*find_baseline(dir.path.string(), key)).filename().string(), "my-gpu-box");
+}
+
+TEST(History, StepDetection) {
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> z(0, 1);
+  auto series = [&](std::size_t n, std::size_t at, double ratio, double noise) {
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = 100 * (i >= at ? ratio : 1) * (1 + noise * z(rng));
+    return v;
+  };
+  // A sustained +20% from run 6 of 12, 1% noise: found, in the right place, about the right size.
+  auto s = detect_step(series(12, 6, 1.2, 0.01), {}, 3, 0.05);
+  EXPECT_TRUE(s.found);
+  EXPECT_EQ(s.at, 6u);
+  EXPECT_NEAR(s.ratio, 1.2, 0.03);
+  // Faster works the same way.
+  s = detect_step(series(10, 4, 0.8, 0.01), {}, 3, 0.05);
+  EXPECT_TRUE(s.found);
+  EXPECT_EQ(s.at, 4u);
+  // Flat with 1% noise: no step at a 5% threshold; and even with no threshold at all, the noise
+  // criterion (3 standard errors) keeps false steps rare despite trying every split.
+  int false_steps = 0, false_steps_no_threshold = 0;
+  for (int i = 0; i < 500; ++i) {
+    const auto flat = series(12, 0, 1, 0.01);
+    false_steps += detect_step(flat, {}, 3, 0.05).found;
+    false_steps_no_threshold += detect_step(flat, {}, 3, 0.0).found;
+  }
+  EXPECT_EQ(false_steps, 0);
+  EXPECT_LE(false_steps_no_threshold, 25) << false_steps_no_threshold;  // <= 5%
+  // One outlier run is not a sustained shift.
+  auto v = series(12, 0, 1, 0.01);
+  v[7] *= 1.5;
+  EXPECT_FALSE(detect_step(v, {}, 3, 0.05).found);
+  // Below the threshold: +3% is real here but not flagged at 5%; flagged at 2%.
+  const auto small = series(12, 6, 1.03, 0.002);
+  EXPECT_FALSE(detect_step(small, {}, 3, 0.05).found);
+  EXPECT_TRUE(detect_step(small, {}, 3, 0.02).found);
+  // Runs whose own repetitions are noisy (cv 10%) do not get a +8% step from a lucky flat series.
+  EXPECT_FALSE(detect_step(series(8, 4, 1.08, 0.0), std::vector<double>(8, 0.10), 3, 0.05).found);
+  // Too few runs.
+  EXPECT_FALSE(detect_step({1, 2, 3, 4, 5}, {}, 3, 0.05).found);
+}
+
+TEST(History, LoadsRunsSortedByDateOfOneMachine) {
+  TempDir dir("history");
+  // 8 runs of machine A written in scrambled order; a +25% step for "slow" from the 5th run (by date);
+  // one run of machine B, one broken folder, one unrelated folder.
+  const int order[] = {3, 0, 7, 5, 1, 6, 2, 4};
+  for (int i : order) {
+    char date[40];
+    std::snprintf(date, sizeof date, "2026-03-%02dT12:00:00+0100", 10 + i);
+    const double f = i >= 4 ? 1.25 : 1.0;
+    write_json(dir.path / ("run-" + std::to_string(7 - i)) / "results.json",
+               doc_of(fingerprint_context("cpu A", date),
+                      {iterations("flat", {100, 100.5, 99.5}), iterations("slow", {200 * f, 201 * f, 199 * f})}));
+  }
+  write_json(dir.path / "other-machine" / "results.json",
+             doc_of(fingerprint_context("cpu B", "2026-03-01T00:00:00+0000"), {iterations("flat", {5, 5, 5})}));
+  fs::create_directories(dir.path / "broken");
+  std::ofstream(dir.path / "broken" / "results.json") << "{\"context\": {";
+  fs::create_directories(dir.path / "notes");
+
+  HistoryOptions o;
+  const History h = load_history(dir.path.string(), o);
+  EXPECT_EQ(h.key, "cpu A | OpenBLAS 0.3.21 Haswell");
+  ASSERT_EQ(h.runs.size(), 8u);
+  for (std::size_t i = 1; i < h.runs.size(); ++i) EXPECT_LT(h.runs[i - 1].date, h.runs[i].date);
+  EXPECT_EQ(h.warnings.size(), 2u);  // the broken folder and the other machine
+  ASSERT_EQ(h.cases.size(), 2u);
+  EXPECT_FALSE(h.cases[0].step.found);
+  ASSERT_TRUE(h.cases[1].step.found);
+  EXPECT_EQ(h.cases[1].runs[h.cases[1].step.at], 4u);  // the 5th run
+  EXPECT_NEAR(h.cases[1].step.ratio, 1.25, 1e-9);
+  const json j = history_json(h);
+  EXPECT_EQ(j.at("cases").at(1).at("step").at("run").get<int>(), 5);
+
+  EXPECT_THROW(load_history((dir.path / "nope").string(), o), dlb::InputError);
+  EXPECT_THROW(load_history((dir.path / "notes").string(), o), dlb::InputError);
+}
+
+TEST(History, ParseDate) {
+  EXPECT_DOUBLE_EQ(parse_date("1970-01-01T00:00:10+0000"), 10);
+  EXPECT_DOUBLE_EQ(parse_date("1970-01-01T01:00:10+0100"), 10);
+  EXPECT_DOUBLE_EQ(parse_date("1970-01-01T01:00:10+01:00"), 10);
+  EXPECT_DOUBLE_EQ(parse_date("1970-01-01T00:00:10Z"), 10);
+  EXPECT_DOUBLE_EQ(parse_date("1969-12-31T23:00:10-0100"), 10);
+  EXPECT_TRUE(std::isnan(parse_date("yesterday")));
+}
