@@ -1,0 +1,97 @@
+// bf16 GEMM paths (see bf16_gemm.h).
+#include "kernels/cpu/bf16_gemm.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <vector>
+
+#include "kernels/common/errors.h"
+#include "kernels/cpu/bf16_cast.h"
+
+namespace dlb::cpu {
+
+namespace {
+
+struct Lds {
+  long lda, ldb, ldc;
+};
+Lds leading_dims(const Bf16GemmArgs& g) {
+  return {g.lda ? g.lda : (g.trans_a ? g.m : g.k), g.ldb ? g.ldb : (g.trans_b ? g.k : g.n), g.ldc ? g.ldc : g.n};
+}
+
+// cblas_sbgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); bfloat16 = uint16.
+using sbgemm_fn = void (*)(int, int, int, blasint, blasint, blasint, float, const std::uint16_t*, blasint,
+                           const std::uint16_t*, blasint, float, float*, blasint);
+sbgemm_fn sbgemm() {
+  static const sbgemm_fn f = reinterpret_cast<sbgemm_fn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+  return f;
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+// Rows x cols block of a row-major bf16 matrix with leading dimension ld, widened to dense fp32.
+void widen(const std::uint16_t* src, long rows, long cols, long ld, std::vector<float>& dst) {
+  dst.resize(static_cast<std::size_t>(rows) * cols);
+  if (ld == cols) return cast_bf16_to_fp32(src, dst.data(), dst.size());
+  for (long r = 0; r < rows; ++r) cast_bf16_to_fp32(src + r * ld, dst.data() + r * cols, cols);
+}
+
+}  // namespace
+
+void bf16_gemm_forward_ref(const Bf16GemmArgs& g) {
+  const Lds d = leading_dims(g);
+  for (long i = 0; i < g.m; ++i)
+    for (long j = 0; j < g.n; ++j) {
+      double s = 0;
+      for (long p = 0; p < g.k; ++p) {
+        const std::uint16_t a = g.trans_a ? g.a[p * d.lda + i] : g.a[i * d.lda + p];
+        const std::uint16_t b = g.trans_b ? g.b[j * d.ldb + p] : g.b[p * d.ldb + j];
+        s += double(bf16_to_fp32_ref(a)) * double(bf16_to_fp32_ref(b));
+      }
+      float& c = g.c[i * d.ldc + j];
+      c = static_cast<float>(s + (g.beta != 0.0f ? double(g.beta) * c : 0.0));
+    }
+}
+
+void bf16_gemm_forward_sbgemm(const Bf16GemmArgs& g) {
+  const sbgemm_fn f = sbgemm();
+  if (!f) throw Unsupported("OpenBLAS has no cblas_sbgemm (built without BUILD_BFLOAT16)");
+  const Lds d = leading_dims(g);
+  f(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, blasint(g.m),
+    blasint(g.n), blasint(g.k), 1.0f, g.a, blasint(d.lda), g.b, blasint(d.ldb), g.beta, g.c, blasint(d.ldc));
+}
+
+void bf16_gemm_forward_widen_sgemm(const Bf16GemmArgs& g) {
+  // Scratch per thread, reused across calls (a training step calls this a few times per layer).
+  thread_local std::vector<float> wa, wb;
+  const Lds d = leading_dims(g);
+  widen(g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, d.lda, wa);
+  widen(g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, d.ldb, wb);
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+              blasint(g.m), blasint(g.n), blasint(g.k), 1.0f, wa.data(), blasint(g.trans_a ? g.m : g.k), wb.data(),
+              blasint(g.trans_b ? g.k : g.n), g.beta, g.c, blasint(d.ldc));
+}
+
+bool bf16_gemm_native() { return sbgemm() != nullptr && cpu_has_avx512_bf16(); }
+
+void bf16_gemm(const Bf16GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (bf16_gemm_native()) return bf16_gemm_forward_sbgemm(g);
+  bf16_gemm_forward_widen_sgemm(g);
+}
+
+std::string bf16_gemm_path() {
+  if (bf16_gemm_native()) return "openblas-sbgemm";
+  std::string why = sbgemm() ? "CPU lacks avx512_bf16" : "OpenBLAS lacks cblas_sbgemm";
+  if (!cpu_has_avx512_bf16() && !sbgemm()) why = "no avx512_bf16, OpenBLAS lacks cblas_sbgemm";
+  return "widen+sgemm (" + why + ")";
+}
+
+}  // namespace dlb::cpu

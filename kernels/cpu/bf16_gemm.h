@@ -1,0 +1,37 @@
+// bf16 matrix products on the CPU: bf16 storage (raw 16-bit patterns), fp32 accumulation, fp32
+// output, as PyTorch's CPU autocast runs linear/conv/matmul in bf16. Row-major:
+// C[m x n] = op(A) op(B) + beta C, op(A) m x k, op(B) k x n (op = optional transpose).
+//   bf16_gemm_forward_ref          fp64 triple loop on the widened values (the reference)
+//   bf16_gemm_forward_sbgemm       OpenBLAS cblas_sbgemm (native bf16 dot products on avx512_bf16 CPUs)
+//   bf16_gemm_forward_widen_sgemm  widen A and B to fp32 scratch (exact), then OpenBLAS sgemm: the
+//                                  same numbers as a bf16 GEMM with fp32 accumulation, at fp32 speed
+//                                  plus the widening (6 bytes/element moved, O(mk + kn) vs O(mnk)).
+//   bf16_gemm                      the launcher: sbgemm where it exists and the CPU has avx512_bf16,
+//                                  else widen+sgemm. bf16_gemm_path() says which one runs here.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dlb::cpu {
+
+struct Bf16GemmArgs {
+  bool trans_a = false, trans_b = false;
+  long m = 0, n = 0, k = 0;
+  const std::uint16_t* a = nullptr;  // bf16, lda = trans_a ? m : k unless given
+  const std::uint16_t* b = nullptr;  // bf16, ldb = trans_b ? k : n unless given
+  float* c = nullptr;                // fp32, ldc = n unless given
+  long lda = 0, ldb = 0, ldc = 0;
+  float beta = 0.0f;                 // C = op(A) op(B) + beta C
+};
+
+void bf16_gemm_forward_ref(const Bf16GemmArgs& g);
+void bf16_gemm_forward_sbgemm(const Bf16GemmArgs& g);  // throws dlb::Unsupported without cblas_sbgemm
+void bf16_gemm_forward_widen_sgemm(const Bf16GemmArgs& g);
+void bf16_gemm(const Bf16GemmArgs& g);
+
+// "openblas-sbgemm" or "widen+sgemm (reason)": the path bf16_gemm takes on this machine.
+std::string bf16_gemm_path();
+bool bf16_gemm_native();  // true when the sbgemm path runs
+
+}  // namespace dlb::cpu

@@ -1,0 +1,132 @@
+// Autocast policy table, device/dtype rules and the dynamic loss scaler (see amp.h).
+#include "models/amp.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/common/errors.h"
+
+namespace dlb::models {
+
+const char* cast_kind_name(CastKind k) {
+  switch (k) {
+    case CastKind::lower_precision: return "lower_precision";
+    case CastKind::fp32: return "fp32";
+    case CastKind::input_type: return "input_type";
+    case CastKind::promote: return "promote";
+  }
+  return "?";
+}
+
+// The op lists follow PyTorch's autocast documentation (CUDA ops that autocast to float16 / to
+// float32 / promote); ops not listed there run in their input's type, and we list the ones our
+// models use so the policy is explicit rather than a silent default.
+const std::vector<OpCast>& autocast_table() {
+  using K = CastKind;
+  static const std::vector<OpCast> t = {
+      // matrix products: half type, fp32 accumulation
+      {"conv1d", K::lower_precision}, {"conv2d", K::lower_precision}, {"conv3d", K::lower_precision},
+      {"conv_transpose1d", K::lower_precision}, {"conv_transpose2d", K::lower_precision},
+      {"conv_transpose3d", K::lower_precision}, {"linear", K::lower_precision}, {"matmul", K::lower_precision},
+      {"mm", K::lower_precision}, {"bmm", K::lower_precision}, {"addmm", K::lower_precision},
+      {"baddbmm", K::lower_precision}, {"addbmm", K::lower_precision}, {"prelu", K::lower_precision},
+      // numerically sensitive: fp32
+      {"softmax", K::fp32}, {"log_softmax", K::fp32}, {"cross_entropy", K::fp32}, {"nll_loss", K::fp32},
+      {"mse_loss", K::fp32}, {"l1_loss", K::fp32}, {"smooth_l1_loss", K::fp32}, {"kl_div", K::fp32},
+      {"binary_cross_entropy_with_logits", K::fp32}, {"sum", K::fp32}, {"mean", K::fp32}, {"prod", K::fp32},
+      {"cumsum", K::fp32}, {"norm", K::fp32}, {"logsumexp", K::fp32}, {"layer_norm", K::fp32},
+      {"group_norm", K::fp32}, {"exp", K::fp32}, {"log", K::fp32}, {"pow", K::fp32}, {"rsqrt", K::fp32},
+      {"softplus", K::fp32},
+      // elementwise / pooling / views: the input's type
+      {"relu", K::input_type}, {"sigmoid", K::input_type}, {"tanh", K::input_type}, {"gelu", K::input_type},
+      {"max_pool2d", K::input_type}, {"avg_pool2d", K::input_type}, {"adaptive_avg_pool2d", K::input_type},
+      {"dropout", K::input_type}, {"flatten", K::input_type}, {"reshape", K::input_type}, {"add", K::input_type},
+      {"mul", K::input_type}, {"batch_norm", K::input_type},
+      // several inputs: the widest one
+      {"cat", K::promote}, {"stack", K::promote}, {"addcmul", K::promote}, {"addcdiv", K::promote},
+      {"index_put", K::promote},
+      // optimizer updates on fp32 master weights
+      {"sgd", K::fp32}, {"adam", K::fp32},
+  };
+  return t;
+}
+
+CastKind cast_kind(const std::string& op) {
+  for (const auto& e : autocast_table())
+    if (op == e.op) return e.kind;
+  throw std::invalid_argument("autocast policy: unknown op '" + op + "'");
+}
+
+CastPolicy cast_policy(const std::string& op, DType autocast_dtype, DType input) {
+  const CastKind k = cast_kind(op);
+  const DType f32 = DType::fp32;
+  switch (autocast_dtype) {
+    case DType::fp32:
+    case DType::fp64:
+      // autocast off: everything in the input's dtype (fp32 in our models)
+      return {k, input, input == DType::fp64 ? DType::fp64 : f32, input};
+    case DType::tf32:
+      // fp32 tensors; matrix products use TF32 tensor cores (10-bit mantissa inputs, fp32 sums)
+      if (k == CastKind::lower_precision) return {k, DType::tf32, f32, f32};
+      return {k, input, f32, input};
+    case DType::fp16:
+    case DType::bf16:
+      switch (k) {
+        case CastKind::lower_precision: return {k, autocast_dtype, f32, autocast_dtype};
+        case CastKind::fp32: return {k, f32, f32, f32};
+        case CastKind::input_type:
+        case CastKind::promote: return {k, input, f32, input};
+      }
+  }
+  throw std::invalid_argument(std::string("autocast policy: dtype ") + dtype_name(autocast_dtype));
+}
+
+bool dtype_supported(DType t, bool gpu) {
+  if (gpu) return t == DType::fp32 || t == DType::tf32 || t == DType::fp16 || t == DType::bf16;
+  return t == DType::fp32 || t == DType::bf16;
+}
+
+void check_dtype_for_device(DType t, bool gpu) {
+  if (dtype_supported(t, gpu)) return;
+  const std::string n = dtype_name(t);
+  if (!gpu && (t == DType::fp16 || t == DType::tf32))
+    throw UsageError("--dtype " + n + ": " + n + " mixed precision needs a CUDA GPU; the CPU runs fp32 and bf16");
+  throw UsageError("--dtype " + n + ": not a training dtype (expected fp32, tf32, fp16 or bf16)");
+}
+
+GradScaler::GradScaler(GradScalerConfig cfg) : cfg_(cfg), scale_(cfg.init_scale) {
+  if (!(cfg.init_scale > 0) || !(cfg.growth_factor > 1) || !(cfg.backoff_factor > 0 && cfg.backoff_factor < 1) ||
+      cfg.growth_interval < 1)
+    throw std::invalid_argument("GradScaler: needs init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1");
+}
+
+bool GradScaler::unscale(float* g, std::size_t n) {
+  if (!cfg_.enabled) return true;
+  // PyTorch multiplies by the fp32 reciprocal (not a division per element).
+  const float inv = 1.0f / scale_;
+  bool finite = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    finite &= std::isfinite(g[i]);
+    g[i] *= inv;
+  }
+  found_inf_ = found_inf_ || !finite;
+  return finite;
+}
+
+void GradScaler::update() {
+  ++steps_;
+  if (cfg_.enabled) {
+    if (found_inf_) {
+      ++skipped_;
+      scale_ *= cfg_.backoff_factor;
+      tracker_ = 0;
+    } else if (++tracker_ == cfg_.growth_interval) {
+      const float grown = scale_ * cfg_.growth_factor;
+      if (std::isfinite(grown)) scale_ = grown;
+      tracker_ = 0;
+    }
+  }
+  found_inf_ = false;
+}
+
+}  // namespace dlb::models

@@ -1,0 +1,94 @@
+// The autocast policy (models/amp.h) per op and dtype, PyTorch's rules, and the dtype/device rules.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "kernels/common/errors.h"
+#include "models/amp.h"
+
+using namespace dlb;
+using namespace dlb::models;
+
+TEST(AutocastPolicy, MatrixProductsRunInTheHalfTypeWithFp32Accumulation) {
+  for (DType t : {DType::fp16, DType::bf16})
+    for (const char* op : {"conv2d", "conv_transpose2d", "linear", "matmul", "bmm", "addmm"}) {
+      const CastPolicy p = cast_policy(op, t);
+      EXPECT_EQ(p.kind, CastKind::lower_precision) << op;
+      EXPECT_EQ(p.compute, t) << op;
+      EXPECT_EQ(p.accumulate, DType::fp32) << op;
+      EXPECT_EQ(p.output, t) << op;
+    }
+}
+
+TEST(AutocastPolicy, SensitiveOpsRunInFp32) {
+  for (DType t : {DType::fp16, DType::bf16})
+    for (const char* op : {"softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "sum", "mean", "exp",
+                           "layer_norm"}) {
+      const CastPolicy p = cast_policy(op, t, t);  // even with a half-type input
+      EXPECT_EQ(p.kind, CastKind::fp32) << op;
+      EXPECT_EQ(p.compute, DType::fp32) << op;
+      EXPECT_EQ(p.output, DType::fp32) << op;
+    }
+}
+
+TEST(AutocastPolicy, ElementwiseAndPoolingKeepTheInputType) {
+  for (const char* op : {"relu", "sigmoid", "max_pool2d", "flatten", "add", "dropout"}) {
+    EXPECT_EQ(cast_kind(op), CastKind::input_type) << op;
+    EXPECT_EQ(cast_policy(op, DType::bf16, DType::bf16).compute, DType::bf16) << op;
+    EXPECT_EQ(cast_policy(op, DType::bf16, DType::bf16).output, DType::bf16) << op;
+    EXPECT_EQ(cast_policy(op, DType::fp16, DType::fp32).output, DType::fp32) << op;  // fp32 in, fp32 out
+  }
+  EXPECT_EQ(cast_kind("cat"), CastKind::promote);
+  EXPECT_EQ(cast_policy("cat", DType::fp16, DType::fp32).output, DType::fp32);
+}
+
+TEST(AutocastPolicy, MasterWeightsAndOptimizerStayFp32) {
+  for (DType t : {DType::fp16, DType::bf16, DType::tf32})
+    for (const char* op : {"sgd", "adam"}) EXPECT_EQ(cast_policy(op, t).compute, DType::fp32) << op;
+}
+
+TEST(AutocastPolicy, Fp32AndTf32Modes) {
+  // autocast off: nothing changes dtype
+  for (const auto& e : autocast_table()) {
+    const CastPolicy p = cast_policy(e.op, DType::fp32);
+    EXPECT_EQ(p.compute, DType::fp32) << e.op;
+    EXPECT_EQ(p.output, DType::fp32) << e.op;
+  }
+  // TF32: matrix products on tensor cores with fp32 tensors in and out; the rest plain fp32
+  const CastPolicy c = cast_policy("conv2d", DType::tf32);
+  EXPECT_EQ(c.compute, DType::tf32);
+  EXPECT_EQ(c.output, DType::fp32);
+  EXPECT_EQ(cast_policy("softmax", DType::tf32).compute, DType::fp32);
+  EXPECT_EQ(cast_policy("relu", DType::tf32).compute, DType::fp32);
+}
+
+TEST(AutocastPolicy, TableIsConsistent) {
+  std::set<std::string> seen;
+  for (const auto& e : autocast_table()) {
+    EXPECT_TRUE(seen.insert(e.op).second) << "duplicate op " << e.op;
+    EXPECT_EQ(cast_kind(e.op), e.kind);
+  }
+  EXPECT_GE(seen.size(), 30u);
+  EXPECT_THROW(cast_kind("frobnicate"), std::invalid_argument);
+  EXPECT_STREQ(cast_kind_name(CastKind::lower_precision), "lower_precision");
+}
+
+TEST(AmpDtypes, CpuRunsFp32AndBf16Only) {
+  EXPECT_TRUE(dtype_supported(DType::fp32, false));
+  EXPECT_TRUE(dtype_supported(DType::bf16, false));
+  EXPECT_FALSE(dtype_supported(DType::fp16, false));
+  EXPECT_FALSE(dtype_supported(DType::tf32, false));
+  for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16}) EXPECT_TRUE(dtype_supported(t, true));
+  EXPECT_NO_THROW(check_dtype_for_device(DType::bf16, false));
+  try {
+    check_dtype_for_device(DType::fp16, false);
+    FAIL() << "fp16 on the CPU must be a usage error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("GPU"), std::string::npos);
+  }
+  EXPECT_THROW(check_dtype_for_device(DType::fp64, true), UsageError);
+  EXPECT_TRUE(needs_loss_scaling(DType::fp16));
+  EXPECT_FALSE(needs_loss_scaling(DType::bf16));
+}
