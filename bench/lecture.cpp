@@ -1,13 +1,424 @@
-// Suite "lecture": placeholder until its issue lands; it expands to no cases.
+// Suite "lecture" (the default): the lecture's experiment. Net(hidden_num_chans=128) trained with
+// CrossEntropy and SGD(lr 0.001, momentum 0.9) for one epoch of CIFAR-shaped images (50,000 by
+// default, axis "images"; --sizes N overrides it) at batch 64, 4 and 2 on every device. A timed
+// iteration is one epoch -> imgs/s. Before timing, one step's loss and gradients are checked: the
+// CPU against the fp64 reference path, a GPU against the CPU path from the same weights and batch.
+// The training case itself is shared with suite "train" (make_training_case).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include <unistd.h>
+#include <sys/wait.h>
+
 #include "bench/case.h"
+#include "models/data.h"
+#include "models/trainer.h"
+#include "kernels/common/verify.h"
 
 namespace dlb::bench {
+
+using models::Dataset;
+
+// Seeded synthetic data, shaped for the model: CIFAR-shaped 3x32x32, or 1- / 3-channel 28x28 crops
+// of it for the MNIST-shaped models. Cached so the cases of one run share it.
+std::shared_ptr<const Dataset> training_data(std::size_t images, int c, int h, int w) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<const Dataset>> cache;
+  const std::string key = std::to_string(images) + "/" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto p = cache[key].lock()) return p;
+  models::Split s;
+  try {
+    s = models::synthetic_cifar10(images, 0, 0);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(std::to_string(images) + " synthetic images");
+  }
+  auto d = std::make_shared<Dataset>();
+  Dataset& src = s.train;
+  if (c == src.c && h == src.h && w == src.w) {
+    *d = std::move(src);
+  } else {
+    // Centre crop, channels averaged when one is wanted.
+    d->name = src.name + "-" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
+    d->c = c, d->h = h, d->w = w, d->classes = src.classes, d->labels = src.labels;
+    d->images.resize(src.size() * c * h * w);
+    const int oy = (src.h - h) / 2, ox = (src.w - w) / 2;
+    for (std::size_t i = 0; i < src.size(); ++i)
+      for (int ch = 0; ch < c; ++ch)
+        for (int y = 0; y < h; ++y)
+          for (int x = 0; x < w; ++x) {
+            double v = 0;
+            if (c == src.c) {
+              v = src.images[((i * src.c + ch) * src.h + y + oy) * src.w + x + ox];
+            } else {
+              for (int sc = 0; sc < src.c; ++sc) v += src.images[((i * src.c + sc) * src.h + y + oy) * src.w + x + ox];
+              v /= src.c;
+            }
+            d->images[((i * c + ch) * h + y) * w + x] = static_cast<float>(v);
+          }
+  }
+  cache[key] = d;
+  return d;
+}
+
+namespace {
+
+std::string device_label(const std::string& dev) { return dev == "cpu" ? "CPU" : "GPU"; }
+double mb(std::size_t bytes) { return bytes / 1e6; }
+
+class TrainingCase final : public Case {
+ public:
+  TrainingCase(std::string model, std::string device, int batch, std::size_t images, models::InputMode input,
+               bool graph, bool lecture, bool quick)
+      : model_name_(std::move(model)), device_(std::move(device)), batch_(batch), images_(images), input_(input),
+        graph_(graph), lecture_(lecture), quick_(quick) {}
+
+  void setup() override {
+    if (batch_ <= 0) throw UsageError("batch must be positive");
+    model_ = models::make_model(model_name_);
+    const models::Shape in = model_->input_shape(1);
+    data_ = training_data(images_, in.c, in.h, in.w);
+    model_->init(0);
+    models::TrainOptions o;
+    o.device = device_, o.input = input_, o.cuda_graph = graph_;
+    trainer_ = models::make_trainer(*model_, models::default_optimizer(model_name_), o);
+    if (lecture_) {
+      std::cout << "batchsize=" << batch_ << ", model_hidden_num_chans=128, images=" << images_ << ", device=" << device_
+                << "\n";
+      if (device_ != "cpu") {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "(post net.to) GPU max_memory_allocated: %g MB\n", mb(trainer_->model_device_bytes()));
+        std::cout << buf;
+      }
+    }
+  }
+
+  CheckResult verify() override {
+    // One batch: the case's own size (gradients of a step), first images of the dataset.
+    const int n = static_cast<int>(std::min<std::size_t>(batch_, data_->size()));
+    const std::size_t item = data_->images.size() / data_->size();
+    const float* x = data_->images.data();
+    const std::int32_t* y = data_->labels.data();
+    models::Batch b{x, y, nullptr, n};
+    double worst = 0;
+    if (device_ == "cpu") {
+      const float loss = trainer_->gradients(b);
+      model_->sync_ref();
+      std::vector<double> x64(x, x + n * item);
+      const double ref_loss = model_->forward_backward_ref(x64.data(), b);
+      worst = std::abs(loss - ref_loss) / std::max(1e-12, std::abs(ref_loss));
+      for (auto* p : model_->params()) worst = std::max(worst, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
+    } else {
+      // The CPU fast path from the same weights is the reference of the GPU step.
+      auto cpu = models::make_model(model_name_);
+      cpu->copy_params_from(*model_);
+      cpu->zero_grad();
+      const float ref_loss = cpu->forward_backward(b);
+      const float loss = trainer_->gradients(b);
+      worst = std::abs(loss - ref_loss) / std::max(1e-12f, std::abs(ref_loss));
+      auto a = model_->params(), r = cpu->params();
+      for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()));
+    }
+    // Gradients pass through up to 6 layers of fp32 sums: a few 1e-6 relative is the norm.
+    return judge(worst, 4 * default_tolerance(DType::fp32), "loss and gradients of one step");
+  }
+
+  double run() override {
+    if (lecture_)
+      std::cout << "(" << device_label(device_) << ") Begin training (" << model_->num_params() << " model params)\n"
+                << std::flush;
+    const auto t0 = std::chrono::steady_clock::now();
+    last_loss_ = trainer_->train_epoch(*data_, batch_);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (lecture_) {
+      char buf[160];
+      if (device_ != "cpu") {
+        std::snprintf(buf, sizeof buf, "(post train_model) GPU max_memory_allocated: %g MB\n", mb(trainer_->peak_device_bytes()));
+        std::cout << buf;
+      }
+      std::snprintf(buf, sizeof buf, "(%s) Finished Training (%g secs, %g imgs/sec, mean loss %.4f)\n",
+                    device_label(device_).c_str(), s, images_ / s, last_loss_);
+      std::cout << buf << std::flush;
+    }
+    return s;
+  }
+  long iterations() const override { return 1; }
+  int repetitions() const override { return quick_ ? 2 : 1; }
+  // flops stay out of Work so the tables show imgs/s; train_gflops is annotated instead.
+  Work work() const override { return {0, 0, double(images_)}; }
+  Metric metric() const override { return Metric::imgs_per_s; }
+  void annotate(json& r) const override {
+    r["model_params"] = model_->num_params();
+    // Napkin math: forward + backward-data + backward-filter of every conv/linear = 3x forward
+    // (2x for the first layer) -> 2 * 61 MFLOP per image for Net(128) on 32x32.
+    const double flops = model_->train_flops(1) * double(images_);
+    const double t = r.value("real_time", 0.0) * 1e-6;
+    if (t > 0) r["train_gflops"] = flops / t * 1e-9;
+    r["mean_loss"] = last_loss_;
+    r["trainer"] = trainer_->describe();
+    if (device_ != "cpu") {
+      r["model_device_bytes"] = trainer_->model_device_bytes();
+      r["peak_device_bytes"] = trainer_->peak_device_bytes();
+    }
+  }
+  void teardown() override {
+    trainer_.reset();
+    model_.reset();
+    data_.reset();
+  }
+
+ private:
+  std::string model_name_, device_;
+  int batch_;
+  std::size_t images_;
+  models::InputMode input_;
+  bool graph_, lecture_, quick_;
+  std::unique_ptr<models::Sequential> model_;
+  std::shared_ptr<const Dataset> data_;
+  std::unique_ptr<models::Trainer> trainer_;
+  double last_loss_ = 0;
+};
+
+// The PyTorch peer (bench/peers/pytorch_lecture.py): runs its epochs in setup() and reports their
+// times (manual time). Verification: the peer ran and its loss is finite; its numbers are PyTorch's.
+std::string peer_script() {
+  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_lecture.py";
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string exe = n > 0 ? std::string(buf, n) : "";
+  // <root>/<build>/bin/dlbench -> <root>
+  for (int i = 0; i < 3 && !exe.empty(); ++i) exe = exe.substr(0, exe.find_last_of('/'));
+  return exe + "/bench/peers/pytorch_lecture.py";
+}
+
+class PeerCase final : public Case {
+ public:
+  PeerCase(std::string device, int batch, std::size_t images, int reps)
+      : device_(std::move(device)), batch_(batch), images_(images), reps_(reps) {}
+  void setup() override {
+    const std::string script = peer_script();
+    if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
+    const std::string cmd = "python3 '" + script + "' --device " + device_ + " --batch " + std::to_string(batch_) +
+                            " --images " + std::to_string(images_) + " --reps " + std::to_string(reps_) + " 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    if (!f) throw Unsupported("pytorch peer: cannot start python3");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, f)) out += buf;
+    const int st = pclose(f);
+    std::istringstream lines(out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] != '{') continue;
+      const json j = json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("seconds")) {
+        secs_.push_back(j.at("seconds").get<double>());
+        loss_ = j.value("loss", loss_);
+        version_ = j.value("torch", version_);
+      }
+    }
+    if (secs_.empty()) {
+      std::string why = out.substr(0, out.find('\n'));
+      if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported("pytorch peer unavailable: " + why);
+      throw Unsupported("pytorch peer failed: " + why);
+    }
+  }
+  CheckResult verify() override {
+    CheckResult r = judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
+    return r;
+  }
+  double run() override { return secs_[next_++ % secs_.size()]; }
+  bool manual_time() const override { return true; }
+  long iterations() const override { return 1; }
+  int repetitions() const override { return int(secs_.empty() ? reps_ : secs_.size()); }
+  Work work() const override { return {0, 0, double(images_)}; }
+  Metric metric() const override { return Metric::imgs_per_s; }
+  void annotate(json& r) const override {
+    r["peer"] = "pytorch";
+    r["torch_version"] = version_;
+    r["mean_loss"] = loss_;
+  }
+
+ private:
+  std::string device_;
+  int batch_;
+  std::size_t images_;
+  int reps_;
+  std::vector<double> secs_;
+  double loss_ = NAN;
+  std::string version_ = "?";
+  std::size_t next_ = 0;
+};
+
+struct Figure {
+  const char* device;
+  int batch;
+  double imgs_per_s;
+};
+constexpr Figure kLecture[] = {{"CPU", 64, 1474}, {"GPU", 64, 5369}, {"CPU", 4, 1350},
+                               {"GPU", 4, 1633},  {"CPU", 2, 860},   {"GPU", 2, 937}};
+
+std::string fmt(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f imgs/sec", v);
+  return b;
+}
+
+void print_rows(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    out << "|";
+    for (std::size_t i = 0; i < rows[k].size(); ++i) out << " " << rows[k][i] << std::string(w[i] - rows[k][i].size(), ' ') << " |";
+    out << "\n";
+    if (k == 0) {
+      out << "|";
+      for (std::size_t i = 0; i < w.size(); ++i) out << std::string(w[i] + 2, '-') << "|";
+      out << "\n";
+    }
+  }
+}
+
+void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
+  // (device label, batch) -> ours / peer
+  std::map<std::pair<std::string, long long>, double> ours, peer;
+  std::vector<long long> batches;
+  std::vector<std::string> devices;
+  for (const auto& r : records) {
+    if (!r.contains("imgs_per_s") || !r.contains("batch")) continue;
+    const std::string dev = r.value("device", "");
+    const long long b = r.at("batch").get<long long>();
+    auto& dst = r.value("impl", "ours") == "pytorch" ? peer : ours;
+    dst[{dev, b}] = r.at("imgs_per_s").get<double>();
+    if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
+    if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
+  }
+  out << "\n### The lecture's table: Net(hidden_num_chans=128), SGD(0.001, 0.9), one epoch\n\n";
+  if (ours.empty()) {
+    out << "(no lecture case finished)\n";
+    return;
+  }
+  std::sort(batches.begin(), batches.end(), std::greater<long long>());
+  std::sort(devices.begin(), devices.end(), [](const std::string& a, const std::string& b) {
+    return (a == "cpu") != (b == "cpu") ? a == "cpu" : a < b;
+  });
+  const bool with_peer = !peer.empty();
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head{"Device", "Batchsize", "Train throughput", "Lecture (desktop CPU / RTX 3080 Ti)"};
+  if (with_peer) head.push_back("PyTorch here");
+  rows.push_back(head);
+  for (long long b : batches)
+    for (const auto& dev : devices) {
+      auto it = ours.find({dev, b});
+      if (it == ours.end()) continue;
+      std::string lec = "-";
+      for (const auto& f : kLecture)
+        if (f.batch == b && device_label(dev) == f.device) lec = fmt(f.imgs_per_s);
+      std::vector<std::string> row{dev == "cpu" ? "CPU" : "GPU (" + dev + ")", std::to_string(b), fmt(it->second), lec};
+      if (with_peer) {
+        auto p = peer.find({dev, b});
+        row.push_back(p == peer.end() ? "-" : fmt(p->second));
+      }
+      rows.push_back(row);
+    }
+  print_rows(out, rows);
+  // Smallest batch at which each GPU beats the CPU.
+  bool any_gpu = false;
+  for (const auto& dev : devices) {
+    if (dev == "cpu") continue;
+    any_gpu = true;
+    long long smallest = -1;
+    for (long long b : batches) {
+      auto g = ours.find({dev, b}), c = ours.find({"cpu", b});
+      if (g != ours.end() && c != ours.end() && g->second > c->second) smallest = b;
+    }
+    if (!ours.count({"cpu", batches.back()}) && !ours.count({"cpu", batches.front()}))
+      out << "\n" << dev << ": no CPU figure in this run to compare with.\n";
+    else if (smallest < 0)
+      out << "\n" << dev << " does not beat the CPU at any batch measured here.\n";
+    else
+      out << "\nSmallest batch at which " << dev << " beats the CPU: " << smallest << " (the lecture's GPU won at every batch: 64, 4 and 2).\n";
+  }
+  if (!any_gpu) out << "\nNo GPU was measured in this run, so there is no GPU-vs-CPU crossover to report (the lecture's GPU column is shown for reference).\n";
+}
+
+}  // namespace
+
+std::unique_ptr<Case> make_training_case(const std::string& model, const std::string& device, int batch,
+                                         std::size_t images, const std::string& input, bool graph, bool lecture,
+                                         bool quick) {
+  return std::make_unique<TrainingCase>(model, device, batch, images, models::parse_input_mode(input), graph, lecture,
+                                        quick);
+}
+
+// "input": from --input (extra) or the suite's axis; "all" expands to the four modes.
+std::vector<std::string> input_modes(const SuiteOptions& o, std::vector<std::string> fallback) {
+  std::vector<std::string> in = fallback;
+  if (o.extra.contains("input")) {
+    in.clear();
+    for (const auto& v : o.extra.at("input")) in.push_back(v.get<std::string>());
+  } else if (o.axes.contains("input")) {
+    in = axis_strings(o, "input");
+  }
+  std::vector<std::string> out;
+  for (const auto& m : in) {
+    if (m == "all") {
+      for (const char* x : {"pageable", "pinned", "prefetch", "resident"}) out.push_back(x);
+    } else {
+      models::parse_input_mode(m);
+      out.push_back(m);
+    }
+  }
+  return out;
+}
 
 Suite lecture_suite() {
   Suite s;
   s.name = "lecture";
-  s.description = "The lecture: Net(hidden_num_chans=128) training throughput on CIFAR-10-shaped data (arrives with issue 5)";
-  s.expand = [](const SuiteOptions&) { return std::vector<CaseSpec>{}; };
+  s.description =
+      "The lecture: Net(hidden_num_chans=128) training throughput, one epoch of CIFAR-shaped images (axis images; "
+      "--sizes N sets it), batch 64, 4, 2 on every device; --input, --cuda-graph, --peer pytorch";
+  s.expand = [](const SuiteOptions& o) {
+    std::vector<CaseSpec> cases;
+    auto images_axis = o.axes.contains("size") ? axis_ints(o, "size") : axis_ints(o, "images", {o.quick ? 1024 : 50000});
+    const auto batches = axis_ints(o, "batch", {64, 4, 2});
+    const auto inputs = input_modes(o, {"pageable"});
+    const bool graph = o.extra.value("cuda_graph", false);
+    const bool with_peer = o.extra.value("peer", "") == "pytorch";
+    for (long long images : images_axis) {
+      if (images <= 0) throw UsageError("images must be positive");
+      for (long long b : batches) {
+        if (b <= 0) throw UsageError("--batch must be positive");
+        for (const auto& dev : o.devices) {
+          const auto dev_inputs = dev == "cpu" ? std::vector<std::string>{"pageable"} : inputs;
+          for (const auto& in : dev_inputs) {
+            CaseId id{"lecture", "train", dev, "fp32", {}};
+            id.with("model", "net128").with("impl", "ours").with("batch", b).with("images", images);
+            if (dev != "cpu") id.with("input", in).with("cuda_graph", graph);
+            const bool quick = o.quick;
+            cases.push_back({id, [=] { return make_training_case("net128", dev, int(b), std::size_t(images), in, graph, true, quick); }});
+          }
+          if (with_peer) {
+            CaseId id{"lecture", "train", dev, "fp32", {}};
+            id.with("model", "net128").with("impl", "pytorch").with("batch", b).with("images", images);
+            const int reps = o.quick ? 2 : 1;
+            cases.push_back({id, [=] { return std::make_unique<PeerCase>(dev, int(b), std::size_t(images), reps); }});
+          }
+        }
+      }
+    }
+    return cases;
+  };
+  s.summarize = summarize_lecture;
   return s;
 }
 

@@ -1,0 +1,143 @@
+// The CPU trainer and the shared loader helpers (see trainer.h).
+#include "models/trainer.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/common/errors.h"
+
+namespace dlb::models {
+
+InputMode parse_input_mode(const std::string& s) {
+  if (s == "pageable") return InputMode::pageable;
+  if (s == "pinned") return InputMode::pinned;
+  if (s == "prefetch") return InputMode::prefetch;
+  if (s == "resident") return InputMode::resident;
+  throw UsageError("--input '" + s + "': unknown mode (expected pageable, pinned, prefetch or resident)");
+}
+
+const char* input_mode_name(InputMode m) {
+  switch (m) {
+    case InputMode::pageable: return "pageable";
+    case InputMode::pinned: return "pinned";
+    case InputMode::prefetch: return "prefetch";
+    case InputMode::resident: return "resident";
+  }
+  return "pageable";
+}
+
+std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed) {
+  std::vector<std::uint32_t> idx(size);
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (std::size_t i = size; i > 1; --i) {  // Fisher-Yates with a splitmix64 stream
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    std::swap(idx[i - 1], idx[z % i]);
+  }
+  return idx;
+}
+
+void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::size_t first, int n, float* x,
+                  std::int32_t* y) {
+  const std::size_t item = std::size_t(d.c) * d.h * d.w;
+  for (int i = 0; i < n; ++i) {
+    const std::size_t j = idx[first + i];
+    std::memcpy(x + i * item, d.images.data() + j * item, item * sizeof(float));
+    if (y) y[i] = d.labels[j];
+  }
+}
+
+namespace {
+
+void check_dataset(const Sequential& m, const Dataset& d, int batch) {
+  if (batch <= 0) throw UsageError("batch size must be positive, got " + std::to_string(batch));
+  const Shape in = m.input_shape(1);
+  if (d.c != in.c || d.h != in.h || d.w != in.w)
+    throw InputError("dataset '" + d.name + "' has " + std::to_string(d.c) + "x" + std::to_string(d.h) + "x" +
+                     std::to_string(d.w) + " images; model " + m.name() + " expects " + in.str().substr(2));
+  if (d.size() == 0) throw InputError("dataset '" + d.name + "' is empty");
+}
+
+class CpuTrainer final : public Trainer {
+ public:
+  CpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o)
+      : m_(m), opt_(cfg, m.params()), seed_(o.shuffle_seed) {}
+
+  double train_epoch(const Dataset& d, int batch) override {
+    check_dataset(m_, d, batch);
+    const auto idx = epoch_order(d.size(), seed_++);
+    const std::size_t item = std::size_t(d.c) * d.h * d.w;
+    x_.resize(std::size_t(batch) * item);
+    y_.resize(batch);
+    double total = 0;
+    long steps = 0;
+    for (std::size_t first = 0; first < d.size(); first += batch) {
+      const int n = int(std::min<std::size_t>(batch, d.size() - first));
+      gather_batch(d, idx, first, n, x_.data(), y_.data());
+      total += train_step(m_, opt_, Batch{x_.data(), y_.data(), nullptr, n});
+      ++steps;
+    }
+    return total / std::max(1L, steps);
+  }
+
+  double evaluate(const Dataset& d, int batch) override {
+    check_dataset(m_, d, batch);
+    const std::size_t item = std::size_t(d.c) * d.h * d.w;
+    std::size_t right = 0;
+    double loss = 0;
+    for (std::size_t first = 0; first < d.size(); first += batch) {
+      const int n = int(std::min<std::size_t>(batch, d.size() - first));
+      const float* x = d.images.data() + first * item;
+      const auto& out = m_.predict(x, n);
+      if (m_.loss() == LossKind::mse) {
+        loss += double(loss_forward_backward(LossKind::mse, out.data(), Batch{x, nullptr, nullptr, n}, out.size(), 0,
+                                             nullptr)) * n;
+        continue;
+      }
+      const int classes = int(out.size() / n);
+      for (int i = 0; i < n; ++i) {
+        const float* z = out.data() + std::size_t(i) * classes;
+        right += int(std::max_element(z, z + classes) - z) == d.labels[first + i];
+      }
+    }
+    return m_.loss() == LossKind::mse ? loss / d.size() : double(right) / d.size();
+  }
+
+  float gradients(const Batch& b) override {
+    m_.zero_grad();
+    return m_.forward_backward(b);
+  }
+
+  std::string describe() const override {
+    return "cpu (OpenBLAS, " + std::to_string(openblas_get_num_threads()) + " threads)";
+  }
+
+ private:
+  Sequential& m_;
+  Optimizer opt_;
+  std::uint64_t seed_;
+  std::vector<float> x_;
+  std::vector<std::int32_t> y_;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o) {
+  if (o.device == "cpu") return std::make_unique<CpuTrainer>(model, opt, o);
+  if (o.device.rfind("cuda", 0) == 0) {
+#ifdef DLB_HAVE_CUDA
+    return make_gpu_trainer(model, opt, o);
+#else
+    throw Unsupported("this build has no CUDA backend");
+#endif
+  }
+  throw UsageError("--device '" + o.device + "': expected cpu or cuda[:N]");
+}
+
+}  // namespace dlb::models

@@ -1,0 +1,60 @@
+// Training loops over a dataset, one per backend: the CPU trainer (models/trainer.cpp) and the CUDA
+// trainer (models/cuda/gpu_trainer.cu). Both do what the lecture's train_model does: per batch,
+// load (shuffled gather into a host batch buffer, like a DataLoader), move to the device, zero-grad,
+// forward, loss, backward, optimizer step. The suites and `dlbench train` drive these.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/data.h"
+#include "models/net.h"
+
+namespace dlb::models {
+
+// How a batch reaches the GPU (the seeds' input pipelines). CPU training ignores it.
+enum class InputMode { pageable, pinned, prefetch, resident };
+InputMode parse_input_mode(const std::string& s);  // UsageError on an unknown name
+const char* input_mode_name(InputMode m);
+
+struct TrainOptions {
+  std::string device = "cpu";  // "cpu" or "cuda:N"
+  InputMode input = InputMode::pageable;
+  bool cuda_graph = false;  // capture the GPU step (zero-grad .. optimizer step) in a CUDA graph
+  std::uint64_t shuffle_seed = 1;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // One pass over `d` in batches of `batch` (the last one partial, as DataLoader(drop_last=False));
+  // returns the mean loss over batches. Waits for the device before returning.
+  virtual double train_epoch(const Dataset& d, int batch) = 0;
+  // Fraction of `d` classified right (cross-entropy models) or the mean loss (MSE models).
+  virtual double evaluate(const Dataset& d, int batch) = 0;
+  // One forward + backward (no optimizer step) on a host batch; gradients come back to the host
+  // model's Param::grad, the loss is returned. For verification against another path.
+  virtual float gradients(const Batch& b) = 0;
+  // Copy the device's parameters back into the host model (no-op on the CPU).
+  virtual void sync_to_host() {}
+  // Device bytes (our tracked allocations) after the model moved there, and the peak since then.
+  virtual std::size_t model_device_bytes() const { return 0; }
+  virtual std::size_t peak_device_bytes() const { return 0; }
+  virtual std::string describe() const = 0;  // "cpu (OpenBLAS, 2 threads)", "cuda:0 (pinned, graph)"
+};
+
+// `model` must outlive the trainer; the trainer owns the optimizer state.
+std::unique_ptr<Trainer> make_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o);
+
+// Host helper: gather the images (and labels) of `idx[first .. first+n)` into contiguous buffers.
+void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::size_t first, int n, float* x,
+                  std::int32_t* y);
+// The epoch's order: a seeded permutation of [0, size).
+std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed);
+
+#ifdef DLB_HAVE_CUDA
+std::unique_ptr<Trainer> make_gpu_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o);
+#endif
+
+}  // namespace dlb::models
