@@ -1,0 +1,12 @@
+# CLI checks for the lecture suite and `dlbench train` (included by tests/CMakeLists.txt).
+dlb_smoke(lecture_quick 0 run --suite lecture --device cpu --quick --no-report --out ${OUT}/lecture)
+dlb_smoke(lecture_bad_input_mode 2 run --suite lecture --device cpu --quick --input teleport --no-report --out ${OUT}/x)
+dlb_smoke(train_unknown_model 2 train --model resnet9000 --dataset synthetic --epochs 1 --device cpu)
+dlb_smoke(train_batch_zero 2 train --model mlp --dataset synthetic --epochs 1 --device cpu --batch 0)
+dlb_smoke(train_batch_negative 2 train --model mlp --dataset synthetic --epochs 1 --device cpu --batch -4)
+dlb_smoke(train_epochs_zero 2 train --model mlp --dataset synthetic --epochs 0 --device cpu)
+dlb_smoke(train_missing_dataset 2 train --model mlp --dataset /nonexistent/dlbench-data --epochs 1 --device cpu)
+dlb_smoke(train_junk_dataset 2 train --model mlp --dataset ${CMAKE_CURRENT_SOURCE_DIR} --epochs 1 --device cpu)
+dlb_smoke(train_bad_device 2 train --model mlp --dataset synthetic --epochs 1 --device tpu)
+dlb_smoke(train_bad_lr 2 train --model mlp --dataset synthetic --epochs 1 --device cpu --lr -1)
+dlb_smoke(train_mlp_synthetic_small 0 train --model mlp --dataset synthetic --epochs 1 --device cpu --limit 2048)
