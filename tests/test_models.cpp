@@ -1,0 +1,134 @@
+// The four seed models: parameter counts and shapes as the seeds give them, output shapes, a few
+// training steps that lower the loss, the trainer's loader helpers and bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+#include "models/net.h"
+#include "models/trainer.h"
+
+using namespace dlb;
+using namespace dlb::models;
+
+TEST(Models, LectureNetHas120078Params) {
+  auto m = make_net(128);
+  EXPECT_EQ(m->num_params(), 120078u);
+  EXPECT_EQ(m->output_shape(64), (Shape{64, 10, 1, 1}));
+  EXPECT_EQ(m->params()[0]->shape, (std::vector<int>{128, 3, 5, 5}));
+}
+
+TEST(Models, MlpIs784_128_10) {
+  auto m = make_mlp();
+  EXPECT_EQ(m->num_params(), 784u * 128 + 128 + 128 * 10 + 10);
+  EXPECT_EQ(m->output_shape(3), (Shape{3, 10, 1, 1}));
+}
+
+TEST(Models, ConvNetShapes) {
+  auto m = make_convnet();
+  const auto p = m->params();
+  ASSERT_EQ(p.size(), 8u);
+  EXPECT_EQ(p[0]->shape, (std::vector<int>{32, 3, 3, 3}));
+  EXPECT_EQ(p[2]->shape, (std::vector<int>{64, 32, 3, 3}));
+  EXPECT_EQ(p[4]->shape, (std::vector<int>{128, 64 * 7 * 7}));
+  EXPECT_EQ(p[6]->shape, (std::vector<int>{10, 128}));
+  EXPECT_EQ(m->output_shape(2), (Shape{2, 10, 1, 1}));
+}
+
+TEST(Models, AutoencoderStateDictAsInSeed000) {
+  auto m = make_autoencoder();
+  const std::vector<std::pair<std::string, std::vector<int>>> want = {
+      {"encoder.0.weight", {16, 1, 3, 3}}, {"encoder.0.bias", {16}}, {"encoder.2.weight", {32, 16, 3, 3}},
+      {"encoder.2.bias", {32}},            {"encoder.4.weight", {64, 32, 7, 7}}, {"encoder.4.bias", {64}},
+      {"decoder.0.weight", {64, 32, 7, 7}}, {"decoder.0.bias", {32}}, {"decoder.2.weight", {32, 16, 3, 3}},
+      {"decoder.2.bias", {16}},            {"decoder.4.weight", {16, 1, 3, 3}}, {"decoder.4.bias", {1}}};
+  const auto p = m->params();
+  ASSERT_EQ(p.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(p[i]->name, want[i].first);
+    EXPECT_EQ(p[i]->shape, want[i].second) << want[i].first;
+  }
+  EXPECT_EQ(m->output_shape(2), (Shape{2, 1, 28, 28}));
+}
+
+TEST(Models, InitIsPyTorchBoundAndSeeded) {
+  auto a = make_net(128), b = make_net(128);
+  a->init(3), b->init(3);
+  const Param& w = *a->params()[0];
+  const float bound = 1.f / std::sqrt(75.f);
+  float mx = 0;
+  for (float v : w.value) mx = std::max(mx, std::abs(v));
+  EXPECT_LE(mx, bound);
+  EXPECT_GT(mx, 0.9f * bound);
+  EXPECT_EQ(a->params()[0]->value, b->params()[0]->value);
+  b->init(4);
+  EXPECT_NE(a->params()[0]->value, b->params()[0]->value);
+}
+
+TEST(Models, UnknownModelIsUsageError) { EXPECT_THROW(make_model("resnet"), UsageError); }
+
+TEST(Models, AutoencoderOnTooSmallImagesIsInputError) { EXPECT_THROW(make_model("autoencoder", 1, 8, 8), InputError); }
+
+TEST(Training, FewStepsLowerTheLoss) {
+  for (const std::string name : {"net128", "mlp", "convnet", "autoencoder"}) {
+    auto m = make_model(name);
+    m->init(1);
+    const Shape in = m->input_shape(8);
+    std::vector<float> x(in.size());
+    fill_uniform(x.data(), x.size(), 5);
+    if (name == "autoencoder")
+      for (float& v : x) v = 0.5f + 0.5f * v;  // sigmoid outputs: targets in [0, 1]
+    std::vector<std::int32_t> y(8);
+    for (int i = 0; i < 8; ++i) y[i] = i % 10;
+    OptimizerConfig c = default_optimizer(name);
+    if (name == "net128") c.lr = 0.01f;
+    Optimizer opt(c, m->params());
+    const Batch b{x.data(), y.data(), nullptr, 8};
+    const float first = train_step(*m, opt, b);
+    float last = first;
+    for (int i = 0; i < 20; ++i) last = train_step(*m, opt, b);
+    EXPECT_LT(last, first) << name;
+  }
+}
+
+TEST(Trainer, EpochOrderIsAPermutation) {
+  const auto idx = epoch_order(1000, 9);
+  std::set<std::uint32_t> s(idx.begin(), idx.end());
+  EXPECT_EQ(s.size(), 1000u);
+  EXPECT_EQ(*s.rbegin(), 999u);
+  EXPECT_NE(idx, epoch_order(1000, 10));
+}
+
+TEST(Trainer, CpuEpochAndEvaluate) {
+  Dataset d;
+  d.name = "tiny", d.c = 1, d.h = 28, d.w = 28, d.classes = 10;
+  d.images.resize(40 * 784);
+  fill_uniform(d.images.data(), d.images.size(), 2);
+  for (int i = 0; i < 40; ++i) {
+    d.labels.push_back(i % 10);
+    d.images[i * 784 + i % 10] += 5.f;  // a learnable marker per class
+  }
+  auto m = make_mlp();
+  m->init(0);
+  auto t = make_trainer(*m, default_optimizer("mlp"), TrainOptions{});
+  double loss = 0;
+  for (int e = 0; e < 30; ++e) loss = t->train_epoch(d, 7);  // 40 = 5 x 7 + a partial batch of 5
+  EXPECT_LT(loss, 0.5);
+  EXPECT_GT(t->evaluate(d, 16), 0.9);
+  EXPECT_THROW(t->train_epoch(d, 0), UsageError);
+  Dataset wrong = d;
+  wrong.c = 3;
+  EXPECT_THROW(t->train_epoch(wrong, 4), InputError);
+}
+
+TEST(Trainer, UnknownDeviceAndInputMode) {
+  auto m = make_mlp();
+  TrainOptions o;
+  o.device = "tpu";
+  EXPECT_THROW(make_trainer(*m, default_optimizer("mlp"), o), UsageError);
+  EXPECT_THROW(parse_input_mode("teleport"), UsageError);
+  EXPECT_EQ(parse_input_mode("prefetch"), InputMode::prefetch);
+}
