@@ -39,7 +39,7 @@ double parse_date(const std::string& s) {
   return t;
 }
 
-Step detect_step(const std::vector<double>& values, const std::vector<double>& cvs, std::size_t min_segment,
+Step detect_step(const std::vector<double>& values, const std::vector<double>& noise, std::size_t min_segment,
                  double threshold) {
   Step best;
   const std::size_t T = values.size();
@@ -62,7 +62,7 @@ Step detect_step(const std::vector<double>& values, const std::vector<double>& c
   double ss = 0;
   for (std::size_t i = 0; i < T; ++i) ss += (y[i] - (i < best_k ? mean_l : mean_r)) * (y[i] - (i < best_k ? mean_l : mean_r));
   double s = std::sqrt(ss / static_cast<double>(T - 2));
-  if (!cvs.empty()) s = std::max(s, stats::median(cvs));  // cv ~ the standard deviation of log(time)
+  if (!noise.empty()) s = std::max(s, stats::median(noise));  // relative error ~ error of log(time)
   s = std::max(s, 1e-12);
   const double se = s * std::sqrt(1.0 / static_cast<double>(best_k) + 1.0 / static_cast<double>(T - best_k));
   best.at = best_k;
@@ -146,12 +146,13 @@ History load_history(const std::string& dir, const HistoryOptions& opts) {
       if (c.state == CaseRun::State::timed) {
         t.runs.push_back(i);
         t.medians_us.push_back(c.median_us);
-        t.cvs.push_back(c.cv);
+        // Standard error of a median of n repetitions: 1.2533 sigma / sqrt(n) (normal data).
+        t.noise.push_back(1.2533 * stats::robust_cv(c.times_us) / std::sqrt(static_cast<double>(c.times_us.size())));
       }
       if (i + 1 == mine.size() && c.state == CaseRun::State::failed) t.failed_latest = true;
     }
   }
-  for (auto& t : h.cases) t.step = detect_step(t.medians_us, t.cvs, opts.min_segment, opts.threshold);
+  for (auto& t : h.cases) t.step = detect_step(t.medians_us, t.noise, opts.min_segment, opts.threshold);
   return h;
 }
 
@@ -194,7 +195,7 @@ json history_json(const History& h) {
     if (t.step.found) step = {{"run", t.runs[t.step.at] + 1}, {"ratio", t.step.ratio}, {"score", t.step.score}};
     json runs_1 = json::array();
     for (auto i : t.runs) runs_1.push_back(i + 1);
-    cases.push_back({{"name", t.name}, {"runs", runs_1}, {"median_us", t.medians_us}, {"cv", t.cvs}, {"step", step},
+    cases.push_back({{"name", t.name}, {"runs", runs_1}, {"median_us", t.medians_us}, {"noise", t.noise}, {"step", step},
                      {"failed_latest", t.failed_latest}});
   }
   return {{"machine", h.key}, {"runs", runs}, {"cases", cases}, {"warnings", h.warnings}};

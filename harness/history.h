@@ -5,8 +5,9 @@
 // a left and a right segment of at least `min_segment` runs is tried; the one with the largest
 // |mean(right) - mean(left)| = |d| is kept. It is flagged when the shift exceeds the threshold
 // (|exp(d) - 1| > threshold) and the noise: |d| > 3 * s * sqrt(1/nL + 1/nR), with s the pooled
-// standard deviation within the two segments, floored by the median cv of the runs' own repetitions
-// (so a perfectly flat synthetic series does not make every tiny shift "significant").
+// standard deviation within the two segments, floored by what the runs' own repetitions say about
+// the precision of a run's median (1.2533 * robust cv / sqrt(repetitions), the median's standard
+// error), so that a few lucky, consistent runs do not make a shift inside the noise "significant".
 #pragma once
 #include <cstddef>
 #include <iosfwd>
@@ -27,8 +28,9 @@ struct Step {
   double score = 0;    // |d| / (s * sqrt(1/nL + 1/nR)); flagged above 3
 };
 
-// `values` > 0 in time order; `cvs` the runs' own noise (may be empty). Needs 2 * min_segment values.
-Step detect_step(const std::vector<double>& values, const std::vector<double>& cvs, std::size_t min_segment,
+// `values` > 0 in time order; `noise` the relative standard error of each value from its run's own
+// repetitions (may be empty). Needs 2 * min_segment values.
+Step detect_step(const std::vector<double>& values, const std::vector<double>& noise, std::size_t min_segment,
                  double threshold);
 
 struct HistoryOptions {
@@ -45,7 +47,7 @@ struct CaseTrend {
   std::string name;
   std::vector<std::size_t> runs;  // indexes into History::runs where the case was timed
   std::vector<double> medians_us;
-  std::vector<double> cvs;
+  std::vector<double> noise;      // relative standard error of each median (from its repetitions)
   Step step;
   bool failed_latest = false;     // failed in the latest run
 };

@@ -44,6 +44,15 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
+double robust_cv(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = median(v);
+  if (!(m > 0)) return 0;
+  std::vector<double> dev(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) dev[i] = std::fabs(v[i] - m);
+  return 1.4826 * median(dev) / m;
+}
+
 double normal_sf(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
 
 double mann_whitney_min_p(std::size_t n, std::size_t m) {

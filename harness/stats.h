@@ -16,6 +16,9 @@ double mean(const std::vector<double>& v);        // NaN when empty
 double stddev(const std::vector<double>& v);      // sample standard deviation (n-1); 0 when n < 2
 double cv(const std::vector<double>& v);          // stddev / mean; 0 when n < 2 or mean <= 0
 double geomean(const std::vector<double>& v);     // of positive values; NaN when empty or any <= 0
+// 1.4826 * median absolute deviation / median: the cv of normal data, but one preempted repetition
+// does not move it. 0 when n < 2 or median <= 0.
+double robust_cv(const std::vector<double>& v);
 
 struct MannWhitney {
   double u = 0;        // U of the first sample: pairs (x_i, y_j) with x_i > y_j, a tie counts 1/2

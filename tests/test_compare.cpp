@@ -356,8 +356,10 @@ TEST(History, StepDetection) {
   const auto small = series(12, 6, 1.03, 0.002);
   EXPECT_FALSE(detect_step(small, {}, 3, 0.05).found);
   EXPECT_TRUE(detect_step(small, {}, 3, 0.02).found);
-  // Runs whose own repetitions are noisy (cv 10%) do not get a +8% step from a lucky flat series.
+  // Runs whose medians are only known to 10% (their own repetitions) do not get a +8% step from a
+  // lucky, consistent series; known to 1%, they do.
   EXPECT_FALSE(detect_step(series(8, 4, 1.08, 0.0), std::vector<double>(8, 0.10), 3, 0.05).found);
+  EXPECT_TRUE(detect_step(series(8, 4, 1.08, 0.0), std::vector<double>(8, 0.01), 3, 0.05).found);
   // Too few runs.
   EXPECT_FALSE(detect_step({1, 2, 3, 4, 5}, {}, 3, 0.05).found);
 }

@@ -24,6 +24,9 @@ TEST(Stats, MedianMeanCvGeomean) {
   EXPECT_NEAR(st::cv({90, 110}), std::sqrt(200.0) / 100, 1e-12);
   EXPECT_NEAR(st::geomean({1, 4, 16}), 4, 1e-12);
   EXPECT_TRUE(std::isnan(st::geomean({1, 0})));
+  // robust cv: MAD of {98,99,100,101,250} around 100 is 1 -> 1.4826%; the outlier does not count.
+  EXPECT_NEAR(st::robust_cv({98, 99, 100, 101, 250}), 0.014826, 1e-12);
+  EXPECT_GT(st::cv({98, 99, 100, 101, 250}), 0.5);
 }
 
 // Exact p-values worked out by hand from the rank-sum distribution.
