@@ -797,18 +797,13 @@ def sec_batch(page, runs):
                                                             "Crossing batch (interpolated)"], xrows))
 
 
-def x_axis(cs):
-    """How to place a group's cases on the x axis: ('size'|'mnk'|'batch'|'cat', label)."""
-    keys = set().union(*(c.params.keys() for c in cs))
-    if "size" in keys:
-        return "size", "size (n for n x n x n)" if cs[0].suite == "matmul" else "size"
-    if {"m", "n", "k"} <= keys:
-        return "mnk", "(m n k)^(1/3)"
-    if "layer" in keys:
-        return "cat", "layer"
-    if "batch" in keys and len({c.params.get("batch") for c in cs}) > 1:
-        return "batch", "batch size"
-    return "cat", "case"
+def shape_kind(c):
+    """How a case is placed on an x axis: by 'size', by an m x n x k shape, by 'layer', or 'other'."""
+    if isinstance(c.params.get("size"), (int, float)):
+        return "size"
+    if all(isinstance(c.params.get(k), (int, float)) for k in ("m", "n", "k")):
+        return "mnk"
+    return "layer" if "layer" in c.params else "other"
 
 
 def sec_gflops(page, runs):
@@ -820,26 +815,34 @@ def sec_gflops(page, runs):
                  "(CPU: measured FMA peak; GPU: theoretical).")
     groups = {}
     for c in cases:
-        groups.setdefault((c.suite, c.op, c.dtype), []).append(c)
+        groups.setdefault((c.suite, c.op, c.dtype, shape_kind(c)), []).append(c)
     multi_run = len({c.run.label for c in cases}) > 1
-    for (suite, op, dtype), cs in groups.items():
-        kind, xlabel = x_axis(cs)
+    for (suite, op, dtype, shape), cs in groups.items():
+        if not any(c.ok for c in cs):
+            page.text(f"{suite} {op} {dtype}: nothing to plot, every case is "
+                      + ", ".join(sorted({c.status for c in cs})) + f" ({len(cs)} cases, listed under All cases).", "warn")
+            continue
+        kind, xlabel = shape, {"size": "size (n for n x n x n)" if suite == "matmul" else "size",
+                               "mnk": "shape m x n x k", "layer": "layer"}.get(shape, "case")
+        if shape == "other" and len({c.params.get("batch") for c in cs}) > 1 and \
+                all(isinstance(c.params.get("batch"), (int, float)) for c in cs):
+            kind, xlabel = "batch", "batch size"
+        fixed = {"size": ("size",), "mnk": ("m", "n", "k"), "layer": ("layer",), "batch": ("batch",)}.get(kind, ())
         var_keys = [k for k in sorted({k for c in cs for k in c.params})
-                    if k not in ("size", "m", "n", "k") and not (kind == "cat" and k == "layer")
-                    and not (kind == "batch" and k == "batch") and len({str(c.params.get(k)) for c in cs}) > 1]
-        if kind == "cat":
-            cats = []
-            for c in cs:
-                lab = str(c.params.get("layer")) if "layer" in c.params else c.short()
-                if "layer" in c.params and "batch" in c.params and "batch" not in var_keys:
-                    pass
-                if lab not in cats:
-                    cats.append(lab)
-            xpos = lambda c: cats.index(str(c.params.get("layer")) if "layer" in c.params else c.short())
-        elif kind == "mnk":
-            xpos = lambda c: (float(c.params["m"]) * float(c.params["n"]) * float(c.params["k"])) ** (1 / 3)
+                    if k not in fixed and len({str(c.params.get(k)) for c in cs}) > 1]
+        if kind in ("size", "batch"):
+            xpos = lambda c, kind=kind: c.params.get(kind)
         else:
-            xpos = lambda c: c.params.get(kind)
+            lab = {"mnk": lambda c: f"{c.params['m']}x{c.params['n']}x{c.params['k']}",
+                   "layer": lambda c: str(c.params["layer"])}.get(kind, lambda c: c.short())
+            order = sorted(cs, key=lambda c: (float(c.params["m"]) * float(c.params["n"]) * float(c.params["k"]))
+                           if kind == "mnk" else 0)
+            cats = []
+            for c in order:
+                if lab(c) not in cats:
+                    cats.append(lab(c))
+            xpos = lambda c, lab=lab, cats=cats: cats.index(lab(c))
+            kind = "cat"
         lines = {}
         for c in cs:
             key = (c.run.label if multi_run else "", c.device) + tuple(f"{k}={c.params.get(k)}" for k in var_keys)
@@ -874,9 +877,9 @@ def sec_gflops(page, runs):
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"GFLOP/s ({dtype})")
-        ax.set_title(f"{suite} {op} {dtype}")
+        ax.set_title(f"{suite} {op} {dtype}" + (f" by {xlabel}" if shape != "size" else ""))
         dedupe_legend(ax, loc="best")
-        page.figure(fig, f"gflops_{suite}_{op}_{dtype}", f"{suite} {op} {dtype}: GFLOP/s against {xlabel}.", notes)
+        page.figure(fig, f"gflops_{suite}_{op}_{dtype}_{shape}", f"{suite} {op} {dtype}: GFLOP/s against {xlabel}.", notes)
 
 
 def sec_transfer(page, runs):
