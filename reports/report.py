@@ -28,6 +28,7 @@ LECTURE_HW = "desktop CPU vs GeForce RTX 3080 Ti"
 METRICS = {"gflops": "GFLOP/s", "gb_per_s": "GB/s", "imgs_per_s": "imgs/s"}
 # Keys of an entry that are not sweep parameters (Google Benchmark's own and dlbench's record keys).
 FIXED_KEYS = {"suite", "op", "device", "dtype"}
+TRAINING_SUITES = {"lecture", "train", "amp"}
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 BAD = ("FAILED", "out of memory", "skipped", "unverified")
 
@@ -233,7 +234,9 @@ class Case:
         self.rec = rep
         if self.status == "ok" and rep.get("verified") is not True:
             self.status, self.message = "unverified", "not verified against the reference"
-        self.metric = next((m for m in METRICS if m in rep or m in first), None)
+        # Training suites carry gflops too; their headline is imgs/s.
+        prefer = ("imgs_per_s", "gflops", "gb_per_s") if self.suite in TRAINING_SUITES else tuple(METRICS)
+        self.metric = next((m for m in prefer if m in rep or m in first), None)
         self.value = num(rep.get(self.metric)) if (self.metric and self.status == "ok") else None
         t = num(rep.get("real_time"))
         self.time_s = t * TIME_UNITS.get(rep.get("time_unit", "us"), 1e-6) if (t and self.status == "ok") else None
@@ -386,6 +389,15 @@ class Page:
 
     def figure(self, fig, name, caption, notes=()):
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+        for ax in fig.axes:  # log y axes: plain numbers (1,000 not 10^3); minor labels when under 1.5 decades
+            if ax.get_yscale() == "log":
+                lo, hi = ax.get_ylim()
+                plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:.3g}")
+                ax.yaxis.set_major_formatter(plain)
+                narrow = lo > 0 and math.log10(hi / lo) < 1.5
+                ax.yaxis.set_minor_formatter(plain if narrow else NullFormatter())
+                ax.tick_params(axis="y", which="minor", labelsize=7)
         self.figs += 1
         fname = self.uniq(f"fig{self.figs:02d}_{name}") + ".png"
         fig.savefig(os.path.join(self.out, fname), dpi=90, bbox_inches="tight")
@@ -631,8 +643,10 @@ def sec_lecture(page, runs):
                  f"Net(hidden_num_chans=128) on CIFAR-10, one training epoch. Lecture figures: {LECTURE_HW}.")
     multi_run = len({c.run.label for c in cases}) > 1
     multi_gpu = len({c.device for c in cases if c.device != "cpu"}) > 1
+    varying = {k for k in {k for c in cases for k in c.params}
+               if k != "batch" and len({str(c.params.get(k)) for c in cases}) > 1}
     variant = lambda c: series_label([c.op if len({x.op for x in cases}) > 1 else ""]
-                                     + [f"{k}={v}" for k, v in c.params.items() if k != "batch"]
+                                     + [f"{k}={v}" for k, v in c.params.items() if k in varying]
                                      + ([c.dtype] if len({x.dtype for x in cases}) > 1 else []))
     has_variant = any(variant(c) for c in cases)
 
@@ -833,8 +847,12 @@ def sec_gflops(page, runs):
         if kind in ("size", "batch"):
             xpos = lambda c, kind=kind: c.params.get(kind)
         else:
+            by_batch = kind == "layer" and len({str(c.params.get("batch")) for c in cs}) > 1
+            if by_batch:
+                var_keys = [k for k in var_keys if k != "batch"]
             lab = {"mnk": lambda c: f"{c.params['m']}x{c.params['n']}x{c.params['k']}",
-                   "layer": lambda c: str(c.params["layer"])}.get(kind, lambda c: c.short())
+                   "layer": lambda c: str(c.params["layer"]) + (f" b{c.params.get('batch')}" if by_batch else "")
+                   }.get(kind, lambda c: c.short())
             order = sorted(cs, key=lambda c: (float(c.params["m"]) * float(c.params["n"]) * float(c.params["k"]))
                            if kind == "mnk" else 0)
             cats = []
@@ -858,8 +876,8 @@ def sec_gflops(page, runs):
                         failed_x.append(xpos(c))
                     notes.append(f"not plotted: {c.short()}: {c.status}")
             if ok:
-                ax.plot([xpos(c) for c in ok], [c.value for c in ok], "o-" if key[1] == "cpu" else "s-",
-                        label=series_label(list(key)))
+                mk = ("o" if key[1] == "cpu" else "s") + ("" if kind == "cat" else "-")  # categories are not a curve
+                ax.plot([xpos(c) for c in ok], [c.value for c in ok], mk, markersize=7, label=series_label(list(key)))
         peaks = {}
         for c in cs:
             p, what = fp32_peak(c.run, c.device)
