@@ -54,6 +54,12 @@ std::size_t current_device_bytes() { return g_current.load(); }
 std::size_t peak_device_bytes() { return g_peak.load(); }
 void reset_peak_device_bytes() { g_peak.store(g_current.load()); }
 
+DeviceMemInfo device_mem_info() {
+  DeviceMemInfo m;
+  DLB_CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+  return m;
+}
+
 bool device_available(std::string* reason) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);

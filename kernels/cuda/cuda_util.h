@@ -30,6 +30,14 @@ std::size_t current_device_bytes();
 std::size_t peak_device_bytes();
 void reset_peak_device_bytes();
 
+// The driver's view of the current device (cudaMemGetInfo): free and total bytes, counting every
+// process's and library's allocations, not only ours.
+struct DeviceMemInfo {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  std::size_t used_bytes() const { return total_bytes - free_bytes; }
+};
+DeviceMemInfo device_mem_info();
+
 // True when a CUDA device can be used; `reason` (optional) receives the driver's words otherwise.
 bool device_available(std::string* reason = nullptr);
 
