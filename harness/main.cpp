@@ -1,4 +1,8 @@
 // build/bin/dlbench: the CLI entry point.
 #include "harness/commands.h"
+#include "kernels/cpu/openblas_core.h"
 
-int main(int argc, char** argv) { return dlb::harness::cli_main(argc, argv); }
+int main(int argc, char** argv) {
+  dlb::cpu::openblas_reexec_with_best_core(argc, argv);  // once, before any OpenBLAS work (openblas_core.h)
+  return dlb::harness::cli_main(argc, argv);
+}
