@@ -1,68 +1,294 @@
-// Suite "matmul": C = A x B, fp32 on OpenBLAS (more implementations arrive with issue 3).
+// Suite "matmul": C = A B (row-major, A m x k, B k x n) on the CPU and every GPU.
+//   cpu   impl=openblas (fp32 sgemm on the best OpenBLAS core, see kernels/cpu/openblas_core.h;
+//         bf16 sbgemm where the CPU and the library have it), impl=blocked (ours, one thread)
+//   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels impl=naive,
+//         coalesced, smem, regblock, warptile, and our tensor-core kernel impl=mma (fp16, bf16)
+// Names: matmul/gemm/<device>/<dtype>/impl=<impl>/size=<n> for squares (m = n = k) and
+// .../impl=<impl>/m=<m>/n=<n>/k=<k> for the rectangular (DeepBench-style) shapes; every record also
+// carries m, n, k. Work = 2mnk flop. Every case is verified (kernels/cpu/gemm_ref.h: fp64 entry by
+// entry when small, Freivalds + exact rows when large) before it is timed.
 #include <cblas.h>
+#include <unistd.h>
 
+#include <climits>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/case.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/openblas_core.h"
+
+#ifdef DLB_HAVE_CUDA
+#include "kernels/cuda/cublas_gemm.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gemm_sgemm.h"
+#include "kernels/cuda/gemm_tc.h"
+#endif
 
 namespace dlb::bench {
 
 namespace {
-class SgemmOpenBlas final : public Case {
+
+struct Shape {
+  long long m, n, k;
+  bool square;
+  double mnk() const { return double(m) * double(n) * double(k); }
+};
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+// Refuse up front what cannot fit (instead of letting the kernel's OOM killer end the sweep), and
+// dimensions the BLAS interfaces (32-bit int) cannot express.
+void check_host_memory(const Shape& s, double bytes) {
+  const double avail = double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (avail > 0 && bytes > 0.8 * avail)
+    throw OutOfMemory(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " needs " +
+                      gib(bytes) + " of host memory, " + gib(avail) + " available");
+  if (s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
+    throw OutOfMemory("dimension beyond 2^31-1: " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                      std::to_string(s.k));
+}
+
+std::vector<float> host_floats(std::size_t n, const char* what) {
+  try {
+    return std::vector<float>(n);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(std::string("host buffer ") + what + " (" + gib(double(n) * 4) + ")");
+  }
+}
+
+void annotate_shape(json& r, const Shape& s) {
+  r["m"] = s.m, r["n"] = s.n, r["k"] = s.k;
+}
+
+// ---------------------------------------------------------------- CPU
+class CpuGemm final : public Case {
  public:
-  explicit SgemmOpenBlas(long long n) : n_(n) {}
+  CpuGemm(Shape s, std::string impl, DType t) : s_(s), impl_(std::move(impl)), t_(t) {}
   void setup() override {
-    const std::size_t nn = static_cast<std::size_t>(n_) * n_;
-    try {
-      a_.resize(nn), b_.resize(nn), c_.resize(nn);
-    } catch (const std::bad_alloc&) {
-      throw OutOfMemory("3 x " + std::to_string(n_) + "^2 floats");
+    if (t_ == DType::bf16) {
+      const std::string why = cpu::cpu_bf16_gemm_unsupported_reason();
+      if (!why.empty()) throw Unsupported("bf16 GEMM on CPU: " + why);
     }
-    fill_uniform(a_.data(), nn, 1);
-    fill_uniform(b_.data(), nn, 2);
+    const std::size_t mk = s_.m * s_.k, kn = s_.k * s_.n, mn = s_.m * s_.n;
+    check_host_memory(s_, 4.0 * (mk + kn + mn) + (t_ == DType::bf16 ? 2.0 * (mk + kn) : 0.0));
+    a_ = host_floats(mk, "A"), b_ = host_floats(kn, "B"), c_ = host_floats(mn, "C");
+    fill_uniform(a_.data(), mk, 1);
+    fill_uniform(b_.data(), kn, 2);
+    if (t_ == DType::bf16) {  // the reference multiplies the rounded values
+      try {
+        a16_.resize(mk), b16_.resize(kn);
+      } catch (const std::bad_alloc&) {
+        throw OutOfMemory("bf16 copies of A and B");
+      }
+      for (std::size_t i = 0; i < mk; ++i) a_[i] = cpu::bf16_to_float(a16_[i] = cpu::float_to_bf16(a_[i]));
+      for (std::size_t i = 0; i < kn; ++i) b_[i] = cpu::bf16_to_float(b16_[i] = cpu::float_to_bf16(b_[i]));
+    }
   }
   CheckResult verify() override {
     run();
-    // fp64 reference on a few rows (O(n^2) each) keeps large sizes cheap.
-    double worst = 0;
-    const int rows = static_cast<int>(std::min<long long>(n_, 8));
-    for (int r = 0; r < rows; ++r) {
-      const long long i = (r * 7919LL) % n_;
-      std::vector<double> ref(n_, 0.0);
-      for (long long k = 0; k < n_; ++k)
-        for (long long j = 0; j < n_; ++j) ref[j] += double(a_[i * n_ + k]) * b_[k * n_ + j];
-      worst = std::max(worst, max_rel_err(&c_[i * n_], ref.data(), n_));
-    }
-    return judge(worst, default_tolerance(DType::fp32));
+    return cpu::check_gemm(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k, t_);
   }
   double run() override {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.0f, a_.data(), n_, b_.data(), n_, 0.0f,
-                c_.data(), n_);
+    if (t_ == DType::bf16) cpu::sbgemm_forward_openblas(a16_.data(), b16_.data(), c_.data(), s_.m, s_.n, s_.k);
+    else if (impl_ == "blocked") cpu::sgemm_forward_blocked(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k);
+    else cpu::sgemm_forward_openblas(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k);
     return 0;
   }
-  Work work() const override { return {2.0 * n_ * n_ * n_, 0, 0}; }
+  Work work() const override { return {2.0 * s_.mnk(), 0, 0}; }
   Metric metric() const override { return Metric::gflops; }
-  void teardown() override { a_ = {}, b_ = {}, c_ = {}; }
+  void annotate(json& r) const override {
+    annotate_shape(r, s_);
+    r["verification"] = s_.mnk() <= cpu::kExactCheckMaxMNK ? "fp64" : "freivalds+rows";
+    if (impl_ == "openblas") {
+      const auto st = cpu::openblas_core_status();
+      r["openblas_core"] = st.core;  // the kernel set that ran
+      r["openblas_core_mode"] = st.mode;
+      if (!st.library_core.empty()) r["openblas_library_core"] = st.library_core;
+      r["cpu_threads"] = openblas_get_num_threads();
+    } else {
+      r["cpu_threads"] = 1;
+    }
+  }
+  void teardown() override { a_ = {}, b_ = {}, c_ = {}, a16_ = {}, b16_ = {}; }
 
  private:
-  long long n_;
+  Shape s_;
+  std::string impl_;
+  DType t_;
   std::vector<float> a_, b_, c_;
+  std::vector<std::uint16_t> a16_, b16_;
 };
+
+#ifdef DLB_HAVE_CUDA
+// ---------------------------------------------------------------- GPU
+class GpuGemm final : public Case {
+ public:
+  GpuGemm(int dev, Shape s, std::string impl, DType t) : dev_(dev), s_(s), impl_(std::move(impl)), t_(t) {}
+  void setup() override {
+    DLB_CUDA_CHECK(cudaSetDevice(dev_));
+    const bool half = t_ == DType::fp16 || t_ == DType::bf16;
+    const std::size_t mk = s_.m * s_.k, kn = s_.k * s_.n, mn = s_.m * s_.n;
+    check_host_memory(s_, 4.0 * (mk + kn + mn) + (half ? 2.0 * (mk + kn) : 0.0));
+    a_ = host_floats(mk, "A"), b_ = host_floats(kn, "B"), c_ = host_floats(mn, "C");
+    fill_uniform(a_.data(), mk, 1);
+    fill_uniform(b_.data(), kn, 2);
+    if (half) {
+      std::vector<std::uint16_t> a16(mk), b16(kn);
+      auto to16 = t_ == DType::bf16 ? cpu::float_to_bf16 : cpu::float_to_fp16;
+      auto from16 = t_ == DType::bf16 ? cpu::bf16_to_float : cpu::fp16_to_float;
+      for (std::size_t i = 0; i < mk; ++i) a_[i] = from16(a16[i] = to16(a_[i]));
+      for (std::size_t i = 0; i < kn; ++i) b_[i] = from16(b16[i] = to16(b_[i]));
+      da16_ = cuda::DeviceBuffer<std::uint16_t>(mk);  // OutOfMemory from device_alloc
+      db16_ = cuda::DeviceBuffer<std::uint16_t>(kn);
+      da16_.upload(a16.data(), mk);
+      db16_.upload(b16.data(), kn);
+    } else {
+      da_ = cuda::DeviceBuffer<float>(mk);
+      db_ = cuda::DeviceBuffer<float>(kn);
+      da_.upload(a_.data(), mk);
+      db_.upload(b_.data(), kn);
+    }
+    dc_ = cuda::DeviceBuffer<float>(mn);
+    DLB_CUDA_CHECK(cudaMemset(dc_.data(), 0xff, dc_.bytes()));  // NaN: a kernel that writes nothing fails
+    timer_ = std::make_unique<cuda::EventTimer>();
+  }
+  CheckResult verify() override {
+    launch();
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    dc_.download(c_.data(), c_.size());
+    return cpu::check_gemm(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k, t_);
+  }
+  double run() override {
+    timer_->start();
+    launch();
+    return timer_->stop_seconds();
+  }
+  bool manual_time() const override { return true; }
+  Work work() const override { return {2.0 * s_.mnk(), 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& r) const override {
+    annotate_shape(r, s_);
+    r["verification"] = s_.mnk() <= cpu::kExactCheckMaxMNK ? "fp64" : "freivalds+rows";
+    r["output_dtype"] = "fp32";
+  }
+  void teardown() override {
+    timer_.reset();
+    da_ = {}, db_ = {}, dc_ = {}, da16_ = {}, db16_ = {};
+    a_ = {}, b_ = {}, c_ = {};
+  }
+
+ private:
+  void launch() {
+    const int m = static_cast<int>(s_.m), n = static_cast<int>(s_.n), k = static_cast<int>(s_.k);
+    if (impl_ == "cublas") {
+      switch (t_) {
+        case DType::fp32: cuda::cublas_gemm(cuda::CublasGemmMode::fp32, da_.data(), db_.data(), dc_.data(), m, n, k); break;
+        case DType::tf32: cuda::cublas_gemm(cuda::CublasGemmMode::tf32, da_.data(), db_.data(), dc_.data(), m, n, k); break;
+        case DType::fp16: cuda::cublas_gemm(cuda::CublasGemmMode::fp16, da16_.data(), db16_.data(), dc_.data(), m, n, k); break;
+        case DType::bf16: cuda::cublas_gemm(cuda::CublasGemmMode::bf16, da16_.data(), db16_.data(), dc_.data(), m, n, k); break;
+        default: throw Unsupported("cublas: dtype not offered");
+      }
+    } else if (impl_ == "mma") {
+      cuda::hgemm_forward_mma(t_ == DType::bf16 ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da16_.data(),
+                              db16_.data(), dc_.data(), m, n, k);
+    } else {
+      cuda::SgemmImpl which;
+      if (!cuda::parse_sgemm_impl(impl_, &which)) throw Unsupported("unknown GPU sgemm impl " + impl_);
+      cuda::sgemm_forward(which, da_.data(), db_.data(), dc_.data(), m, n, k);
+    }
+  }
+
+  int dev_;
+  Shape s_;
+  std::string impl_;
+  DType t_;
+  std::vector<float> a_, b_, c_;  // host inputs as the kernel sees them (half cases: rounded)
+  cuda::DeviceBuffer<float> da_, db_, dc_;
+  cuda::DeviceBuffer<std::uint16_t> da16_, db16_;
+  std::unique_ptr<cuda::EventTimer> timer_;
+};
+#endif
+
+// The slow kernels only where a run stays short: naive/coalesced GPU kernels up to 4096^3, our
+// single-thread CPU kernel up to 1024^3 (~0.1-0.5 s per product).
+bool worth_running(const std::string& impl, const Shape& s) {
+  if (impl == "naive" || impl == "coalesced") return s.mnk() <= 4096.0 * 4096 * 4096;
+  if (impl == "blocked") return s.mnk() <= 1024.0 * 1024 * 1024;
+  return true;
+}
+
+std::vector<Shape> shapes_of(const SuiteOptions& o) {
+  std::vector<Shape> out;
+  for (long long n : axis_ints(o, "size")) out.push_back({n, n, n, true});
+  // --sizes replaces the square sizes and drops the rectangular shapes: the file's "default_size"
+  // mirrors its "size", so a difference means the command line overrode it.
+  const bool sizes_overridden = o.axes.contains("default_size") && o.axes.contains("size") &&
+                                o.axes.at("default_size") != o.axes.at("size");
+  if (!sizes_overridden && o.axes.contains("shape"))
+    for (const auto& sh : o.axes.at("shape")) {
+      if (!sh.is_array() || sh.size() != 3) throw InputError("harness/suites/matmul.json: shape must be [m, n, k]");
+      out.push_back({sh[0].get<long long>(), sh[1].get<long long>(), sh[2].get<long long>(), false});
+    }
+  return out;
+}
+
 }  // namespace
 
 Suite matmul_suite() {
   Suite s;
   s.name = "matmul";
-  s.description = "C = A x B: OpenBLAS sgemm (fp32)";
+  s.description = "C = A x B: OpenBLAS sgemm (best core), cuBLAS fp32/tf32/fp16/bf16, our CUDA kernels";
   s.expand = [](const SuiteOptions& o) {
+    const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
+    auto wanted = [&](const std::string& d) {
+      for (const auto& x : dtypes)
+        if (x == d) return true;
+      return false;
+    };
+    const auto shapes = shapes_of(o);
     std::vector<CaseSpec> cases;
+    auto add = [&](const std::string& dev, const std::string& dtype, const std::string& impl, const Shape& sh,
+                   std::function<std::unique_ptr<Case>()> make) {
+      if (!wanted(dtype) || !worth_running(impl, sh)) return;
+      CaseId id{"matmul", "gemm", dev, dtype, {}};
+      id.with("impl", impl);
+      if (sh.square) id.with("size", sh.m);
+      else id.with("m", sh.m).with("n", sh.n).with("k", sh.k);
+      cases.push_back({id, std::move(make)});
+    };
     for (const auto& dev : o.devices) {
-      if (dev != "cpu") continue;
-      for (long long n : axis_ints(o, "size")) {
-        CaseId id{"matmul", "sgemm", dev, "fp32", {}};
-        id.with("impl", "openblas").with("size", n);
-        cases.push_back({id, [n] { return std::make_unique<SgemmOpenBlas>(n); }});
+      if (dev == "cpu") {
+        for (const auto& sh : shapes) {
+          add(dev, "fp32", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::fp32); });
+          add(dev, "fp32", "blocked", sh, [sh] { return std::make_unique<CpuGemm>(sh, "blocked", DType::fp32); });
+          add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
+        }
+        continue;
       }
+#ifdef DLB_HAVE_CUDA
+      if (!is_gpu(dev)) continue;
+      const int g = gpu_index(dev);
+      auto gpu = [g](Shape sh, const char* impl, DType t) {
+        return [g, sh, impl, t] { return std::make_unique<GpuGemm>(g, sh, impl, t); };
+      };
+      for (const auto& sh : shapes) {
+        add(dev, "fp32", "cublas", sh, gpu(sh, "cublas", DType::fp32));
+        for (cuda::SgemmImpl i : cuda::sgemm_impls())
+          add(dev, "fp32", cuda::sgemm_impl_name(i), sh, gpu(sh, cuda::sgemm_impl_name(i), DType::fp32));
+        add(dev, "tf32", "cublas", sh, gpu(sh, "cublas", DType::tf32));
+        for (DType t : {DType::bf16, DType::fp16}) {
+          add(dev, dtype_name(t), "cublas", sh, gpu(sh, "cublas", t));
+          add(dev, dtype_name(t), "mma", sh, gpu(sh, "mma", t));
+        }
+      }
+#endif
     }
     return cases;
   };

@@ -1,0 +1,265 @@
+// Our fp32 GEMM kernels (see gemm_sgemm.h), simplest first. Row-major: A[i*k+p], B[p*n+j], C[i*n+j].
+// Napkin math for one 4096^3 product: 2*4096^3 = 137 GFLOP; A, B, C = 3 x 64 MiB. A kernel that
+// re-reads A and B from DRAM for every output (naive) moves 2*4096^3*4 B = 550 GB: memory bound.
+// Tiling reuses each loaded element BM (or BN) times from shared memory and registers, which is
+// what moves the later kernels from the DRAM roofline to the FMA roofline (H100 SXM ~67 TFLOP/s).
+#include "kernels/cuda/gemm_sgemm.h"
+
+#include "kernels/cuda/cuda_util.h"
+
+namespace dlb::cuda {
+
+namespace {
+
+// ---- 1. naive: thread x -> row. Neighbouring threads read A rows k floats apart and write C
+// n floats apart: every access is its own memory transaction.
+__global__ void sgemm_forward_naive(const float* a, const float* b, float* c, int m, int n, int k) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i >= m || j >= n) return;
+  float acc = 0.f;
+  for (int p = 0; p < k; ++p) acc += a[(size_t)i * k + p] * b[(size_t)p * n + j];
+  c[(size_t)i * n + j] = acc;
+}
+
+// ---- 2. coalesced: thread x -> column. A warp reads one A value (broadcast) and 32 consecutive
+// B values per step, and writes 32 consecutive C values.
+__global__ void sgemm_forward_coalesced(const float* a, const float* b, float* c, int m, int n, int k) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i >= m || j >= n) return;
+  float acc = 0.f;
+  for (int p = 0; p < k; ++p) acc += a[(size_t)i * k + p] * b[(size_t)p * n + j];
+  c[(size_t)i * n + j] = acc;
+}
+
+// ---- 3. smem: 32 x 32 tiles of A and B staged in shared memory; each element loaded from DRAM is
+// used 32 times. Still one output per thread: 2 shared loads per FMA bounds it.
+constexpr int kT = 32;
+__global__ void sgemm_forward_smem(const float* a, const float* b, float* c, int m, int n, int k) {
+  __shared__ float as[kT][kT];
+  __shared__ float bs[kT][kT];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int i = blockIdx.y * kT + ty, j = blockIdx.x * kT + tx;
+  float acc = 0.f;
+  for (int p0 = 0; p0 < k; p0 += kT) {
+    as[ty][tx] = (i < m && p0 + tx < k) ? a[(size_t)i * k + p0 + tx] : 0.f;
+    bs[ty][tx] = (p0 + ty < k && j < n) ? b[(size_t)(p0 + ty) * n + j] : 0.f;
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < kT; ++q) acc += as[ty][q] * bs[q][tx];  // as: broadcast, bs: consecutive banks
+    __syncthreads();
+  }
+  if (i < m && j < n) c[(size_t)i * n + j] = acc;
+}
+
+// Tile loaders shared by kernels 4 and 5: four consecutive floats of row `r`, columns c..c+3, of a
+// rows x cols row-major matrix, zero outside. kVec: cols % 4 == 0, so an in-range group is one
+// aligned float4 load.
+template <bool kVec>
+__device__ __forceinline__ float4 load4(const float* x, int rows, int cols, int r, int c) {
+  if constexpr (kVec) {
+    if (r < rows && c < cols) return *reinterpret_cast<const float4*>(x + (size_t)r * cols + c);
+    return make_float4(0.f, 0.f, 0.f, 0.f);
+  } else {
+    float v[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) v[q] = (r < rows && c + q < cols) ? x[(size_t)r * cols + c + q] : 0.f;
+    return make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void store4(float* x, int rows, int cols, int r, int c, float4 v) {
+  if (r >= rows) return;
+  if (kVec && c + 3 < cols) {
+    *reinterpret_cast<float4*>(x + (size_t)r * cols + c) = v;
+    return;
+  }
+  const float w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    if (c + q < cols) x[(size_t)r * cols + c + q] = w[q];
+}
+
+// ---- 4. regblock: a 128 x 128 block of C per 256 threads, each thread an 8 x 8 register tile
+// (64 FMAs per 16 shared loads). A is stored transposed in shared memory (as[p][i]) so a thread's 8
+// A values are two float4 loads, like its 8 B values.
+constexpr int kRbM = 128, kRbN = 128, kRbK = 8, kRbT = 8;
+template <bool kVec>
+__global__ void __launch_bounds__(256) sgemm_forward_regblock(const float* a, const float* b, float* c, int m, int n,
+                                                              int k) {
+  __shared__ __align__(16) float as[kRbK][kRbM];
+  __shared__ __align__(16) float bs[kRbK][kRbN];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int bm = blockIdx.y * kRbM, bn = blockIdx.x * kRbN;
+  // Loader coordinates: A tile 128 x 8 = 256 float4 (row tid/2, cols (tid%2)*4);
+  // B tile 8 x 128 = 256 float4 (row tid/32, cols (tid%32)*4).
+  const int ar = tid / 2, ac = (tid % 2) * 4, br = tid / 32, bc = (tid % 32) * 4;
+  float acc[kRbT][kRbT] = {};
+  for (int p0 = 0; p0 < k; p0 += kRbK) {
+    const float4 av = load4<kVec>(a, m, k, bm + ar, p0 + ac);
+    as[ac + 0][ar] = av.x, as[ac + 1][ar] = av.y, as[ac + 2][ar] = av.z, as[ac + 3][ar] = av.w;
+    *reinterpret_cast<float4*>(&bs[br][bc]) = load4<kVec>(b, k, n, p0 + br, bn + bc);
+    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < kRbK; ++p) {
+      float ra[kRbT], rb[kRbT];
+      *reinterpret_cast<float4*>(ra) = *reinterpret_cast<const float4*>(&as[p][ty * kRbT]);
+      *reinterpret_cast<float4*>(ra + 4) = *reinterpret_cast<const float4*>(&as[p][ty * kRbT + 4]);
+      *reinterpret_cast<float4*>(rb) = *reinterpret_cast<const float4*>(&bs[p][tx * kRbT]);
+      *reinterpret_cast<float4*>(rb + 4) = *reinterpret_cast<const float4*>(&bs[p][tx * kRbT + 4]);
+#pragma unroll
+      for (int y = 0; y < kRbT; ++y)
+#pragma unroll
+        for (int x = 0; x < kRbT; ++x) acc[y][x] += ra[y] * rb[x];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int y = 0; y < kRbT; ++y) {
+    const int r = bm + ty * kRbT + y;
+#pragma unroll
+    for (int x = 0; x < kRbT; x += 4)
+      store4<kVec>(c, m, n, r, bn + tx * kRbT + x, make_float4(acc[y][x], acc[y][x + 1], acc[y][x + 2], acc[y][x + 3]));
+  }
+}
+
+// ---- 5. warptile: the block's 128 x 128 tile is split into 8 warp tiles of 64 x 32 (2 x 4
+// warps); inside a warp, lanes form 8 x 4 and each lane owns a 2 x 2 grid of 4 x 4 sub-tiles
+// spaced 32 rows / 16 columns apart, so a warp's shared loads hit consecutive addresses (no bank
+// conflicts; A reads are 8 distinct float4 = 128 B, B reads 4 distinct float4). BK = 16, two
+// shared-memory stages: the next tile is fetched into registers while this one is computed, and
+// one barrier per tile. A's shared rows are padded by 4 floats to soften the transposed stores.
+constexpr int kWbM = 128, kWbN = 128, kWbK = 16, kWpad = 4;
+constexpr int kWarpM = 64, kWarpN = 32;
+template <bool kVec>
+__global__ void __launch_bounds__(256, 2) sgemm_forward_warptile(const float* a, const float* b, float* c, int m,
+                                                                 int n, int k) {
+  __shared__ __align__(16) float as[2][kWbK][kWbM + kWpad];
+  __shared__ __align__(16) float bs[2][kWbK][kWbN];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = (warp / 4) * kWarpM, wn = (warp % 4) * kWarpN;  // warp tile origin in the block
+  const int lm = lane / 4, ln = lane % 4;                          // lane grid 8 x 4
+  const int bm = blockIdx.y * kWbM, bn = blockIdx.x * kWbN;
+  // Loader: A tile 128 x 16 = 512 float4 -> 2 per thread (row idx/4, cols (idx%4)*4);
+  //         B tile 16 x 128 = 512 float4 -> 2 per thread (row idx/32, cols (idx%32)*4).
+  float4 ra[2], rb[2];
+  auto fetch = [&](int p0) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int idx = tid + q * 256;
+      ra[q] = load4<kVec>(a, m, k, bm + idx / 4, p0 + (idx % 4) * 4);
+      rb[q] = load4<kVec>(b, k, n, p0 + idx / 32, bn + (idx % 32) * 4);
+    }
+  };
+  auto stash = [&](int s) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int idx = tid + q * 256, r = idx / 4, cc = (idx % 4) * 4;
+      as[s][cc + 0][r] = ra[q].x, as[s][cc + 1][r] = ra[q].y, as[s][cc + 2][r] = ra[q].z, as[s][cc + 3][r] = ra[q].w;
+      *reinterpret_cast<float4*>(&bs[s][idx / 32][(idx % 32) * 4]) = rb[q];
+    }
+  };
+  float acc[2][2][4][4] = {};  // [sub-tile m][sub-tile n][row][col]
+  const int tiles = (k + kWbK - 1) / kWbK;
+  fetch(0);
+  stash(0);
+  __syncthreads();
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t & 1;
+    if (t + 1 < tiles) fetch((t + 1) * kWbK);  // global loads in flight during the FMAs below
+#pragma unroll
+    for (int p = 0; p < kWbK; ++p) {
+      float fa[2][4], fb[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        *reinterpret_cast<float4*>(fa[i]) = *reinterpret_cast<const float4*>(&as[s][p][wm + i * 32 + lm * 4]);
+        *reinterpret_cast<float4*>(fb[i]) = *reinterpret_cast<const float4*>(&bs[s][p][wn + i * 16 + ln * 4]);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int y = 0; y < 4; ++y)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[i][j][y][x] += fa[i][y] * fb[j][x];
+    }
+    // The other stage was last read in iteration t-1, before that iteration's barrier: safe to fill.
+    if (t + 1 < tiles) stash(s ^ 1);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int y = 0; y < 4; ++y) {
+      const int r = bm + wm + i * 32 + lm * 4 + y;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        store4<kVec>(c, m, n, r, bn + wn + j * 16 + ln * 4,
+                     make_float4(acc[i][j][y][0], acc[i][j][y][1], acc[i][j][y][2], acc[i][j][y][3]));
+    }
+}
+
+unsigned cdiv(int a, int b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+}  // namespace
+
+const char* sgemm_impl_name(SgemmImpl impl) {
+  switch (impl) {
+    case SgemmImpl::naive: return "naive";
+    case SgemmImpl::coalesced: return "coalesced";
+    case SgemmImpl::smem: return "smem";
+    case SgemmImpl::regblock: return "regblock";
+    case SgemmImpl::warptile: return "warptile";
+  }
+  return "?";
+}
+
+const std::vector<SgemmImpl>& sgemm_impls() {
+  static const std::vector<SgemmImpl> all = {SgemmImpl::naive, SgemmImpl::coalesced, SgemmImpl::smem,
+                                             SgemmImpl::regblock, SgemmImpl::warptile};
+  return all;
+}
+
+bool parse_sgemm_impl(const std::string& name, SgemmImpl* out) {
+  for (SgemmImpl i : sgemm_impls())
+    if (name == sgemm_impl_name(i)) {
+      *out = i;
+      return true;
+    }
+  return false;
+}
+
+void sgemm_forward(SgemmImpl impl, const float* a, const float* b, float* c, int m, int n, int k,
+                   cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const bool vec = n % 4 == 0 && k % 4 == 0;  // float4 rows stay 16-byte aligned
+  switch (impl) {
+    case SgemmImpl::naive:
+      sgemm_forward_naive<<<dim3(cdiv(m, 16), cdiv(n, 16)), dim3(16, 16), 0, stream>>>(a, b, c, m, n, k);
+      break;
+    case SgemmImpl::coalesced:
+      sgemm_forward_coalesced<<<dim3(cdiv(n, 32), cdiv(m, 8)), dim3(32, 8), 0, stream>>>(a, b, c, m, n, k);
+      break;
+    case SgemmImpl::smem:
+      sgemm_forward_smem<<<dim3(cdiv(n, kT), cdiv(m, kT)), dim3(kT, kT), 0, stream>>>(a, b, c, m, n, k);
+      break;
+    case SgemmImpl::regblock: {
+      const dim3 grid(cdiv(n, kRbN), cdiv(m, kRbM));
+      if (vec) sgemm_forward_regblock<true><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      else sgemm_forward_regblock<false><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      break;
+    }
+    case SgemmImpl::warptile: {
+      const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
+      if (vec) sgemm_forward_warptile<true><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      else sgemm_forward_warptile<false><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      break;
+    }
+  }
+  DLB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dlb::cuda

@@ -1,0 +1,206 @@
+// Tensor-core GEMM with mma.sync (see gemm_tc.h).
+// Block tile 128 x 128 x 32, 8 warps as 2 (m) x 4 (n), warp tile 64 x 32 = 4 x 4 mma tiles of
+// m16n8k16; three shared-memory stages filled by cp.async (16-byte copies, zero-fill outside the
+// matrix) so two tiles are in flight while one is multiplied; fragments come from shared memory
+// with ldmatrix (.trans for B, which is stored k-major). Rows are padded (A: 40 halves = 80 B,
+// B: 136 halves = 272 B) so the 8 row addresses of each ldmatrix fall in 8 different 16-byte bank
+// groups. Napkin: per k-step of 32 a warp issues 32 mma (64x32x32x2 = 131k flop) for 8 ldmatrix.x4
+// of A and 4 of B; the block moves 16 KiB of A/B from DRAM/L2 per 1 MFLOP (AI ~ 64 flop/B).
+#include "kernels/cuda/gemm_tc.h"
+
+#include "kernels/cuda/cuda_util.h"
+
+namespace dlb::cuda {
+
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 3, kThreads = 256;
+constexpr int kApitch = kBK + 8;   // halves per A row in shared memory
+constexpr int kBpitch = kBN + 8;   // halves per B row in shared memory
+constexpr int kAStage = kBM * kApitch, kBStage = kBK * kBpitch;  // halves per stage
+constexpr int kSmemBytes = kStages * (kAStage + kBStage) * 2;
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes 0 fills the destination with zeros (outside the matrix).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void* p) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned r[4], const void* p) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+#endif
+}
+
+// d += a b for one m16n8k16 tile; a: 4 regs (8 halves), b: 2 regs, d: 4 fp32.
+template <bool kBf16>
+__device__ __forceinline__ void mma16816(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#endif
+}
+
+// Copies K-tile `kt` of A (128 x 32) and B (32 x 128) into stage buffers. kAsync: n, k multiples of
+// 8, so every 8-half chunk is either wholly inside or wholly outside the matrix and 16-byte aligned.
+template <bool kAsync>
+__device__ __forceinline__ void load_tile(std::uint16_t* as, std::uint16_t* bs, const std::uint16_t* a,
+                                          const std::uint16_t* b, int m, int n, int k, int bm, int bn, int kt) {
+  const int k0 = kt * kBK;
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int idx = threadIdx.x + q * kThreads;
+    // A: 128 rows x 4 chunks of 8 halves.
+    const int ar = idx / 4, ac = (idx % 4) * 8;
+    // B: 32 rows x 16 chunks of 8 halves.
+    const int br = idx / 16, bc = (idx % 16) * 8;
+    std::uint16_t* adst = as + ar * kApitch + ac;
+    std::uint16_t* bdst = bs + br * kBpitch + bc;
+    const int gar = bm + ar, gac = k0 + ac, gbr = k0 + br, gbc = bn + bc;
+    if constexpr (kAsync) {
+      const bool ain = gar < m && gac < k, bin = gbr < k && gbc < n;
+      cp_async16(adst, ain ? a + (size_t)gar * k + gac : a, ain ? 16 : 0);
+      cp_async16(bdst, bin ? b + (size_t)gbr * n + gbc : b, bin ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        adst[e] = (gar < m && gac + e < k) ? a[(size_t)gar * k + gac + e] : std::uint16_t(0);
+        bdst[e] = (gbr < k && gbc + e < n) ? b[(size_t)gbr * n + gbc + e] : std::uint16_t(0);
+      }
+    }
+  }
+}
+
+template <bool kBf16, bool kAsync>
+__global__ void __launch_bounds__(kThreads) hgemm_forward_mma_kernel(const std::uint16_t* a, const std::uint16_t* b,
+                                                                     float* c, int m, int n, int k) {
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* as = smem;                       // [kStages][kBM][kApitch]
+  std::uint16_t* bs = smem + kStages * kAStage;   // [kStages][kBK][kBpitch]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
+  const int bm = blockIdx.y * kBM, bn = blockIdx.x * kBN;
+  const int tiles = (k + kBK - 1) / kBK;
+
+  float acc[4][4][4] = {};  // [m16 tile][n8 tile][fragment]
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < tiles) load_tile<kAsync>(as + s * kAStage, bs + s * kBStage, a, b, m, n, k, bm, bn, s);
+    cp_async_commit();
+  }
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<kStages - 2>();  // tile t has landed (this thread's copies) ...
+    __syncthreads();               // ... and everyone's; stage (t-1) % kStages is free again
+    const int next = t + kStages - 1;
+    if (next < tiles)
+      load_tile<kAsync>(as + (next % kStages) * kAStage, bs + (next % kStages) * kBStage, a, b, m, n, k, bm, bn, next);
+    cp_async_commit();
+
+    const std::uint16_t* at = as + (t % kStages) * kAStage;
+    const std::uint16_t* bt = bs + (t % kStages) * kBStage;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      // Lane l addresses row (l % 16) and column block (l / 16) * 8 of a 16 x 16 sub-matrix: the
+      // four 8 x 8 pieces come back as fragments a0..a3 (A) or b0,b1 of two n8 tiles (B, .trans).
+      unsigned fa[4][4], fb[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ldmatrix_x4(fa[i], at + (wm + i * 16 + lane % 16) * kApitch + kk + (lane / 16) * 8);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        unsigned r[4];
+        ldmatrix_x4_trans(r, bt + (kk + lane % 16) * kBpitch + wn + j * 16 + (lane / 16) * 8);
+        fb[2 * j][0] = r[0], fb[2 * j][1] = r[1], fb[2 * j + 1][0] = r[2], fb[2 * j + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma16816<kBf16>(acc[i][j], fa[i], fb[j][0], fb[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Accumulator layout: d0,d1 at row g, cols 2*(l%4)+{0,1}; d2,d3 at row g+8 (g = l/4).
+  const int g = lane / 4, c2 = (lane % 4) * 2;
+  const bool pair = n % 2 == 0;  // then (row*n + even col) is 8-byte aligned: one float2 store
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = bm + wm + i * 16 + g + h * 8, col = bn + wn + j * 8 + c2;
+        if (row >= m) continue;
+        float* dst = c + (size_t)row * n + col;
+        if (pair && col + 1 < n) {
+          *reinterpret_cast<float2*>(dst) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        } else {
+          if (col < n) dst[0] = acc[i][j][2 * h];
+          if (col + 1 < n) dst[1] = acc[i][j][2 * h + 1];
+        }
+      }
+}
+
+template <bool kBf16, bool kAsync>
+void launch(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k, cudaStream_t s) {
+  // > 48 KiB of dynamic shared memory needs an opt-in, once per kernel and device.
+  static unsigned long long done = 0;
+  int dev = 0;
+  DLB_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= 64 || !(done >> dev & 1ull)) {
+    DLB_CUDA_CHECK(cudaFuncSetAttribute(hgemm_forward_mma_kernel<kBf16, kAsync>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    if (dev < 64) done |= 1ull << dev;
+  }
+  const dim3 grid((n + kBN - 1) / kBN, (m + kBM - 1) / kBM);
+  hgemm_forward_mma_kernel<kBf16, kAsync><<<grid, kThreads, kSmemBytes, s>>>(a, b, c, m, n, k);
+}
+
+}  // namespace
+
+void hgemm_forward_mma(HalfType t, const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
+                       cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const bool async = n % 8 == 0 && k % 8 == 0;
+  if (t == HalfType::bf16) async ? launch<true, true>(a, b, c, m, n, k, stream) : launch<true, false>(a, b, c, m, n, k, stream);
+  else async ? launch<false, true>(a, b, c, m, n, k, stream) : launch<false, false>(a, b, c, m, n, k, stream);
+  DLB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dlb::cuda

@@ -1,0 +1,136 @@
+// GPU matmul kernels against the CPU fp64 reference (kernels/cpu/gemm_ref.h), on odd sizes that
+// exercise every edge path. SKIPPED without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/gemm_ref.h"
+#include "kernels/cuda/cublas_gemm.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gemm_sgemm.h"
+#include "kernels/cuda/gemm_tc.h"
+
+namespace {
+
+using namespace dlb;
+
+#define SKIP_WITHOUT_GPU()                                              \
+  do {                                                                  \
+    std::string why;                                                    \
+    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+struct Inputs {
+  int m, n, k;
+  std::vector<float> a, b;
+  Inputs(int m_, int n_, int k_) : m(m_), n(n_), k(k_), a(std::size_t(m_) * k_), b(std::size_t(k_) * n_) {
+    fill_uniform(a.data(), a.size(), 21);
+    fill_uniform(b.data(), b.size(), 22);
+  }
+};
+
+// Runs `launch` into a NaN-filled C and checks C on the host against the fp64 reference.
+template <class F>
+CheckResult run_and_check(const Inputs& in, const std::vector<float>& a_ref, const std::vector<float>& b_ref,
+                          DType t, F launch) {
+  cuda::DeviceBuffer<float> dc(std::size_t(in.m) * in.n);
+  EXPECT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
+  launch(dc.data());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> c(dc.size());
+  dc.download(c.data(), c.size());
+  return cpu::check_gemm(a_ref.data(), b_ref.data(), c.data(), in.m, in.n, in.k, t);
+}
+
+using Shape = std::tuple<int, int, int>;
+const auto kShapes = ::testing::Values(Shape{1, 1, 1}, Shape{17, 33, 9}, Shape{129, 127, 131}, Shape{256, 256, 256},
+                                       Shape{100, 260, 36}, Shape{300, 70, 1001}, Shape{512, 1024, 27},
+                                       Shape{1000, 1000, 1000});
+
+class GpuSgemm : public ::testing::TestWithParam<std::tuple<std::string, Shape>> {};
+
+TEST_P(GpuSgemm, MatchesCpuReference) {
+  SKIP_WITHOUT_GPU();
+  const std::string impl = std::get<0>(GetParam());
+  const int m = std::get<0>(std::get<1>(GetParam())), n = std::get<1>(std::get<1>(GetParam())),
+            k = std::get<2>(std::get<1>(GetParam()));
+  Inputs in(m, n, k);
+  cuda::DeviceBuffer<float> da(in.a.size()), db(in.b.size());
+  da.upload(in.a.data(), in.a.size());
+  db.upload(in.b.data(), in.b.size());
+  const auto r = run_and_check(in, in.a, in.b, DType::fp32, [&](float* c) {
+    if (impl == "cublas") {
+      cuda::cublas_gemm(cuda::CublasGemmMode::fp32, da.data(), db.data(), c, m, n, k);
+    } else {
+      cuda::SgemmImpl which;
+      ASSERT_TRUE(cuda::parse_sgemm_impl(impl, &which)) << impl;
+      cuda::sgemm_forward(which, da.data(), db.data(), c, m, n, k);
+    }
+  });
+  EXPECT_TRUE(r.ok) << impl << " " << m << "x" << n << "x" << k << ": " << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Impls, GpuSgemm,
+                         ::testing::Combine(::testing::Values("cublas", "naive", "coalesced", "smem", "regblock",
+                                                              "warptile"),
+                                            kShapes));
+
+TEST(GpuTf32, CublasWithinTf32Tolerance) {
+  SKIP_WITHOUT_GPU();
+  Inputs in(257, 129, 515);
+  cuda::DeviceBuffer<float> da(in.a.size()), db(in.b.size());
+  da.upload(in.a.data(), in.a.size());
+  db.upload(in.b.data(), in.b.size());
+  const auto r = run_and_check(in, in.a, in.b, DType::tf32, [&](float* c) {
+    cuda::cublas_gemm(cuda::CublasGemmMode::tf32, da.data(), db.data(), c, in.m, in.n, in.k);
+  });
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+class GpuHalf : public ::testing::TestWithParam<std::tuple<std::string, std::string, Shape>> {};
+
+TEST_P(GpuHalf, MatchesCpuReferenceOnRoundedInputs) {
+  SKIP_WITHOUT_GPU();
+  const std::string impl = std::get<0>(GetParam()), dtype = std::get<1>(GetParam());
+  const int m = std::get<0>(std::get<2>(GetParam())), n = std::get<1>(std::get<2>(GetParam())),
+            k = std::get<2>(std::get<2>(GetParam()));
+  const bool bf = dtype == "bf16";
+  Inputs in(m, n, k);
+  std::vector<std::uint16_t> a16(in.a.size()), b16(in.b.size());
+  std::vector<float> ar(in.a.size()), br(in.b.size());
+  for (std::size_t i = 0; i < a16.size(); ++i) {
+    a16[i] = bf ? cpu::float_to_bf16(in.a[i]) : cpu::float_to_fp16(in.a[i]);
+    ar[i] = bf ? cpu::bf16_to_float(a16[i]) : cpu::fp16_to_float(a16[i]);
+  }
+  for (std::size_t i = 0; i < b16.size(); ++i) {
+    b16[i] = bf ? cpu::float_to_bf16(in.b[i]) : cpu::float_to_fp16(in.b[i]);
+    br[i] = bf ? cpu::bf16_to_float(b16[i]) : cpu::fp16_to_float(b16[i]);
+  }
+  cuda::DeviceBuffer<std::uint16_t> da(a16.size()), db(b16.size());
+  da.upload(a16.data(), a16.size());
+  db.upload(b16.data(), b16.size());
+  const DType t = bf ? DType::bf16 : DType::fp16;
+  const auto r = run_and_check(in, ar, br, t, [&](float* c) {
+    if (impl == "cublas")
+      cuda::cublas_gemm(bf ? cuda::CublasGemmMode::bf16 : cuda::CublasGemmMode::fp16, da.data(), db.data(), c, m, n, k);
+    else
+      cuda::hgemm_forward_mma(bf ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da.data(), db.data(), c, m, n, k);
+  });
+  EXPECT_TRUE(r.ok) << impl << " " << dtype << " " << m << "x" << n << "x" << k << ": " << r.message;
+  // Accumulation is fp32 on exactly-representable inputs: far better than the 1e-2 tolerance.
+  EXPECT_LT(r.max_rel_err, 1e-4) << impl << " " << dtype;
+}
+
+INSTANTIATE_TEST_SUITE_P(Impls, GpuHalf,
+                         ::testing::Combine(::testing::Values("cublas", "mma"), ::testing::Values("bf16", "fp16"),
+                                            kShapes));
+
+TEST(GpuSgemm, OutOfMemoryIsAnErrorNotACrash) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_THROW(cuda::DeviceBuffer<float>(std::size_t(1) << 45), OutOfMemory);  // 128 TiB
+}
+
+}  // namespace
