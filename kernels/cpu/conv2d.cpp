@@ -129,13 +129,20 @@ void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const 
 // ---------------------------------------------------------------------------------------------
 namespace {
 
-// Upper bound for the im2col buffer (floats): 16 Mi floats = 64 MiB. Bigger batches are chunked;
-// a chunk never has fewer than one image.
-constexpr std::size_t kMaxColFloats = std::size_t(16) << 20;
+// Images per GEMM. The im2col chunk should stay cache-sized (about 1 MB: written by im2col, then
+// packed by OpenBLAS while still in L2/L3; a whole-batch 15 MB buffer for conv1 at batch 64 ran at
+// half the speed of 4-image chunks), but the GEMM needs enough columns (>= 512) to run near peak
+// (conv2 has only 100 output pixels per image). Also bounds the workspace for huge batches.
+constexpr std::size_t kTargetColFloats = std::size_t(256) << 10;  // 1 MiB
+constexpr std::size_t kMinGemmCols = 512;
+constexpr std::size_t kMaxColFloats = std::size_t(16) << 20;  // 64 MiB hard cap (>= 1 image always)
 
 int chunk_images(const Conv2dShape& sh) {
-  const std::size_t per_image = std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q();
-  const std::size_t nb = std::max<std::size_t>(1, kMaxColFloats / std::max<std::size_t>(1, per_image));
+  const std::size_t pq = std::size_t(sh.p()) * sh.q();
+  const std::size_t per_image = std::size_t(sh.c) * sh.r * sh.s * pq;
+  std::size_t nb = std::max<std::size_t>(1, kTargetColFloats / per_image);
+  nb = std::max(nb, (kMinGemmCols + pq - 1) / pq);
+  nb = std::min(nb, std::max<std::size_t>(1, kMaxColFloats / per_image));
   return int(std::min<std::size_t>(nb, std::size_t(sh.n)));
 }
 
