@@ -173,9 +173,15 @@ TEST(ConvGpu, ImplicitGemmForward) {
 }
 
 // Invalid shapes are rejected before anything reaches the device (no GPU needed to throw).
-TEST(ConvGpu, InvalidShapeRejected) {
-  const auto bad = make(1, 3, 2, 2, 4, 3, 3);
-  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(bad, nullptr, nullptr, nullptr, nullptr), UsageError);
+TEST(ConvGpuHost, ImplicitGemmRejectsInvalidShape) {
+  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(make(1, 3, 2, 2, 4, 3, 3), nullptr, nullptr, nullptr, nullptr),
+               UsageError);
+  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(make(1, 3, 8, 8, 4, 3, 3, 0, 0), nullptr, nullptr, nullptr, nullptr),
+               UsageError);
+}
+
+TEST(ConvGpu, CudnnRejectsInvalidShape) {
   SKIP_WITHOUT_GPU();
-  EXPECT_THROW(cuda::CudnnConv2d(bad, DType::fp32), UsageError);
+  EXPECT_THROW(cuda::CudnnConv2d(make(1, 3, 2, 2, 4, 3, 3), DType::fp32), UsageError);
+  EXPECT_THROW(cuda::CudnnConv2d(make(2, 3, 8, 8, 4, 3, 3), DType::fp64), Unsupported);
 }

@@ -129,18 +129,20 @@ void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const 
 // ---------------------------------------------------------------------------------------------
 namespace {
 
-// Images per GEMM. The im2col chunk should stay cache-sized (about 1 MB: written by im2col, then
-// packed by OpenBLAS while still in L2/L3; a whole-batch 15 MB buffer for conv1 at batch 64 ran at
-// half the speed of 4-image chunks), but the GEMM needs enough columns (>= 512) to run near peak
-// (conv2 has only 100 output pixels per image). Also bounds the workspace for huge batches.
+// Images per GEMM. Forward and backward-data: the im2col chunk should stay cache-sized (about
+// 1 MB: written by im2col / the GEMM and consumed while still in L2/L3; a whole-batch 15 MB buffer
+// for conv1 at batch 64 ran at half the speed of 4-image chunks), but the GEMM needs enough columns
+// (>= 512) to run near peak (conv2 has only 100 output pixels per image). Backward-filter reduces
+// over the batch inside the GEMM (its K dimension), so one big GEMM beats many small ones that each
+// synchronise OpenBLAS's threads and re-write dW. kMaxColFloats bounds the workspace in every case.
 constexpr std::size_t kTargetColFloats = std::size_t(256) << 10;  // 1 MiB
 constexpr std::size_t kMinGemmCols = 512;
 constexpr std::size_t kMaxColFloats = std::size_t(16) << 20;  // 64 MiB hard cap (>= 1 image always)
 
-int chunk_images(const Conv2dShape& sh) {
+int chunk_images(const Conv2dShape& sh, std::size_t target = kTargetColFloats) {
   const std::size_t pq = std::size_t(sh.p()) * sh.q();
   const std::size_t per_image = std::size_t(sh.c) * sh.r * sh.s * pq;
-  std::size_t nb = std::max<std::size_t>(1, kTargetColFloats / per_image);
+  std::size_t nb = std::max<std::size_t>(1, target / per_image);
   nb = std::max(nb, (kMinGemmCols + pq - 1) / pq);
   nb = std::min(nb, std::max<std::size_t>(1, kMaxColFloats / per_image));
   return int(std::min<std::size_t>(nb, std::size_t(sh.n)));
@@ -320,7 +322,7 @@ void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const 
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   const bool pw = is_pointwise(sh);
-  const int nb = pw ? 1 : chunk_images(sh);
+  const int nb = pw ? 1 : chunk_images(sh, kMaxColFloats);
   const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
   const std::size_t dybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
   ensure(ws, col_sz + dybuf_sz);

@@ -206,6 +206,8 @@ struct CudnnConv2d::Impl {
     }
     if (best.algo < 0)
       throw Unsupported("cuDNN: no convolution algorithm ran for " + sh.str() + " " + dtype_name(dtype));
+    // fp32 means fp32: never let a result reported with DEFAULT math (which permits TF32) run so.
+    if (dtype == DType::fp32) best.math = CUDNN_FMA_MATH;
     {
       std::lock_guard<std::mutex> lock(g_cache_mu);
       cache()[k] = best;
