@@ -1,13 +1,430 @@
-// Suite "amp": placeholder until its issue lands; it expands to no cases.
+// Suite "amp": mixed precision against fp32, the seed exercise "train with and without mixed
+// precision; compare the training time and memory usage", done per model x batch x dtype.
+//   op "train": one AMP training step (models/amp.h AmpTrainer: autocast policy, fp32 masters, fp32
+//               optimizer, GradScaler for fp16) of a seed model. Verified by loss parity: from the
+//               same weights on the same batches, the per-step losses of `parity_steps` steps stay
+//               within the dtype's tolerance of the fp32 run (fp32 itself: our layer-by-layer step
+//               against the model's own train_step, which must agree to 1e-5).
+//   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
+//               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
+// Devices/dtypes: the CPU runs fp32 and bf16 (PyTorch's CPU autocast); CUDA devices run the gemm
+// cases in fp32/tf32/fp16/bf16. `--dtype fp16` on a CPU-only run is a usage error (exit 2).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+
 #include "bench/case.h"
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/bf16_gemm.h"
+#include "models/amp.h"
+#include "models/data.h"
+#include "models/half.h"
+#include "models/net.h"
+
+#ifdef DLB_HAVE_CUDA
+#include <cublas_v2.h>
+
+#include "kernels/cuda/amp_kernels.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/handles.h"
+#endif
 
 namespace dlb::bench {
+
+namespace {
+
+// ---- data: seeded synthetic CIFAR-shaped images, centre-cropped / channel-averaged to the model's
+// input shape, cached per shape for the run ----
+struct AmpData {
+  int c, h, w;
+  std::vector<float> images;
+  std::vector<std::int32_t> labels;
+};
+
+std::shared_ptr<const AmpData> amp_data(std::size_t n, int c, int h, int w) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const AmpData>> cache;
+  const std::string key = std::to_string(n) + "/" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (h > 32 || w > 32 || (c != 1 && c != 3)) throw Unsupported("amp suite: no synthetic data for input " + key);
+  const models::Split s = models::synthetic_cifar10(n, 0, 5);
+  auto d = std::make_shared<AmpData>();
+  d->c = c, d->h = h, d->w = w, d->labels = s.train.labels;
+  d->images.resize(n * c * h * w);
+  const int oy = (32 - h) / 2, ox = (32 - w) / 2;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int ch = 0; ch < c; ++ch)
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+          float v = 0;
+          for (int sc = (c == 3 ? ch : 0); sc < (c == 3 ? ch + 1 : 3); ++sc)
+            v += s.train.images[((i * 3 + sc) * 32 + y + oy) * 32 + x + ox];
+          d->images[((i * c + ch) * h + y) * w + x] = c == 3 ? v : v / 3;
+        }
+  cache.clear();  // keep one shape alive: the sweep runs a model's cases together
+  cache[key] = d;
+  return d;
+}
+
+// fp32 median times of the run, so later cases can state their speedup (the fp32 case of the same
+// point is expanded first).
+std::map<std::string, double>& fp32_times() {
+  static std::map<std::string, double> m;
+  return m;
+}
+
+void note_time(json& e, const std::string& point, const std::string& dtype) {
+  const bool median = e.value("aggregate_name", "") == "median";
+  const bool single = e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1;
+  if (!(median || single) || e.value("error_occurred", false)) return;
+  const double t = e.value("real_time", 0.0);
+  if (!(t > 0)) return;
+  if (dtype == "fp32") fp32_times()[point] = t;
+  else if (auto it = fp32_times().find(point); it != fp32_times().end()) e["speedup_vs_fp32"] = it->second / t;
+}
+
+// ---- op "train" (CPU) ----
+class TrainAmpCase final : public Case {
+ public:
+  TrainAmpCase(std::string model, int batch, DType dtype, int parity_steps)
+      : model_(std::move(model)), batch_(batch), dtype_(dtype), steps_(parity_steps) {}
+
+  void setup() override {
+    m_ = models::make_model(model_);
+    const models::Shape in = m_->input_shape(1);
+    nbatches_ = std::max(steps_, 4);
+    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c, in.h, in.w);
+    m_->init(1);
+    opt_ = std::make_unique<models::Optimizer>(models::default_optimizer(model_), m_->params());
+    tr_ = std::make_unique<models::AmpTrainer>(*m_, *opt_, dtype_);
+  }
+
+  models::Batch batch(int k) const {
+    const std::size_t per = data_->images.size() / data_->labels.size();
+    const std::size_t first = std::size_t(k % nbatches_) * batch_;
+    models::Batch b;
+    b.x = data_->images.data() + first * per;
+    b.labels = data_->labels.data() + first;
+    b.n = batch_;
+    return b;
+  }
+
+  CheckResult verify() override {
+    // Two fresh copies from the same init: the fp32 reference (the model's own train_step) and ours.
+    auto ref = models::make_model(model_);
+    auto amp = models::make_model(model_);
+    ref->init(1), amp->init(1);
+    models::Optimizer oref(models::default_optimizer(model_), ref->params());
+    models::Optimizer oamp(models::default_optimizer(model_), amp->params());
+    models::AmpTrainer t(*amp, oamp, dtype_);
+    double worst = 0, scale = 0;
+    ref_losses_.clear(), amp_losses_.clear();
+    for (int k = 0; k < steps_; ++k) {
+      const float lr = models::train_step(*ref, oref, batch(k));
+      const float la = t.step(batch(k));
+      if (!std::isfinite(la) || !std::isfinite(lr))
+        return judge(std::numeric_limits<double>::infinity(), tol(), "non-finite loss at step " + std::to_string(k));
+      ref_losses_.push_back(lr), amp_losses_.push_back(la);
+      worst = std::max(worst, double(std::fabs(la - lr)));
+      scale = std::max(scale, double(std::fabs(lr)));
+    }
+    parity_ = worst / std::max(scale, 1e-30);
+    return judge(parity_, tol(), "loss over " + std::to_string(steps_) + " steps vs fp32");
+  }
+
+  double run() override {
+    tr_->step(batch(k_++));
+    return 0;
+  }
+  Work work() const override { return {m_->train_flops(batch_), 0, double(batch_)}; }
+  Metric metric() const override { return Metric::imgs_per_s; }
+  void annotate(json& e) const override {
+    e["parity_steps"] = steps_;
+    e["parity_max_rel_diff"] = parity_;
+    if (!ref_losses_.empty()) {
+      e["loss_first_fp32"] = ref_losses_.front(), e["loss_last_fp32"] = ref_losses_.back();
+      e["loss_last"] = amp_losses_.back();
+    }
+    e["params"] = m_->num_params();
+    if (dtype_ == DType::bf16)
+      e["bf16_path"] = "bf16-rounded operands and outputs, fp32 OpenBLAS sgemm (" + cpu::bf16_gemm_path() + ")";
+    note_time(e, "train/cpu/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
+  }
+  void teardown() override { tr_.reset(), opt_.reset(), m_.reset(), data_.reset(); }
+
+ private:
+  std::string model_;
+  int batch_;
+  DType dtype_;
+  int steps_, nbatches_ = 1;
+  long k_ = 0;
+  double parity_ = 0;
+  std::vector<float> ref_losses_, amp_losses_;
+  std::shared_ptr<const AmpData> data_;
+  std::unique_ptr<models::Sequential> m_;
+  std::unique_ptr<models::Optimizer> opt_;
+  std::unique_ptr<models::AmpTrainer> tr_;
+  // fp32: our layer loop must reproduce the model's own step; half types: the dtype's tolerance.
+  double tol() const { return dtype_ == DType::fp32 ? default_tolerance(DType::fp32) : default_tolerance(dtype_); }
+};
+
+// ---- op "gemm" (CPU): fp32 sgemm vs bf16 storage with fp32 accumulation ----
+class GemmAmpCpu final : public Case {
+ public:
+  GemmAmpCpu(long n, DType t) : n_(n), t_(t) {}
+  void setup() override {
+    const std::size_t nn = std::size_t(n_) * n_;
+    try {
+      a_.resize(nn), b_.resize(nn), c_.resize(nn);
+      if (t_ == DType::bf16) ah_.resize(nn), bh_.resize(nn);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory("gemm " + std::to_string(n_));
+    }
+    fill_uniform(a_.data(), nn, 11), fill_uniform(b_.data(), nn, 12);
+    if (t_ == DType::bf16) {
+      cpu::cast_fp32_to_bf16(a_.data(), ah_.data(), nn), cpu::cast_fp32_to_bf16(b_.data(), bh_.data(), nn);
+      cpu::cast_bf16_to_fp32(ah_.data(), a_.data(), nn), cpu::cast_bf16_to_fp32(bh_.data(), b_.data(), nn);
+    }
+  }
+  CheckResult verify() override {
+    run();
+    double worst = 0;
+    for (int r = 0; r < std::min<long>(n_, 6); ++r) {  // fp64 rows of the product of the exact inputs
+      const long i = (r * 7919L) % n_;
+      std::vector<double> row(n_, 0.0);
+      for (long k = 0; k < n_; ++k)
+        for (long j = 0; j < n_; ++j) row[j] += double(a_[i * n_ + k]) * b_[k * n_ + j];
+      worst = std::max(worst, max_rel_err(&c_[i * n_], row.data(), n_));
+    }
+    return judge(worst, default_tolerance(t_));
+  }
+  double run() override {
+    if (t_ == DType::fp32) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.0f, a_.data(), n_, b_.data(), n_, 0.0f,
+                  c_.data(), n_);
+    } else {
+      cpu::Bf16GemmArgs g;
+      g.m = g.n = g.k = n_, g.a = ah_.data(), g.b = bh_.data(), g.c = c_.data();
+      cpu::bf16_gemm(g);
+    }
+    return 0;
+  }
+  Work work() const override { return {2.0 * n_ * n_ * n_, 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& e) const override {
+    e["impl"] = t_ == DType::fp32 ? "openblas-sgemm" : cpu::bf16_gemm_path();
+    note_time(e, "gemm/cpu/" + std::to_string(n_), dtype_name(t_));
+  }
+  void teardown() override { a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {}; }
+
+ private:
+  long n_;
+  DType t_;
+  std::vector<float> a_, b_, c_;
+  std::vector<std::uint16_t> ah_, bh_;
+};
+
+#ifdef DLB_HAVE_CUDA
+// ---- op "gemm" (GPU): cuBLAS GemmEx, fp32 accumulation; inputs cast on the device by our kernels ----
+class GemmAmpGpu final : public Case {
+ public:
+  GemmAmpGpu(int dev, long n, DType t) : dev_(dev), n_(n), t_(t) {}
+  void setup() override {
+    std::string why;
+    if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
+    DLB_CUDA_CHECK(cudaSetDevice(dev_));
+    const std::size_t nn = std::size_t(n_) * n_;
+    ha_.resize(nn), hb_.resize(nn);
+    fill_uniform(ha_.data(), nn, 11), fill_uniform(hb_.data(), nn, 12);
+    // the values the GPU multiplies: rounded to the input type (tf32 inputs are rounded by the
+    // tensor cores; the fp32 product reference is within tf32's tolerance)
+    if (models::is_half(t_)) models::round_to(t_, ha_.data(), nn), models::round_to(t_, hb_.data(), nn);
+    a_ = cuda::DeviceBuffer<float>(nn), b_ = cuda::DeviceBuffer<float>(nn), c_ = cuda::DeviceBuffer<float>(nn);
+    a_.upload(ha_.data(), nn), b_.upload(hb_.data(), nn);
+    if (models::is_half(t_)) {
+      ah_ = cuda::DeviceBuffer<std::uint16_t>(nn), bh_ = cuda::DeviceBuffer<std::uint16_t>(nn);
+      if (t_ == DType::fp16) cuda::amp_cast_fp32_to_fp16(a_.data(), ah_.data(), nn), cuda::amp_cast_fp32_to_fp16(b_.data(), bh_.data(), nn);
+      else cuda::amp_cast_fp32_to_bf16(a_.data(), ah_.data(), nn), cuda::amp_cast_fp32_to_bf16(b_.data(), bh_.data(), nn);
+      DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
+  void enqueue() {
+    const float one = 1.0f, zero = 0.0f;
+    const int n = static_cast<int>(n_);
+    // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+    const cudaDataType_t in = t_ == DType::fp16 ? CUDA_R_16F : t_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t ct = t_ == DType::fp32   ? CUBLAS_COMPUTE_32F
+                                   : t_ == DType::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                       : CUBLAS_COMPUTE_32F;
+    const void* A = models::is_half(t_) ? static_cast<const void*>(ah_.data()) : a_.data();
+    const void* B = models::is_half(t_) ? static_cast<const void*>(bh_.data()) : b_.data();
+    DLB_CUBLAS_CHECK(cublasGemmEx(cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, in, n, A, in, n,
+                                  &zero, c_.data(), CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT));
+  }
+  CheckResult verify() override {
+    enqueue();
+    std::vector<float> c(std::size_t(n_) * n_);
+    c_.download(c.data(), c.size());
+    double worst = 0;
+    for (int r = 0; r < std::min<long>(n_, 6); ++r) {
+      const long i = (r * 7919L) % n_;
+      std::vector<double> row(n_, 0.0);
+      for (long k = 0; k < n_; ++k)
+        for (long j = 0; j < n_; ++j) row[j] += double(ha_[i * n_ + k]) * hb_[k * n_ + j];
+      worst = std::max(worst, max_rel_err(&c[i * n_], row.data(), n_));
+    }
+    return judge(worst, default_tolerance(t_));
+  }
+  double run() override {
+    timer_.start();
+    enqueue();
+    return timer_.stop_seconds();
+  }
+  bool manual_time() const override { return true; }
+  Work work() const override { return {2.0 * n_ * n_ * n_, 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& e) const override {
+    e["impl"] = "cublasGemmEx";
+    e["peak_device_bytes"] = cuda::peak_device_bytes();
+    note_time(e, "gemm/cuda:" + std::to_string(dev_) + "/" + std::to_string(n_), dtype_name(t_));
+  }
+  void teardown() override {
+    a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {};
+  }
+
+ private:
+  int dev_;
+  long n_;
+  DType t_;
+  std::vector<float> ha_, hb_;
+  cuda::DeviceBuffer<float> a_, b_, c_;
+  cuda::DeviceBuffer<std::uint16_t> ah_, bh_;
+  cuda::EventTimer timer_;
+};
+#endif
+
+std::string fmt(double v, const char* f) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void summarize_amp(const std::vector<json>& records, std::ostream& out) {
+  // fp32 time per point, then one row per case.
+  auto point = [](const json& r) {
+    std::string p = r.value("op", "") + "/" + r.value("device", "");
+    for (const char* k : {"model", "batch", "size"})
+      if (r.contains(k)) p += "/" + (r.at(k).is_string() ? r.at(k).get<std::string>() : r.at(k).dump());
+    return p;
+  };
+  std::map<std::string, double> base;
+  for (const auto& r : records)
+    if (r.value("dtype", "") == "fp32" && !r.value("error_occurred", false)) base[point(r)] = r.value("real_time", 0.0);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : records) {
+    const bool err = r.value("error_occurred", false);
+    const double t = r.value("real_time", 0.0);
+    std::string what = r.value("op", "") == "train" ? r.value("model", "") + " b=" + std::to_string(r.value("batch", 0))
+                                                    : "gemm n=" + std::to_string(r.value("size", 0));
+    std::string thr = "-", speed = "-", parity = "-";
+    if (!err) {
+      if (r.contains("imgs_per_s")) thr = fmt(r.at("imgs_per_s").get<double>(), "%.0f imgs/s");
+      else if (r.contains("gflops")) thr = fmt(r.at("gflops").get<double>(), "%.1f GFLOP/s");
+      if (auto it = base.find(point(r)); it != base.end() && t > 0) speed = fmt(it->second / t, "%.2fx");
+    }
+    if (r.contains("parity_max_rel_diff"))
+      parity = fmt(r.at("parity_max_rel_diff").get<double>(), "%.1e") + " / " + std::to_string(r.value("parity_steps", 0)) + " steps";
+    else if (r.contains("max_rel_err"))
+      parity = fmt(r.at("max_rel_err").get<double>(), "%.1e");
+    const std::string status = r.contains("skipped") ? "skipped" : err ? "FAILED" : "yes";
+    rows.push_back({what, r.value("device", ""), r.value("dtype", ""), err ? "-" : fmt(t / 1000.0, "%.3f ms"), thr, speed,
+                    parity, status});
+  }
+  const std::vector<std::string> head = {"Case", "Device", "dtype", "Step time", "Throughput", "vs fp32",
+                                         "Parity (max rel diff)", "Verified"};
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    w[i] = head[i].size();
+    for (const auto& r : rows) w[i] = std::max(w[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& c) {
+    out << "|";
+    for (std::size_t i = 0; i < c.size(); ++i) out << " " << c[i] << std::string(w[i] - c[i].size(), ' ') << " |";
+    out << "\n";
+  };
+  out << "\nMixed precision vs fp32 (speedup = fp32 step time / this step time; parity = max |loss - fp32 loss| / max |fp32 loss|)\n\n";
+  line(head);
+  out << "|";
+  for (auto x : w) out << std::string(x + 2, '-') << "|";
+  out << "\n";
+  for (const auto& r : rows) line(r);
+  out << "\nCPU bf16 path: " << cpu::bf16_gemm_path() << "; casts: bf16 " << cpu::bf16_cast_path() << ", fp16 "
+      << cpu::fp16_cast_path() << "\n";
+}
+
+}  // namespace
 
 Suite amp_suite() {
   Suite s;
   s.name = "amp";
-  s.description = "Mixed precision training (arrives with issue 6)";
-  s.expand = [](const SuiteOptions&) { return std::vector<CaseSpec>{}; };
+  s.description = "Mixed precision (fp32 vs bf16 on the CPU; fp32/tf32/fp16/bf16 GEMMs on GPUs): step time, imgs/s, speedup, loss parity";
+  s.expand = [](const SuiteOptions& o) {
+    std::vector<DType> dtypes;
+    for (const auto& d : axis_strings(o, "dtype", {"fp32", "bf16", "fp16", "tf32"})) dtypes.push_back(parse_dtype(d));
+    bool any_gpu = false;
+    for (const auto& dev : o.devices) any_gpu |= is_gpu(dev);
+    bool any_cpu_dtype = false;
+    for (DType t : dtypes) any_cpu_dtype |= models::dtype_supported(t, false);
+    if (!any_gpu && !any_cpu_dtype && !dtypes.empty()) models::check_dtype_for_device(dtypes.front(), false);
+    const auto model_names = axis_strings(o, "model", {"mlp", "net128"});
+    const auto batches = axis_ints(o, "batch", {64});
+    const auto sizes = axis_ints(o, "size", {512});
+    const int steps = static_cast<int>(axis_ints(o, "parity_steps", {20}).front());
+    for (const auto& m : model_names) models::make_model(m);  // UsageError for an unknown model
+    for (long long b : batches)
+      if (b <= 0 || b > 65536) throw UsageError("--batch " + std::to_string(b) + ": expected 1..65536");
+    // fp32 first at every point, so the other dtypes can state their speedup over it
+    std::stable_partition(dtypes.begin(), dtypes.end(), [](DType t) { return t == DType::fp32; });
+    std::vector<CaseSpec> cases;
+    for (const auto& dev : o.devices) {
+      const bool gpu = is_gpu(dev);
+      if (!gpu) {
+        for (const auto& m : model_names)
+          for (long long b : batches)
+            for (DType t : dtypes) {
+              if (!models::dtype_supported(t, false)) continue;
+              CaseId id{"amp", "train", dev, dtype_name(t), {}};
+              id.with("model", m).with("batch", b);
+              cases.push_back({id, [m, b, t, steps] { return std::make_unique<TrainAmpCase>(m, int(b), t, steps); }});
+            }
+      }
+      for (long long n : sizes)
+        for (DType t : dtypes) {
+          if (!models::dtype_supported(t, gpu)) continue;
+          CaseId id{"amp", "gemm", dev, dtype_name(t), {}};
+          id.with("size", n);
+          if (!gpu) {
+            cases.push_back({id, [n, t] { return std::make_unique<GemmAmpCpu>(n, t); }});
+          } else {
+#ifdef DLB_HAVE_CUDA
+            const int idx = gpu_index(dev);
+            cases.push_back({id, [idx, n, t] { return std::make_unique<GemmAmpGpu>(idx, n, t); }});
+#endif
+          }
+        }
+    }
+    return cases;
+  };
+  s.summarize = summarize_amp;
   return s;
 }
 

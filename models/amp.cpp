@@ -1,10 +1,14 @@
 // Autocast policy table, device/dtype rules and the dynamic loss scaler (see amp.h).
 #include "models/amp.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/common/errors.h"
+#include "models/half.h"
+#include "models/net.h"
 
 namespace dlb::models {
 
@@ -127,6 +131,138 @@ void GradScaler::update() {
     }
   }
   found_inf_ = false;
+}
+
+}  // namespace dlb::models
+
+// ---- AmpTrainer ----
+
+namespace dlb::models {
+
+namespace {
+std::string op_of(const std::string& kind) {
+  if (kind == "Conv2d") return "conv2d";
+  if (kind == "ConvTranspose2d") return "conv_transpose2d";
+  if (kind == "Linear") return "linear";
+  if (kind == "ReLU") return "relu";
+  if (kind == "Sigmoid") return "sigmoid";
+  if (kind == "MaxPool2d") return "max_pool2d";
+  if (kind == "Flatten") return "flatten";
+  throw std::invalid_argument("AmpTrainer: no autocast rule for layer kind '" + kind + "'");
+}
+bool half_like(DType t) { return t == DType::fp16 || t == DType::bf16 || t == DType::tf32; }
+}  // namespace
+
+AmpTrainer::AmpTrainer(Sequential& m, Optimizer& opt, DType dtype, GradScalerConfig cfg)
+    : m_(m), opt_(opt), dtype_(dtype), scaler_([&] {
+        if (!needs_loss_scaling(dtype)) cfg.enabled = false;
+        return cfg;
+      }()),
+      shapes_(std::make_unique<std::vector<Shape>>()) {
+  if (!(dtype == DType::fp32 || half_like(dtype)))
+    throw std::invalid_argument(std::string("AmpTrainer: dtype ") + dtype_name(dtype));
+  for (Layer* l : m_.layers()) {
+    const std::string op = op_of(l->kind());
+    kinds_.push_back(static_cast<int>(cast_kind(op)));
+    exact_.push_back(op == "relu" || op == "max_pool2d" || op == "flatten");
+  }
+}
+
+AmpTrainer::~AmpTrainer() = default;
+
+void AmpTrainer::plan(int n) {
+  if (planned_n_ == n) return;
+  const auto layers = m_.layers();
+  auto& sh = *shapes_;
+  sh.assign(layers.size() + 1, Shape{});
+  sh[0] = m_.input_shape(n);
+  for (std::size_t i = 0; i < layers.size(); ++i) sh[i + 1] = layers[i]->out_shape(sh[i]);
+  acts_.resize(layers.size());
+  grads_.resize(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    acts_[i].assign(sh[i + 1].size(), 0.f);
+    grads_[i].assign(i == 0 ? 0 : sh[i].size(), 0.f);
+  }
+  input_.assign(sh[0].size(), 0.f);
+  dout_.assign(sh.back().size(), 0.f);
+  planned_n_ = n;
+}
+
+float AmpTrainer::step(const Batch& b) {
+  if (b.n <= 0) throw UsageError("batch must be positive");
+  plan(b.n);
+  const auto layers = m_.layers();
+  const auto& sh = *shapes_;
+  const std::size_t L = layers.size();
+  const bool lower_on = dtype_ != DType::fp32;
+  m_.zero_grad();
+
+  // Master weights aside; lower-precision layers see their parameters rounded (autocast casts the
+  // weight and bias of linear/conv on every call).
+  master_.resize(0);
+  if (lower_on)
+    for (std::size_t i = 0; i < L; ++i) {
+      if (kinds_[i] != int(CastKind::lower_precision)) continue;
+      for (Param* p : layers[i]->params()) {
+        master_.push_back(p->value);
+        round_to(dtype_, p->value.data(), p->value.size());
+      }
+    }
+
+  // Forward. t = dtype of the current activation.
+  std::vector<DType> in_t(L + 1, DType::fp32);
+  std::memcpy(input_.data(), b.x, input_.size() * sizeof(float));
+  float* cur = input_.data();
+  DType t = DType::fp32;
+  for (std::size_t i = 0; i < L; ++i) {
+    const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
+    if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
+    in_t[i] = lower ? dtype_ : t;
+    layers[i]->forward(sh[i], cur, acts_[i].data());
+    if (lower) t = dtype_ == DType::tf32 ? DType::fp32 : dtype_;  // tf32: fp32 out
+    else if (kinds_[i] == int(CastKind::fp32)) t = DType::fp32;
+    if (half_like(t) && !exact_[i]) round_to(t, acts_[i].data(), acts_[i].size());
+    cur = acts_[i].data();
+  }
+  in_t[L] = t;
+
+  // Loss in fp32 on the widened output; its gradient carries the loss scale.
+  const Shape& o = sh.back();
+  const float loss = loss_forward_backward(m_.loss(), acts_.back().data(), b, o.size(), int(o.per_item()), dout_.data());
+  const float s = scaler_.scale();
+  if (s != 1.0f)
+    for (float& d : dout_) d *= s;
+
+  // Backward: each gradient in the dtype of the tensor it belongs to.
+  for (std::size_t i = L; i-- > 0;) {
+    float* dy = i + 1 == L ? dout_.data() : grads_[i + 1].data();
+    const std::size_t ny = sh[i + 1].size();
+    if (i + 1 == L && half_like(in_t[L]) && in_t[L] != DType::tf32) round_to(in_t[L], dy, ny);
+    const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
+    if (lower && dtype_ == DType::tf32) round_to(DType::tf32, dy, ny);  // tensor cores read dy as tf32
+    const float* xin = i == 0 ? input_.data() : acts_[i - 1].data();
+    float* dx = i == 0 ? nullptr : grads_[i].data();
+    layers[i]->backward(sh[i], xin, acts_[i].data(), dy, dx);
+    const DType gt = in_t[i] == DType::tf32 ? DType::fp32 : in_t[i];
+    if (dx && half_like(gt) && !exact_[i]) round_to(gt, dx, sh[i].size());
+    if (lower && dtype_ != DType::tf32)  // dW, db come out of a half-type GEMM, then widen into .grad
+      for (Param* p : layers[i]->params()) round_to(dtype_, p->grad.data(), p->grad.size());
+  }
+
+  // Masters back; unscale (fp16), skip on inf/NaN, fp32 optimizer step.
+  if (lower_on) {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < L; ++i) {
+      if (kinds_[i] != int(CastKind::lower_precision)) continue;
+      for (Param* p : layers[i]->params()) p->value.swap(master_[k++]);
+    }
+  }
+  if (scaler_.config().enabled)
+    for (Param* p : m_.params()) scaler_.unscale(p->grad.data(), p->grad.size());
+  skipped_ = !scaler_.should_step();
+  if (!skipped_) opt_.step();
+  scaler_.update();
+  return loss;
 }
 
 }  // namespace dlb::models

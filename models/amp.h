@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,51 @@ class GradScaler {
   int tracker_ = 0;
   long steps_ = 0, skipped_ = 0;
   bool found_inf_ = false;
+};
+
+// ---- an AMP training step for a CPU Sequential (models/net.h) ----
+
+class Sequential;
+class Optimizer;
+struct Batch;
+struct Shape;
+
+// zero-grad, forward, loss, backward, optimizer step under autocast to `dtype`, layer by layer with
+// the policy above: before a lower-precision layer (Conv2d, ConvTranspose2d, Linear) its input and
+// weights are rounded to the half type, its output and its gradients (input and weight) are rounded
+// too; the loss runs in fp32; elementwise layers keep their input's type; the fp32 master weights
+// are restored before the optimizer (fp32) steps on the fp32 gradients. fp16 uses the GradScaler.
+//
+// The arithmetic between roundings is fp32 (OpenBLAS sgemm on values that are exactly
+// representable in the half type): the numbers of a half-type GEMM with fp32 accumulation, which
+// is what a CPU without avx512_bf16 can do (kernels/cpu/bf16_gemm.h's widen+sgemm path). Storage
+// stays fp32, so it saves no memory and costs extra rounding passes on this CPU. fp16/tf32 are
+// emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).
+class AmpTrainer {
+ public:
+  AmpTrainer(Sequential& m, Optimizer& opt, DType dtype, GradScalerConfig scaler = {});
+  ~AmpTrainer();
+  AmpTrainer(const AmpTrainer&) = delete;
+  AmpTrainer& operator=(const AmpTrainer&) = delete;
+  // One training step; returns the fp32 loss (unscaled).
+  float step(const Batch& b);
+  DType dtype() const { return dtype_; }
+  GradScaler& scaler() { return scaler_; }
+  bool last_step_skipped() const { return skipped_; }
+
+ private:
+  Sequential& m_;
+  Optimizer& opt_;
+  DType dtype_;
+  GradScaler scaler_;
+  bool skipped_ = false;
+  int planned_n_ = 0;
+  std::unique_ptr<std::vector<Shape>> shapes_;  // input shape of layer i (i = layers: the output)
+  std::vector<std::vector<float>> acts_, grads_, master_;
+  std::vector<float> input_, dout_;
+  std::vector<int> kinds_;      // CastKind per layer
+  std::vector<bool> exact_;     // layer output is exact in any type (relu, max pool, flatten)
+  void plan(int n);
 };
 
 }  // namespace dlb::models

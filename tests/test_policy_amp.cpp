@@ -92,3 +92,74 @@ TEST(AmpDtypes, CpuRunsFp32AndBf16Only) {
   EXPECT_TRUE(needs_loss_scaling(DType::fp16));
   EXPECT_FALSE(needs_loss_scaling(DType::bf16));
 }
+
+// ---- the policy applied to a training step (AmpTrainer on a CPU Sequential) ----
+#include <cmath>
+
+#include "models/half.h"
+#include "models/net.h"
+
+namespace {
+struct Data {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  Data(int n, int per) : x(std::size_t(n) * per), y(n) {
+    fill_uniform(x.data(), x.size(), 21);
+    for (int i = 0; i < n; ++i) y[i] = (i * 7) % 10;
+  }
+};
+bool all_bf16(const std::vector<float>& v) {
+  for (float f : v)
+    if (from_bf16(to_bf16(f)) != f) return false;
+  return true;
+}
+}  // namespace
+
+TEST(AmpTrainer, Fp32IsTheModelsOwnStep) {
+  for (const std::string name : {"mlp", "net128"}) {
+    auto a = make_model(name), b = make_model(name);
+    a->init(2), b->init(2);
+    const Shape in = a->input_shape(4);
+    Data d(4, int(in.per_item()));
+    Optimizer oa(default_optimizer(name), a->params()), ob(default_optimizer(name), b->params());
+    AmpTrainer t(*b, ob, DType::fp32);
+    for (int i = 0; i < 3; ++i) {
+      const Batch bt{d.x.data(), d.y.data(), nullptr, 4};
+      const float la = train_step(*a, oa, bt), lb = t.step(bt);
+      ASSERT_NEAR(la, lb, 1e-6 * std::fabs(la)) << name;
+    }
+    for (std::size_t p = 0; p < a->params().size(); ++p)
+      EXPECT_LT(max_rel_err(b->params()[p]->value.data(), a->params()[p]->value.data(), a->params()[p]->size()), 1e-6)
+          << name << " " << a->params()[p]->name;
+  }
+}
+
+TEST(AmpTrainer, Bf16RoundsWhatThePolicySaysAndKeepsFp32Masters) {
+  auto a = make_model("mlp"), b = make_model("mlp");
+  a->init(4), b->init(4);
+  Data d(16, 784);
+  const Batch bt{d.x.data(), d.y.data(), nullptr, 16};
+  Optimizer oa(default_optimizer("mlp"), a->params()), ob(default_optimizer("mlp"), b->params());
+  AmpTrainer t(*b, ob, DType::bf16);
+  EXPECT_FALSE(t.scaler().config().enabled);  // bf16 needs no loss scaling
+  const float lf = train_step(*a, oa, bt);
+  b->zero_grad();
+  const float lh = t.step(bt);
+  EXPECT_NE(lf, lh);                       // rounding happened
+  EXPECT_NEAR(lh, lf, 1e-2 * std::fabs(lf));
+  // gradients of linear layers come out of a bf16 GEMM; masters after the fp32 Adam step are not bf16
+  for (Param* p : b->params()) {
+    EXPECT_TRUE(all_bf16(p->grad)) << p->name;
+    EXPECT_FALSE(all_bf16(p->value)) << p->name;
+  }
+  // losses over several steps stay within bf16's tolerance of fp32
+  for (int i = 0; i < 10; ++i) EXPECT_NEAR(t.step(bt), train_step(*a, oa, bt), 2e-2 * lf);
+}
+
+TEST(AmpTrainer, EveryLayerKindHasARule) {
+  for (const auto& name : model_names()) {
+    auto m = make_model(name);
+    Optimizer o(default_optimizer(name), m->params());
+    EXPECT_NO_THROW(AmpTrainer(*m, o, DType::bf16)) << name;
+  }
+}

@@ -127,3 +127,58 @@ TEST(GradScaler, CustomConfigAndDisabled) {
   EXPECT_TRUE(d.should_step());
   EXPECT_THROW(GradScaler(GradScalerConfig{0.0f}), std::invalid_argument);
 }
+
+// ---- the scaler inside a real training loop (AmpTrainer, fp16 emulated on the CPU) ----
+#include "kernels/common/verify.h"
+#include "models/net.h"
+
+namespace {
+struct Mlp {
+  std::unique_ptr<dlb::models::Sequential> m = dlb::models::make_mlp();
+  std::vector<float> x = std::vector<float>(8 * 784);
+  std::vector<std::int32_t> y = std::vector<std::int32_t>(8);
+  Mlp() {
+    m->init(3);
+    dlb::fill_uniform(x.data(), x.size(), 5);
+    for (int i = 0; i < 8; ++i) y[i] = i % 10;
+  }
+  dlb::models::Batch batch() const { return {x.data(), y.data(), nullptr, 8}; }
+};
+}  // namespace
+
+TEST(GradScalerTraining, Fp16OverflowSkipsTheStepAndLeavesWeightsAlone) {
+  Mlp a;
+  dlb::models::Optimizer opt(dlb::models::default_optimizer("mlp"), a.m->params());
+  GradScalerConfig cfg;
+  cfg.init_scale = 1e30f;  // scaled fp16 gradients overflow to inf
+  dlb::models::AmpTrainer t(*a.m, opt, dlb::DType::fp16, cfg);
+  const std::vector<float> w0 = a.m->params()[0]->value;
+  t.step(a.batch());
+  EXPECT_TRUE(t.last_step_skipped());
+  EXPECT_EQ(a.m->params()[0]->value, w0);  // step skipped, masters untouched
+  EXPECT_EQ(t.scaler().scale(), 5e29f);
+  EXPECT_EQ(opt.steps(), 0);
+  // it keeps backing off until the scaled gradients fit fp16, then trains
+  int skipped = 1;
+  for (int i = 0; i < 200 && t.last_step_skipped(); ++i, ++skipped) t.step(a.batch());
+  EXPECT_FALSE(t.last_step_skipped());
+  EXPECT_GT(skipped, 10);
+  EXPECT_LT(t.scaler().scale(), 1e26f);
+  EXPECT_NE(a.m->params()[0]->value, w0);
+  EXPECT_EQ(opt.steps(), 1);
+}
+
+TEST(GradScalerTraining, Fp16WithTheDefaultScaleTracksFp32) {
+  Mlp a, b;
+  dlb::models::Optimizer oa(dlb::models::default_optimizer("mlp"), a.m->params());
+  dlb::models::Optimizer ob(dlb::models::default_optimizer("mlp"), b.m->params());
+  dlb::models::AmpTrainer t(*b.m, ob, dlb::DType::fp16);
+  EXPECT_EQ(t.scaler().scale(), 65536.0f);
+  for (int i = 0; i < 10; ++i) {
+    const float lf = dlb::models::train_step(*a.m, oa, a.batch());
+    const float lh = t.step(b.batch());
+    ASSERT_FALSE(t.last_step_skipped()) << "step " << i;
+    ASSERT_NEAR(lh, lf, 1e-2 * std::fabs(lf)) << "step " << i;
+  }
+  EXPECT_EQ(t.scaler().growth_tracker(), 10);
+}
