@@ -1,11 +1,497 @@
-// The CUDA trainer (placeholder while the GPU step is written): reports the backend as unsupported.
+// The CUDA trainer (see models/trainer.h): the host model's layers mirrored on one GPU with cuDNN
+// convolutions (dlb::cuda::CudnnConv2d, algorithm search per shape), cuBLAS for Linear and our
+// kernels (kernels/cuda/nn_ops.h) for activations, pooling, bias, the losses and the optimizers.
+// Parameters, gradients and optimizer state live in three flat device buffers.
+//
+// Input pipelines: pageable (host malloc batch, cudaMemcpy per step: the lecture's default), pinned
+// (cudaMallocHost batch), prefetch (two pinned buffers; the next batch is gathered on the host and
+// copied on a second stream while this one trains), resident (the dataset uploaded once, batches
+// gathered on the device). With cuda_graph the step from the device batch to the optimizer update
+// is captured once per batch size and replayed.
+//
+// Gradients are written (not accumulated) by backward: one backward per step after zero-grad is
+// what PyTorch's loop computes, so zero-grad needs no kernel here.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
 #include "kernels/common/errors.h"
+#include "kernels/cuda/conv2d.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/handles.h"
+#include "kernels/cuda/nn_ops.h"
 #include "models/trainer.h"
 
 namespace dlb::models {
 
-std::unique_ptr<Trainer> make_gpu_trainer(Sequential&, const OptimizerConfig&, const TrainOptions&) {
-  throw Unsupported("the CUDA training step is not built yet");
+namespace {
+
+using cuda::DeviceBuffer;
+
+struct PinnedBuffer {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  void ensure(std::size_t b) {
+    if (b <= bytes) return;
+    release();
+    if (cudaMallocHost(&p, b) != cudaSuccess) {
+      (void)cudaGetLastError();
+      p = nullptr;
+      throw OutOfMemory(std::to_string(b) + " bytes of pinned host memory");
+    }
+    bytes = b;
+  }
+  void release() {
+    if (p) cudaFreeHost(p);
+    p = nullptr, bytes = 0;
+  }
+  ~PinnedBuffer() { release(); }
+};
+
+// Where each host Param lives in the flat device buffers.
+struct Slot {
+  Param* host;
+  std::size_t offset;
+};
+
+class GpuTrainer final : public Trainer {
+ public:
+  GpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o) : m_(m), cfg_(cfg), o_(o) {
+    if (cfg_.kind != "sgd" && cfg_.kind != "adam") throw UsageError("optimizer '" + cfg_.kind + "': expected sgd or adam");
+    const int dev = o.device.find(':') == std::string::npos ? 0 : std::stoi(o.device.substr(o.device.find(':') + 1));
+    DLB_CUDA_CHECK(cudaSetDevice(dev));
+    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    for (auto& e : copied_) DLB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (auto& e : consumed_) DLB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cuda::reset_peak_device_bytes();
+    const std::size_t before = cuda::current_device_bytes();
+    // "model.to(device)": the parameters first, so model_device_bytes() matches the lecture's 0.48 MB.
+    std::size_t total = 0;
+    for (Param* p : m_.params()) {
+      slots_.push_back({p, total});
+      total += (p->size() + 63) / 64 * 64;  // 256-byte aligned slices
+    }
+    values_ = DeviceBuffer<float>(std::max<std::size_t>(total, 1));
+    upload_params();
+    model_bytes_ = cuda::current_device_bytes() - before;
+    grads_ = DeviceBuffer<float>(values_.size());
+    DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream_));
+    state1_ = DeviceBuffer<float>(values_.size());
+    DLB_CUDA_CHECK(cudaMemsetAsync(state1_.data(), 0, state1_.bytes(), stream_));
+    if (cfg_.kind == "adam") {
+      state2_ = DeviceBuffer<float>(values_.size());
+      DLB_CUDA_CHECK(cudaMemsetAsync(state2_.data(), 0, state2_.bytes(), stream_));
+    }
+    scalars_ = DeviceBuffer<float>(4);  // [0] loss sum, [1] step counter (as int)
+    DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, scalars_.bytes(), stream_));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  ~GpuTrainer() override {
+    for (auto& [n, g] : graphs_) cudaGraphExecDestroy(g);
+    for (auto& e : copied_) cudaEventDestroy(e);
+    for (auto& e : consumed_) cudaEventDestroy(e);
+    cudaStreamDestroy(copy_stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string describe() const override {
+    return o_.device + " (cuDNN + cuBLAS, input " + input_mode_name(o_.input) + (o_.cuda_graph ? ", CUDA graph" : "") + ")";
+  }
+  std::size_t model_device_bytes() const override { return model_bytes_; }
+  std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
+
+  void sync_to_host() override {
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (const auto& s : slots_)
+      DLB_CUDA_CHECK(cudaMemcpy(s.host->value.data(), values_.data() + s.offset, s.host->size() * sizeof(float),
+                                cudaMemcpyDeviceToHost));
+  }
+
+  float gradients(const Batch& b) override {
+    plan(b.n);
+    upload_batch_sync(b);
+    zero_loss();
+    forward(b.n);
+    loss_and_backward(b.n);
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (const auto& s : slots_)
+      DLB_CUDA_CHECK(cudaMemcpy(s.host->grad.data(), grads_.data() + s.offset, s.host->size() * sizeof(float),
+                                cudaMemcpyDeviceToHost));
+    return read_loss();
+  }
+
+  double train_epoch(const Dataset& d, int batch) override {
+    check(d, batch);
+    const auto idx = epoch_order(d.size(), o_.shuffle_seed++);
+    const std::size_t item = std::size_t(d.c) * d.h * d.w;
+    const std::size_t steps = (d.size() + batch - 1) / batch;
+    zero_loss();
+    if (o_.input == InputMode::resident) {
+      upload_dataset(d);
+      idx_dev_ = DeviceBuffer<std::uint32_t>(idx.size());
+      DLB_CUDA_CHECK(cudaMemcpyAsync(idx_dev_.data(), idx.data(), idx.size() * 4, cudaMemcpyHostToDevice, stream_));
+    }
+    for (std::size_t st = 0, first = 0; st < steps; ++st, first += batch) {
+      const int n = int(std::min<std::size_t>(batch, d.size() - first));
+      plan(n);
+      switch (o_.input) {
+        case InputMode::resident:
+          cuda::gather_batch(data_x_.data(), data_y_.data(), idx_dev_.data(), first, n, item, x_.data(), y_.data(), stream_);
+          break;
+        case InputMode::pageable:
+          host_x_.resize(std::size_t(batch) * item), host_y_.resize(batch);
+          gather_batch(d, idx, first, n, host_x_.data(), host_y_.data());
+          copy_in(host_x_.data(), host_y_.data(), n, item, stream_);
+          break;
+        case InputMode::pinned: {
+          pinned_[0].ensure(std::size_t(batch) * (item * 4 + 4));
+          auto* px = static_cast<float*>(pinned_[0].p);
+          auto* py = reinterpret_cast<std::int32_t*>(px + std::size_t(batch) * item);
+          DLB_CUDA_CHECK(cudaEventSynchronize(consumed_[0]));  // the previous copy out of this buffer is done
+          gather_batch(d, idx, first, n, px, py);
+          copy_in(px, py, n, item, stream_);
+          DLB_CUDA_CHECK(cudaEventRecord(consumed_[0], stream_));
+          break;
+        }
+        case InputMode::prefetch:
+          prefetch_step(d, idx, st, first, n, batch, item, steps);
+          break;
+      }
+      step(n);
+    }
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return read_loss() / double(steps);
+  }
+
+  double evaluate(const Dataset& d, int batch) override {
+    check(d, batch);
+    const std::size_t item = std::size_t(d.c) * d.h * d.w;
+    std::size_t right = 0;
+    double loss = 0;
+    std::vector<float> out;
+    for (std::size_t first = 0; first < d.size(); first += batch) {
+      const int n = int(std::min<std::size_t>(batch, d.size() - first));
+      plan(n);
+      Batch b{d.images.data() + first * item, d.labels.data() + first, nullptr, n};
+      upload_batch_sync(b);
+      forward(n);
+      out.resize(shapes_.back().size());
+      DLB_CUDA_CHECK(cudaMemcpyAsync(out.data(), acts_.back().data(), out.size() * 4, cudaMemcpyDeviceToHost, stream_));
+      DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const int classes = int(out.size() / n);
+      if (m_.loss() == LossKind::mse) {
+        loss += double(loss_forward_backward(LossKind::mse, out.data(), b, out.size(), classes, nullptr)) * n;
+        continue;
+      }
+      for (int i = 0; i < n; ++i) {
+        const float* z = out.data() + std::size_t(i) * classes;
+        right += int(std::max_element(z, z + classes) - z) == d.labels[first + i];
+      }
+    }
+    return m_.loss() == LossKind::mse ? loss / d.size() : double(right) / d.size();
+  }
+
+ private:
+  Sequential& m_;
+  OptimizerConfig cfg_;
+  TrainOptions o_;
+  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
+  cudaEvent_t copied_[2] = {}, consumed_[2] = {};
+  std::vector<Slot> slots_;
+  DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_;
+  std::size_t model_bytes_ = 0;
+  // Per batch size n: shapes, activations and gradients, cuDNN plans, pool indices.
+  int planned_n_ = -1;
+  std::vector<Shape> shapes_;
+  std::vector<DeviceBuffer<float>> acts_, dxs_;
+  std::vector<DeviceBuffer<std::int32_t>> pool_arg_;
+  std::map<std::pair<int, int>, std::unique_ptr<cuda::CudnnConv2d>> convs_;  // (layer, n)
+  DeviceBuffer<float> x_, dout_, xs_[2];
+  DeviceBuffer<std::int32_t> y_, ys_[2];
+  std::map<int, cudaGraphExec_t> graphs_;
+  // Input pipelines.
+  std::vector<float> host_x_;
+  std::vector<std::int32_t> host_y_;
+  PinnedBuffer pinned_[2];
+  DeviceBuffer<float> data_x_;
+  DeviceBuffer<std::int32_t> data_y_;
+  DeviceBuffer<std::uint32_t> idx_dev_;
+  const Dataset* resident_ = nullptr;
+  int batch_cap_ = 0;
+
+  float* val(std::size_t layer_param) { return values_.data() + slots_[layer_param].offset; }
+  float* grd(std::size_t layer_param) { return grads_.data() + slots_[layer_param].offset; }
+
+  void upload_params() {
+    for (const auto& s : slots_)
+      DLB_CUDA_CHECK(cudaMemcpyAsync(values_.data() + s.offset, s.host->value.data(), s.host->size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void check(const Dataset& d, int batch) const {
+    if (batch <= 0) throw UsageError("batch size must be positive, got " + std::to_string(batch));
+    const Shape in = m_.input_shape(1);
+    if (d.c != in.c || d.h != in.h || d.w != in.w)
+      throw InputError("dataset '" + d.name + "' does not have the " + in.str().substr(2) + " images model " + m_.name() + " expects");
+    if (d.size() == 0) throw InputError("dataset '" + d.name + "' is empty");
+  }
+
+  void zero_loss() { DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, sizeof(float), stream_)); }
+  float read_loss() {
+    float l = 0;
+    DLB_CUDA_CHECK(cudaMemcpyAsync(&l, scalars_.data(), sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return l;
+  }
+
+  // Buffers for batch n. Input buffers are sized for the largest batch seen so the partial last
+  // batch of an epoch reuses them.
+  void plan(int n) {
+    if (n == planned_n_) return;
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const auto layers = m_.layers();
+    shapes_.assign(layers.size() + 1, Shape{});
+    shapes_[0] = m_.input_shape(n);
+    for (std::size_t i = 0; i < layers.size(); ++i) shapes_[i + 1] = layers[i]->out_shape(shapes_[i]);
+    acts_.clear(), dxs_.clear(), pool_arg_.clear();
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      acts_.emplace_back(shapes_[i + 1].size());
+      dxs_.emplace_back(i == 0 ? 0 : shapes_[i].size());
+      pool_arg_.emplace_back(layers[i]->kind() == "MaxPool2d" ? shapes_[i + 1].size() : 0);
+    }
+    dout_ = DeviceBuffer<float>(shapes_.back().size());
+    if (n > batch_cap_) {
+      batch_cap_ = n;
+      x_ = DeviceBuffer<float>(shapes_[0].size());
+      y_ = DeviceBuffer<std::int32_t>(n);
+    }
+    for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
+    graphs_.clear();
+    planned_n_ = n;
+  }
+
+  cuda::CudnnConv2d& conv(std::size_t layer, const Conv2dShape& s) {
+    auto& c = convs_[{int(layer), s.n}];
+    if (!c) c = std::make_unique<cuda::CudnnConv2d>(s, DType::fp32);
+    return *c;
+  }
+
+  void copy_in(const float* x, const std::int32_t* y, int n, std::size_t item, cudaStream_t s) {
+    DLB_CUDA_CHECK(cudaMemcpyAsync(x_.data(), x, std::size_t(n) * item * sizeof(float), cudaMemcpyHostToDevice, s));
+    DLB_CUDA_CHECK(cudaMemcpyAsync(y_.data(), y, std::size_t(n) * sizeof(std::int32_t), cudaMemcpyHostToDevice, s));
+  }
+
+  void upload_batch_sync(const Batch& b) {
+    const std::size_t item = shapes_[0].per_item();
+    copy_in(b.x, b.labels ? b.labels : zeros(b.n), b.n, item, stream_);
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  const std::int32_t* zeros(int n) {
+    host_y_.assign(n, 0);
+    return host_y_.data();
+  }
+
+  void upload_dataset(const Dataset& d) {
+    if (resident_ == &d) return;
+    data_x_ = DeviceBuffer<float>(d.images.size());
+    data_y_ = DeviceBuffer<std::int32_t>(d.labels.size());
+    data_x_.upload(d.images.data(), d.images.size(), stream_);
+    data_y_.upload(d.labels.data(), d.labels.size(), stream_);
+    resident_ = &d;
+  }
+
+  // Batch st+1 is gathered into pinned_[k] and copied to the staging buffers xs_[k]/ys_[k] on
+  // copy_stream_ while batch st trains; the step itself always reads x_/y_, filled from the staging
+  // buffer by a device-to-device copy on the compute stream (so x_ is only ever written in stream
+  // order). copied_[k]: the upload into slot k finished; consumed_[k]: slot k was copied out.
+  void prefetch_step(const Dataset& d, const std::vector<std::uint32_t>& idx, std::size_t st, std::size_t first, int n,
+                     int batch, std::size_t item, std::size_t steps) {
+    for (auto& p : pinned_) p.ensure(std::size_t(batch) * (item * 4 + 4));
+    for (int k = 0; k < 2; ++k)
+      if (xs_[k].size() < std::size_t(batch) * item) {
+        DLB_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+        xs_[k] = DeviceBuffer<float>(std::size_t(batch) * item);
+        ys_[k] = DeviceBuffer<std::int32_t>(batch);
+      }
+    auto issue = [&](std::size_t s, std::size_t f, int nn) {
+      const int k = int(s % 2);
+      auto* px = static_cast<float*>(pinned_[k].p);
+      auto* py = reinterpret_cast<std::int32_t*>(px + std::size_t(batch) * item);
+      DLB_CUDA_CHECK(cudaEventSynchronize(copied_[k]));  // the last upload out of pinned_[k] finished
+      gather_batch(d, idx, f, nn, px, py);
+      DLB_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, consumed_[k], 0));  // slot k was copied out
+      DLB_CUDA_CHECK(cudaMemcpyAsync(xs_[k].data(), px, std::size_t(nn) * item * 4, cudaMemcpyHostToDevice, copy_stream_));
+      DLB_CUDA_CHECK(cudaMemcpyAsync(ys_[k].data(), py, std::size_t(nn) * 4, cudaMemcpyHostToDevice, copy_stream_));
+      DLB_CUDA_CHECK(cudaEventRecord(copied_[k], copy_stream_));
+    };
+    if (st == 0) issue(0, 0, n);
+    if (st + 1 < steps) issue(st + 1, first + batch, int(std::min<std::size_t>(batch, d.size() - first - batch)));
+    const int k = int(st % 2);
+    DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_[k], 0));
+    DLB_CUDA_CHECK(cudaMemcpyAsync(x_.data(), xs_[k].data(), std::size_t(n) * item * 4, cudaMemcpyDeviceToDevice, stream_));
+    DLB_CUDA_CHECK(cudaMemcpyAsync(y_.data(), ys_[k].data(), std::size_t(n) * 4, cudaMemcpyDeviceToDevice, stream_));
+    DLB_CUDA_CHECK(cudaEventRecord(consumed_[k], stream_));
+  }
+
+  // One training step from x_/y_: forward, loss, backward, optimizer; captured once per n in graph mode.
+  void step(int n) {
+    if (!o_.cuda_graph) {
+      step_body(n);
+      return;
+    }
+    auto it = graphs_.find(n);
+    if (it == graphs_.end()) {
+      step_body(n);  // warm-up outside the capture: cuDNN's algorithm search and workspaces happen here
+      cudaGraph_t g;
+      DLB_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        step_body(n);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &g);
+        throw;
+      }
+      DLB_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
+      cudaGraphExec_t exec;
+      DLB_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+      cudaGraphDestroy(g);
+      it = graphs_.emplace(n, exec).first;
+      return;  // the warm-up already trained this batch
+    }
+    DLB_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+  }
+
+  void step_body(int n) {
+    forward(n);
+    loss_and_backward(n);
+    optimize();
+  }
+
+  void forward(int n) {
+    (void)n;
+    const auto layers = m_.layers();
+    std::size_t pi = 0;  // index into slots_
+    const float* cur = x_.data();
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      Layer* l = layers[i];
+      const Shape& in = shapes_[i];
+      float* y = acts_[i].data();
+      const std::string k = l->kind();
+      if (k == "Conv2d") {
+        auto* c = static_cast<Conv2d*>(l);
+        conv(i, c->conv_shape(in)).forward(cur, val(pi), val(pi + 1), y, stream_);
+        pi += 2;
+      } else if (k == "ConvTranspose2d") {
+        auto* c = static_cast<ConvTranspose2d*>(l);
+        const Conv2dShape s = c->conv_shape(in);
+        conv(i, s).backward_data(cur, val(pi), y, stream_);
+        cuda::bias_nchw_forward(y, val(pi + 1), s.n, c->out_c, s.h * s.w, stream_);
+        pi += 2;
+      } else if (k == "Linear") {
+        auto* f = static_cast<Linear*>(l);
+        cublasHandle_t h = cuda::cublas_handle();
+        DLB_CUBLAS_CHECK(cublasSetStream(h, stream_));
+        const float one = 1.f, zero = 0.f;
+        // column-major view: y^T[out, n] = W^T^T ... = op(W)[out, in] * x^T[in, n]
+        DLB_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, f->out_f, in.n, f->in_f, &one, val(pi), f->in_f, cur,
+                                     f->in_f, &zero, y, f->out_f));
+        cuda::bias_rows_forward(y, val(pi + 1), in.n, f->out_f, stream_);
+        pi += 2;
+      } else if (k == "ReLU") {
+        cuda::relu_forward(cur, y, in.size(), stream_);
+      } else if (k == "Sigmoid") {
+        cuda::sigmoid_forward(cur, y, in.size(), stream_);
+      } else if (k == "MaxPool2d") {
+        cuda::maxpool2d_forward(cur, y, pool_arg_[i].data(), in.n, in.c, in.h, in.w, static_cast<MaxPool2d*>(l)->k, stream_);
+      } else if (k == "Flatten") {
+        DLB_CUDA_CHECK(cudaMemcpyAsync(y, cur, in.size() * 4, cudaMemcpyDeviceToDevice, stream_));
+      } else {
+        throw Unsupported("layer " + k + " has no CUDA implementation");
+      }
+      cur = y;
+    }
+  }
+
+  void loss_and_backward(int n) {
+    const Shape& o = shapes_.back();
+    if (m_.loss() == LossKind::cross_entropy)
+      cuda::softmax_xent(acts_.back().data(), y_.data(), n, int(o.per_item()), dout_.data(), scalars_.data(), stream_);
+    else
+      cuda::mse(acts_.back().data(), x_.data(), o.size(), dout_.data(), scalars_.data(), stream_);
+    const auto layers = m_.layers();
+    std::size_t pi = slots_.size();
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      Layer* l = layers[i];
+      const Shape& in = shapes_[i];
+      const float* xin = i == 0 ? x_.data() : acts_[i - 1].data();
+      const float* y = acts_[i].data();
+      const float* dy = i + 1 == layers.size() ? dout_.data() : dxs_[i + 1].data();
+      float* dx = i == 0 ? nullptr : dxs_[i].data();
+      const std::string k = l->kind();
+      if (k == "Conv2d") {
+        pi -= 2;
+        auto& c = conv(i, static_cast<Conv2d*>(l)->conv_shape(in));
+        c.backward_filter(xin, dy, grd(pi), grd(pi + 1), stream_);
+        if (dx) c.backward_data(dy, val(pi), dx, stream_);
+      } else if (k == "ConvTranspose2d") {
+        pi -= 2;
+        auto* t = static_cast<ConvTranspose2d*>(l);
+        const Conv2dShape s = t->conv_shape(in);
+        auto& c = conv(i, s);
+        c.backward_filter(dy, xin, grd(pi), nullptr, stream_);
+        cuda::bias_nchw_backward(dy, grd(pi + 1), s.n, t->out_c, s.h * s.w, stream_);
+        if (dx) c.forward(dy, val(pi), nullptr, dx, stream_);
+      } else if (k == "Linear") {
+        pi -= 2;
+        auto* f = static_cast<Linear*>(l);
+        cublasHandle_t h = cuda::cublas_handle();
+        DLB_CUBLAS_CHECK(cublasSetStream(h, stream_));
+        const float one = 1.f, zero = 0.f;
+        // dW^T[in, out] = x^T[in, n] * dy[n, out]
+        DLB_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, f->in_f, f->out_f, in.n, &one, xin, f->in_f, dy,
+                                     f->out_f, &zero, grd(pi), f->in_f));
+        cuda::bias_rows_backward(dy, grd(pi + 1), in.n, f->out_f, stream_);
+        // dx^T[in, n] = W^T[in, out] * dy^T[out, n]
+        if (dx)
+          DLB_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, f->in_f, in.n, f->out_f, &one, val(pi), f->in_f, dy,
+                                       f->out_f, &zero, dx, f->in_f));
+      } else if (!dx) {
+        // parameter-free first layer: nothing to propagate
+      } else if (k == "ReLU") {
+        cuda::relu_backward(y, dy, dx, in.size(), stream_);
+      } else if (k == "Sigmoid") {
+        cuda::sigmoid_backward(y, dy, dx, in.size(), stream_);
+      } else if (k == "MaxPool2d") {
+        cuda::maxpool2d_backward(dy, pool_arg_[i].data(), dx, in.size(), shapes_[i + 1].size(), stream_);
+      } else if (k == "Flatten") {
+        DLB_CUDA_CHECK(cudaMemcpyAsync(dx, dy, in.size() * 4, cudaMemcpyDeviceToDevice, stream_));
+      }
+    }
+  }
+
+  void optimize() {
+    // One launch over the flat buffers: the padding between slices holds zeros in every buffer.
+    if (cfg_.kind == "sgd") {
+      cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, stream_);
+    } else {
+      int* t = reinterpret_cast<int*>(scalars_.data() + 1);
+      cuda::increment(t, stream_);
+      cuda::adam(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), cfg_.lr, cfg_.beta1,
+                 cfg_.beta2, cfg_.eps, t, stream_);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_gpu_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o) {
+  std::string why;
+  if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
+  return std::make_unique<GpuTrainer>(model, opt, o);
 }
 
 }  // namespace dlb::models

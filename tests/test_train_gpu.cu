@@ -1,0 +1,100 @@
+// The GPU training step against the CPU one: same weights, same batch -> same loss and gradients;
+// every input pipeline and the CUDA-graph step train to the same loss; the memory counters see the
+// model. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/common/verify.h"
+#include "kernels/cuda/cuda_util.h"
+#include "models/net.h"
+#include "models/trainer.h"
+
+using namespace dlb;
+using namespace dlb::models;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
+    std::string why;                                                           \
+    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+Dataset gpu_test_data(const Shape& in, std::size_t n, std::uint64_t seed) {
+  Dataset d;
+  d.name = "random", d.c = in.c, d.h = in.h, d.w = in.w, d.classes = 10;
+  d.images.resize(n * in.per_item());
+  fill_uniform(d.images.data(), d.images.size(), seed);
+  for (std::size_t i = 0; i < n; ++i) d.labels.push_back(std::int32_t(i % 10));
+  return d;
+}
+
+TrainOptions gpu(InputMode m = InputMode::pageable, bool graph = false) {
+  TrainOptions o;
+  o.device = "cuda:0", o.input = m, o.cuda_graph = graph;
+  return o;
+}
+
+}  // namespace
+
+class GpuStep : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuStep, GradientsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::string name = GetParam();
+  auto cpu = make_model(name), dev = make_model(name);
+  cpu->init(5);
+  dev->copy_params_from(*cpu);
+  Shape in = cpu->input_shape(8);
+  Dataset d = gpu_test_data(in, 8, 3);
+  if (name == "autoencoder")
+    for (float& v : d.images) v = 0.5f + 0.5f * v;
+  const Batch b{d.images.data(), d.labels.data(), nullptr, 8};
+  cpu->zero_grad();
+  const float ref = cpu->forward_backward(b);
+  auto t = make_trainer(*dev, default_optimizer(name), gpu());
+  const float got = t->gradients(b);
+  EXPECT_NEAR(got, ref, 1e-4 * std::abs(ref));
+  auto pc = cpu->params(), pg = dev->params();
+  for (std::size_t i = 0; i < pc.size(); ++i)
+    EXPECT_LT(max_rel_err(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size()), 1e-4) << pc[i]->name;
+}
+
+INSTANTIATE_TEST_SUITE_P(SeedModels, GpuStep, ::testing::Values("net128", "mlp", "convnet", "autoencoder"));
+
+TEST(GpuTrain, InputModesAndGraphAgreeWithCpuEpoch) {
+  SKIP_WITHOUT_GPU();
+  auto base = make_net(16);
+  base->init(1);
+  Dataset d = gpu_test_data(base->input_shape(1), 100, 4);  // 100 = 6 x 16 + a partial batch of 4
+  auto cpu = make_net(16);
+  cpu->copy_params_from(*base);
+  auto tc = make_trainer(*cpu, default_optimizer("net128"), TrainOptions{});
+  const double ref = tc->train_epoch(d, 16);
+  for (InputMode m : {InputMode::pageable, InputMode::pinned, InputMode::prefetch, InputMode::resident})
+    for (bool graph : {false, true}) {
+      auto g = make_net(16);
+      g->copy_params_from(*base);
+      auto t = make_trainer(*g, default_optimizer("net128"), gpu(m, graph));
+      const double loss = t->train_epoch(d, 16);
+      EXPECT_NEAR(loss, ref, 1e-4 * std::abs(ref)) << input_mode_name(m) << (graph ? " graph" : "");
+      t->sync_to_host();
+      auto a = g->params(), r = cpu->params();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_LT(max_rel_err(a[i]->value.data(), r[i]->value.data(), a[i]->size()), 1e-4) << a[i]->name;
+    }
+}
+
+TEST(GpuTrain, MemoryCountersSeeTheModel) {
+  SKIP_WITHOUT_GPU();
+  auto m = make_net(128);
+  m->init(0);
+  auto t = make_trainer(*m, default_optimizer("net128"), gpu());
+  EXPECT_GE(t->model_device_bytes(), 120078u * 4);
+  EXPECT_LT(t->model_device_bytes(), 120078u * 4 + 64 * 1024);
+  Dataset d = gpu_test_data(m->input_shape(1), 128, 2);
+  t->train_epoch(d, 64);
+  EXPECT_GT(t->peak_device_bytes(), t->model_device_bytes() * 2);  // grads, momentum, activations
+  EXPECT_GT(t->evaluate(d, 64), 0.0);
+}
