@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""PyTorch peer of the lecture suite: Net(hidden_num_chans=128), CrossEntropy, SGD(0.001, 0.9),
+one epoch of synthetic CIFAR-shaped images per repetition, batches gathered on the host and moved
+to the device per step (the lecture's loop). Prints one JSON line per repetition:
+{"torch", "device", "batch", "images", "seconds", "imgs_per_s", "loss"}.
+Exit 3 (one line) when torch does not import; dlbench then records the peer as skipped."""
+import argparse
+import json
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except Exception as e:  # noqa: BLE001 - any import failure means "unavailable"
+    print(f"torch does not import: {e}")
+    sys.exit(3)
+
+
+class Net(nn.Module):
+    """The lecture's network: conv 3->h 5x5, pool, conv h->16 5x5, pool, fc 400-120-84-10."""
+
+    def __init__(self, hidden_num_chans: int = 128):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, hidden_num_chans, 5)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.conv2 = nn.Conv2d(hidden_num_chans, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--images", type=int, default=50000)
+    ap.add_argument("--reps", type=int, default=1)
+    a = ap.parse_args()
+    if a.batch <= 0 or a.images <= 0 or a.reps <= 0:
+        print("batch, images and reps must be positive")
+        return 2
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print("torch has no CUDA device")
+        return 3
+    dev = torch.device(a.device)
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(a.images, 3, 32, 32, generator=g) * 2 - 1
+    labels = torch.randint(0, 10, (a.images,), generator=g)
+    torch.manual_seed(0)
+    net = Net(128).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
+    crit = nn.CrossEntropyLoss()
+    for _ in range(a.reps):
+        order = torch.randperm(a.images, generator=g)
+        t0 = time.perf_counter()
+        total, steps = 0.0, 0
+        for first in range(0, a.images, a.batch):
+            idx = order[first:first + a.batch]
+            x, y = images[idx].to(dev), labels[idx].to(dev)
+            opt.zero_grad()
+            loss = crit(net(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.item()  # the lecture's loop reads the loss every step (running_loss)
+            steps += 1
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        s = time.perf_counter() - t0
+        print(json.dumps({"torch": torch.__version__, "device": a.device, "batch": a.batch, "images": a.images,
+                          "seconds": s, "imgs_per_s": a.images / s, "loss": total / max(1, steps)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
