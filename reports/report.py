@@ -1151,6 +1151,9 @@ def build(args):
     except Exception as e:
         raise EnvironmentError(f"report: matplotlib does not import ({one_line(e)}); install python3-matplotlib")
 
+    for f in os.listdir(out):  # plots of an earlier report in the same folder would be stale
+        if re.match(r"^fig\d\d+_.*\.png$", f):
+            os.remove(os.path.join(out, f))
     page = Page(out)
     sec_machines(page, runs)
     for sec in (sec_lecture, sec_batch, sec_gflops, sec_transfer, sec_amp, sec_compare, sec_cases):
