@@ -398,6 +398,13 @@ class Page:
                 narrow = lo > 0 and math.log10(hi / lo) < 1.5
                 ax.yaxis.set_minor_formatter(plain if narrow else NullFormatter())
                 ax.tick_params(axis="y", which="minor", labelsize=7)
+            if ax.get_xscale() == "log" and not isinstance(ax.xaxis.get_major_formatter(), FuncFormatter):
+                lo, hi = ax.get_xlim()
+                plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:.3g}")
+                ax.xaxis.set_major_formatter(plain)
+                narrow = lo > 0 and math.log10(hi / lo) < 1.5
+                ax.xaxis.set_minor_formatter(plain if narrow else NullFormatter())
+                ax.tick_params(axis="x", which="minor", labelsize=7)
         self.figs += 1
         fname = self.uniq(f"fig{self.figs:02d}_{name}") + ".png"
         fig.savefig(os.path.join(self.out, fname), dpi=90, bbox_inches="tight")
