@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <map>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -239,12 +242,45 @@ std::vector<Shape> shapes_of(const SuiteOptions& o) {
   return out;
 }
 
+// After the run: each implementation against the library on the same device, dtype and shape
+// (ours vs cuBLAS, blocked vs OpenBLAS), the ratios the performance goals are stated in.
+void summarize(const std::vector<json>& records, std::ostream& out) {
+  auto shape_of = [](const json& r) {
+    return std::to_string(r.value("m", 0LL)) + "x" + std::to_string(r.value("n", 0LL)) + "x" +
+           std::to_string(r.value("k", 0LL));
+  };
+  std::map<std::string, double> library;  // device|dtype|shape -> GFLOP/s of cublas / openblas
+  for (const auto& r : records) {
+    const std::string impl = r.value("impl", "");
+    if (r.contains("gflops") && (impl == "cublas" || impl == "openblas"))
+      library[r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r)] = r.at("gflops").get<double>();
+  }
+  std::vector<std::string> lines;
+  for (const auto& r : records) {
+    const std::string impl = r.value("impl", "");
+    if (!r.contains("gflops") || impl == "cublas" || impl == "openblas") continue;
+    auto it = library.find(r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r));
+    if (it == library.end() || !(it->second > 0)) continue;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "| %-8s | %-5s | %-14s | %-10s | %10.1f | %10.1f | %5.1f%% |", r.value("device", "").c_str(),
+                  r.value("dtype", "").c_str(), shape_of(r).c_str(), impl.c_str(), r.at("gflops").get<double>(),
+                  it->second, 100.0 * r.at("gflops").get<double>() / it->second);
+    lines.push_back(buf);
+  }
+  if (lines.empty()) return;
+  out << "\n### matmul: our kernels vs the library (same device, dtype, shape)\n\n"
+      << "| device   | dtype | m x n x k      | impl       |    GFLOP/s | library GF |  ratio |\n"
+      << "|----------|-------|----------------|------------|------------|------------|--------|\n";
+  for (const auto& l : lines) out << l << "\n";
+}
+
 }  // namespace
 
 Suite matmul_suite() {
   Suite s;
   s.name = "matmul";
   s.description = "C = A x B: OpenBLAS sgemm (best core), cuBLAS fp32/tf32/fp16/bf16, our CUDA kernels";
+  s.summarize = summarize;
   s.expand = [](const SuiteOptions& o) {
     const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
     auto wanted = [&](const std::string& d) {
