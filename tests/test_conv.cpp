@@ -45,6 +45,10 @@ std::vector<Conv2dShape> shapes() {
       make(2, 5, 7, 7, 3, 3, 3, 0, 3),      // stride > 1 without padding, odd leftovers
       make(2, 3, 4, 4, 2, 3, 3, 2, 1),      // padding larger than needed (output bigger than input)
       make(3, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, fewer channels
+      // k <= c/4, stride 1: backward-data runs as a forward conv with rotated filters
+      make(2, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout, fewer channels
+      make(2, 32, 9, 9, 4, 3, 3, 1),        // "same" padding
+      make(1, 16, 7, 9, 3, 5, 5, 2),        // non-square, pad 2
   };
 }
 

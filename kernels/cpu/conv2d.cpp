@@ -284,9 +284,38 @@ void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w
   }
 }
 
+namespace {
+// Backward-data as a forward convolution (stride 1 only): dx = conv(dy padded by r-1-pad, W
+// rotated by 180 degrees with c and k swapped). Its GEMM is C x (K*R*S) x (H*W) per image instead
+// of (C*R*S) x K x (P*Q): far better shaped when K is small (conv2: K = 16 makes the plain path a
+// 16-deep GEMM that only writes a 3200-row dcol), at the price of multiplying the zero border
+// (H*W / P*Q times the flops, <= 2.5x where we take it).
+bool backward_data_as_forward(const Conv2dShape& sh) {
+  if (sh.stride_h != 1 || sh.stride_w != 1 || sh.pad_h > sh.r - 1 || sh.pad_w > sh.s - 1) return false;
+  const double waste = double(sh.h) * sh.w / (double(sh.p()) * sh.q());
+  return sh.k * 4 <= sh.c && waste <= 2.5;
+}
+}  // namespace
+
 void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
                                  std::vector<float>& ws) {
   check_shape(sh);
+  if (backward_data_as_forward(sh)) {
+    Conv2dShape t;
+    t.n = sh.n, t.c = sh.k, t.h = sh.p(), t.w = sh.q(), t.k = sh.c, t.r = sh.r, t.s = sh.s;
+    t.pad_h = sh.r - 1 - sh.pad_h, t.pad_w = sh.s - 1 - sh.pad_w;
+    thread_local std::vector<float> wt;  // W'[c][k][R-1-r][S-1-s] = W[k][c][r][s]
+    wt.resize(sh.w_size());
+    const int RS = sh.r * sh.s;
+    for (int k = 0; k < sh.k; ++k)
+      for (int c = 0; c < sh.c; ++c) {
+        const float* src = w + (std::size_t(k) * sh.c + c) * RS;
+        float* dst = wt.data() + (std::size_t(c) * sh.k + k) * RS;
+        for (int i = 0; i < RS; ++i) dst[RS - 1 - i] = src[i];
+      }
+    conv2d_forward_im2col(t, dy, wt.data(), nullptr, dx, ws);
+    return;
+  }
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   const bool pw = is_pointwise(sh);
