@@ -51,7 +51,10 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
   o.list_only = f.list;
   o.argv = argv;
   const bool units = o.suites.size() == 1 && o.suites[0] == "transfer";
-  if (!f.sizes.empty()) o.overrides["size"] = parse_list(f.sizes, "--sizes", units);
+  if (!f.sizes.empty()) {
+    o.overrides["size"] = parse_list(f.sizes, "--sizes", units);
+    o.extra["sizes_given"] = true;  // suites with extra shapes beside the size axis run only these
+  }
   if (!f.batch.empty()) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
   if (!f.dtype.empty()) {
     auto words = parse_words(f.dtype, "--dtype");
@@ -78,7 +81,7 @@ void add_run_command(CLI::App& app, int& rc) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* run = app.add_subcommand("run", "Run suites: verify every case, time it, write results and tables");
   add_common(run, *f);
-  run->add_option("--repetitions,-r", f->repetitions, "Repetitions per case (default 5, --quick 3)")
+  run->add_option("--repetitions,-r", f->repetitions, "Repetitions per case (default 5)")
       ->check(CLI::Range(1, 1000));
   run->add_option("--min-time", f->min_time, "Minimum seconds per repetition (default 0.1, --quick 0.02)")
       ->check(CLI::Range(1e-6, 3600.0));

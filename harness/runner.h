@@ -16,7 +16,7 @@ struct RunOptions {
   std::vector<std::string> suites = {"lecture"};
   std::string device = "all";        // cpu | cuda | cuda:N | all
   bool quick = false;
-  int repetitions = 0;               // 0: 5, or 3 with --quick
+  int repetitions = 0;               // 0: 5 (also with --quick: 3 vs 3 can never be significant)
   double min_time = 0;               // seconds per repetition; 0: 0.1, or 0.02 with --quick
   double max_cv = 0.05;              // above this coefficient of variation, repetitions are doubled once
   std::string out;                   // results folder; "" = results/<timestamp>-<host>
