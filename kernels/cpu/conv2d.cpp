@@ -3,9 +3,12 @@
 //
 // Napkin math (lecture conv1 at batch 64: n64 c3 32x32 k128 5x5 -> 28x28):
 //   flops = 2*n*k*p*q*c*r*s = 2*64*128*784*75 = 0.96 GFLOP per direction;
-//   im2col buffer = c*r*s x n*p*q floats = 75 x 50176 = 15 MB (written once, read once by the GEMM).
+//   a whole-batch im2col buffer would be c*r*s x n*p*q floats = 75 x 50176 = 15 MB, so forward and
+//   backward-data work in cache-sized chunks (~1 MB of im2col, see chunk_images).
 // The GEMM is the whole cost when c*r*s is large; for conv1 (c*r*s = 75) the im2col copy and the
-// NCHW scatter are a visible part, so they are written as contiguous row copies.
+// NCHW scatter are a visible part, so they are written as contiguous row copies. For conv2
+// (128 -> 16 channels) im2col blows the input up 16x; backward-data there runs as a forward conv
+// with rotated filters instead (backward_data_as_forward).
 //
 // Fast-path layout: the batch is processed in chunks of `nb` images, and one GEMM covers the whole
 // chunk (GEMM N = nb*p*q), which is what makes small layers (conv2: 16 x 3200 x 100 per image) fast:
