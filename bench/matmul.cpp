@@ -230,10 +230,8 @@ bool worth_running(const std::string& impl, const Shape& s) {
 std::vector<Shape> shapes_of(const SuiteOptions& o) {
   std::vector<Shape> out;
   for (long long n : axis_ints(o, "size")) out.push_back({n, n, n, true});
-  // --sizes replaces the square sizes and drops the rectangular shapes: the file's "default_size"
-  // mirrors its "size", so a difference means the command line overrode it.
-  const bool sizes_overridden = o.axes.contains("default_size") && o.axes.contains("size") &&
-                                o.axes.at("default_size") != o.axes.at("size");
+  // --sizes replaces the square sizes and drops the rectangular shapes.
+  const bool sizes_overridden = o.extra.value("sizes_given", false);
   if (!sizes_overridden && o.axes.contains("shape"))
     for (const auto& sh : o.axes.at("shape")) {
       if (!sh.is_array() || sh.size() != 3) throw InputError("harness/suites/matmul.json: shape must be [m, n, k]");

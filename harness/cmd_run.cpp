@@ -14,7 +14,7 @@ namespace dlb::harness {
 
 namespace {
 struct RunFlags {
-  std::string suite = "lecture", device = "all", out, sizes, batch, dtype, filter, input, peer;
+  std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
   bool quick = false, no_report = false, list = false, cuda_graph = false;
   int repetitions = 0;
   double min_time = 0;
@@ -26,6 +26,7 @@ void add_common(CLI::App* sub, RunFlags& f) {
   sub->add_flag("--quick,-q", f.quick, "CI scale: small sweeps, fewer repetitions");
   sub->add_option("--sizes", f.sizes, "Override the size axis, e.g. 512,2048 (transfer: 1MB,256KiB)");
   sub->add_option("--batch", f.batch, "Override the batch axis, e.g. 64,4,2");
+  sub->add_option("--images", f.images, "Training suites: images per timed epoch (default 50000, --quick 1024)");
   sub->add_option("--dtype", f.dtype, "Restrict dtypes: fp32,tf32,fp16,bf16");
   sub->add_option("--filter", f.filter, "Only cases whose name matches this regular expression");
   sub->add_option("--input", f.input, "Training input pipeline: pageable | pinned | prefetch | resident | all");
@@ -56,6 +57,7 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
     o.extra["sizes_given"] = true;  // suites with extra shapes beside the size axis run only these
   }
   if (!f.batch.empty()) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
+  if (!f.images.empty()) o.overrides["images"] = parse_list(f.images, "--images", false, 100000000);
   if (!f.dtype.empty()) {
     auto words = parse_words(f.dtype, "--dtype");
     for (const auto& w : words) parse_dtype(w);  // UsageError on an unknown name
