@@ -7,8 +7,10 @@
 //               against the model's own train_step, which must agree to 1e-5).
 //   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
 //               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
+//   ops "cast", "unscale" (GPU): our fp32->fp16/bf16 cast and fused unscale+inf/NaN check kernels
+//               (kernels/cuda/amp_kernels.h), bit-checked against the host references, in GB/s.
 // Devices/dtypes: the CPU runs fp32 and bf16 (PyTorch's CPU autocast); CUDA devices run the gemm
-// cases in fp32/tf32/fp16/bf16. `--dtype fp16` on a CPU-only run is a usage error (exit 2).
+// cases in fp32/tf32/fp16/bf16 and the kernel cases in fp16/bf16. `--dtype fp16` on a CPU-only run is a usage error (exit 2).
 #include <cblas.h>
 
 #include <algorithm>
@@ -310,6 +312,69 @@ class GemmAmpGpu final : public Case {
   cuda::DeviceBuffer<std::uint16_t> ah_, bh_;
   cuda::EventTimer timer_;
 };
+
+// ---- ops "cast" and "unscale" (GPU): our AMP kernels, bandwidth-bound. Napkin: a cast reads 4 and
+// writes 2 bytes per element; the fused unscale + inf/NaN check reads and writes 4. ----
+class AmpKernelGpu final : public Case {
+ public:
+  AmpKernelGpu(int dev, std::string op, DType t, std::size_t n) : dev_(dev), op_(std::move(op)), t_(t), n_(n) {}
+  void setup() override {
+    std::string why;
+    if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
+    DLB_CUDA_CHECK(cudaSetDevice(dev_));
+    host_.resize(n_);
+    fill_uniform(host_.data(), n_, 31);
+    for (auto& v : host_) v *= 70000.0f;  // some values overflow fp16 (a cast must give inf there)
+    x_ = cuda::DeviceBuffer<float>(n_);
+    x_.upload(host_.data(), n_);
+    if (op_ == "cast") h_ = cuda::DeviceBuffer<std::uint16_t>(n_);
+    flags_ = cuda::DeviceBuffer<float>(2);
+    const float f[2] = {1.0f, 0.0f};  // inv_scale 1 keeps the buffer unchanged across timed runs
+    flags_.upload(f, 2);
+  }
+  void enqueue() {
+    if (op_ == "unscale") return cuda::amp_unscale_check(x_.data(), n_, flags_.data(), flags_.data() + 1);
+    if (t_ == DType::fp16) cuda::amp_cast_fp32_to_fp16(x_.data(), h_.data(), n_);
+    else cuda::amp_cast_fp32_to_bf16(x_.data(), h_.data(), n_);
+  }
+  CheckResult verify() override {
+    enqueue();
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    if (op_ == "unscale") {
+      std::vector<float> got(n_);
+      float f[2];
+      x_.download(got.data(), n_);
+      flags_.download(f, 2);
+      if (f[1] != 0.0f) return judge(1.0, 0.0, "found_inf set on finite gradients");
+      return judge(max_rel_err(got.data(), host_.data(), n_), default_tolerance(DType::fp32));
+    }
+    std::vector<std::uint16_t> got(n_);
+    h_.download(got.data(), n_);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n_; ++i) wrong += got[i] != (t_ == DType::fp16 ? models::to_fp16(host_[i]) : models::to_bf16(host_[i]));
+    return judge(double(wrong) / n_, 0.0, std::to_string(wrong) + " values differ from the host reference bits");
+  }
+  double run() override {
+    timer_.start();
+    enqueue();
+    return timer_.stop_seconds();
+  }
+  bool manual_time() const override { return true; }
+  Work work() const override { return {0, double(n_) * (op_ == "cast" ? 6 : 8), 0}; }
+  Metric metric() const override { return Metric::gb_per_s; }
+  void annotate(json& e) const override { e["elements"] = n_; }
+  void teardown() override { x_ = {}, h_ = {}, flags_ = {}; }
+
+ private:
+  int dev_;
+  std::string op_;
+  DType t_;
+  std::size_t n_;
+  std::vector<float> host_;
+  cuda::DeviceBuffer<float> x_, flags_;
+  cuda::DeviceBuffer<std::uint16_t> h_;
+  cuda::EventTimer timer_;
+};
 #endif
 
 std::string fmt(double v, const char* f) {
@@ -334,11 +399,12 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
     const bool err = r.value("error_occurred", false);
     const double t = r.value("real_time", 0.0);
     std::string what = r.value("op", "") == "train" ? r.value("model", "") + " b=" + std::to_string(r.value("batch", 0))
-                                                    : "gemm n=" + std::to_string(r.value("size", 0));
+                                                    : r.value("op", "") + " n=" + std::to_string(r.value("size", 0LL));
     std::string thr = "-", speed = "-", parity = "-";
     if (!err) {
       if (r.contains("imgs_per_s")) thr = fmt(r.at("imgs_per_s").get<double>(), "%.0f imgs/s");
       else if (r.contains("gflops")) thr = fmt(r.at("gflops").get<double>(), "%.1f GFLOP/s");
+      else if (r.contains("gb_per_s")) thr = fmt(r.at("gb_per_s").get<double>(), "%.1f GB/s");
       if (auto it = base.find(point(r)); it != base.end() && t > 0) speed = fmt(it->second / t, "%.2fx");
     }
     if (r.contains("parity_max_rel_diff"))
@@ -421,6 +487,22 @@ Suite amp_suite() {
 #endif
           }
         }
+#ifdef DLB_HAVE_CUDA
+      if (gpu)
+        for (DType t : dtypes) {
+          if (!models::is_half(t)) continue;
+          const int idx = gpu_index(dev);
+          const std::size_t n = o.quick ? (std::size_t(1) << 22) : (std::size_t(1) << 26);
+          CaseId id{"amp", "cast", dev, dtype_name(t), {}};
+          id.with("size", static_cast<long long>(n));
+          cases.push_back({id, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "cast", t, n); }});
+          if (t == DType::fp16) {  // the loss scaler's pass (fp16 only: bf16 needs no scaling)
+            CaseId u{"amp", "unscale", dev, dtype_name(t), {}};
+            u.with("size", static_cast<long long>(n));
+            cases.push_back({u, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "unscale", t, n); }});
+          }
+        }
+#endif
     }
     return cases;
   };
