@@ -9,8 +9,10 @@
 #include <memory>
 
 #include "harness/commands.h"
+#include "harness/runner.h"
 #include "kernels/common/device.h"
 #include "kernels/common/errors.h"
+#include "models/amp.h"
 #include "models/data.h"
 #include "models/trainer.h"
 
@@ -18,26 +20,36 @@ namespace dlb::harness {
 
 namespace {
 struct TrainFlags {
-  std::string model = "net128", dataset = "synthetic", device = "cpu", input = "pageable";
+  std::string model = "net128", dataset = "synthetic", device = "cpu", input = "pageable", dtype = "fp32";
   int epochs = 1, batch = 64;
   long long limit = 0;
   double lr = 0;
   bool cuda_graph = false;
 };
 
+// One device, checked like `run --device` (harness/runner.h); "cuda" means the first GPU.
 std::string resolve_device(const std::string& d) {
-  if (d == "cpu") return d;
-  if (d == "cuda" || d == "gpu" || d.rfind("cuda:", 0) == 0) {
-    const CudaInfo& cu = cuda_info();
-    if (!cu.available) throw UsageError("--device " + d + ": " + cu.reason);
-    if (d == "cuda" || d == "gpu") return "cuda:0";
-    const std::string n = d.substr(5);
-    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
-      throw UsageError("--device '" + d + "': expected cuda:N with N a GPU index");
-    if (std::stoi(n) >= int(cu.gpus.size())) throw UsageError("--device " + d + ": no such CUDA device");
-    return d;
+  const auto devs = resolve_devices(d);
+  if (d == "all" || d.find(',') != std::string::npos || (devs.size() != 1 && d != "cuda" && d != "gpu"))
+    throw UsageError("--device '" + d + "': train runs on one device (cpu, cuda or cuda:N)");
+  return devs.front();
+}
+
+// Mixed-precision epoch on the CPU (bf16 autocast, models/amp.h): same order and batches as the
+// fp32 trainer, the step done by AmpTrainer with fp32 master weights.
+double amp_epoch(models::AmpTrainer& amp, const models::Dataset& d, int batch, std::uint64_t seed) {
+  const auto idx = models::epoch_order(d.size(), seed);
+  const std::size_t item = std::size_t(d.c) * d.h * d.w;
+  std::vector<float> x(std::size_t(batch) * item);
+  std::vector<std::int32_t> y(batch);
+  double total = 0;
+  long steps = 0;
+  for (std::size_t first = 0; first < d.size(); first += batch, ++steps) {
+    const int n = int(std::min<std::size_t>(batch, d.size() - first));
+    models::gather_batch(d, idx, first, n, x.data(), y.data());
+    total += amp.step(models::Batch{x.data(), y.data(), nullptr, n});
   }
-  throw UsageError("--device '" + d + "': unknown device (expected cpu, cuda or cuda:N)");
+  return total / std::max(1L, steps);
 }
 
 int run_train(const TrainFlags& f) {
@@ -51,6 +63,10 @@ int run_train(const TrainFlags& f) {
   if (f.lr < 0 || f.lr != f.lr) throw UsageError("--lr must be a positive number");
   models::TrainOptions o;
   o.device = resolve_device(f.device);
+  const DType dtype = parse_dtype(f.dtype);
+  models::check_dtype_for_device(dtype, o.device != "cpu");
+  if (dtype != DType::fp32 && o.device != "cpu")
+    throw UsageError("--dtype " + f.dtype + ": mixed-precision training on the GPU is not implemented yet (the amp suite times its kernels)");
   o.input = models::parse_input_mode(f.input);
   o.cuda_graph = f.cuda_graph;
 
@@ -67,18 +83,24 @@ int run_train(const TrainFlags& f) {
   models::OptimizerConfig opt = models::default_optimizer(f.model);
   if (f.lr > 0) opt.lr = static_cast<float>(f.lr);
   auto trainer = models::make_trainer(*model, opt, o);
+  std::unique_ptr<models::Optimizer> amp_opt;
+  std::unique_ptr<models::AmpTrainer> amp;
+  if (dtype != DType::fp32) {
+    amp_opt = std::make_unique<models::Optimizer>(opt, model->params());
+    amp = std::make_unique<models::AmpTrainer>(*model, *amp_opt, dtype);
+  }
 
   std::printf("model %s: %zu parameters; dataset %s: %zu train / %zu test images of %dx%dx%d\n", f.model.c_str(),
               model->num_params(), train.name.c_str(), train.size(), data.test.size(), train.c, train.h, train.w);
-  std::printf("optimizer %s(lr %g%s), batch %d, device %s\n", opt.kind.c_str(), opt.lr,
-              opt.kind == "sgd" ? (", momentum " + std::to_string(opt.momentum).substr(0, 4)).c_str() : "", f.batch,
+  std::printf("optimizer %s(lr %g%s), batch %d, dtype %s, device %s\n", opt.kind.c_str(), opt.lr,
+              opt.kind == "sgd" ? (", momentum " + std::to_string(opt.momentum).substr(0, 4)).c_str() : "", f.batch, f.dtype.c_str(),
               trainer->describe().c_str());
   if (o.device != "cpu") std::printf("GPU memory after moving the model: %g MB\n", trainer->model_device_bytes() / 1e6);
   std::fflush(stdout);
   double total_s = 0;
   for (int e = 1; e <= f.epochs; ++e) {
     const auto t0 = std::chrono::steady_clock::now();
-    const double loss = trainer->train_epoch(train, f.batch);
+    const double loss = amp ? amp_epoch(*amp, train, f.batch, e) : trainer->train_epoch(train, f.batch);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     total_s += s;
     std::printf("epoch %d/%d: loss %.4f  (%.2f s, %.0f imgs/s)\n", e, f.epochs, loss, s, train.size() / s);
@@ -106,6 +128,7 @@ void add_train_command(CLI::App& app, int& rc) {
   sub->add_option("--epochs", f->epochs, "Epochs (default 1)");
   sub->add_option("--device,-d", f->device, "cpu | cuda | cuda:N (default cpu)");
   sub->add_option("--batch", f->batch, "Batch size (default 64)");
+  sub->add_option("--dtype", f->dtype, "fp32 (default) | bf16 (CPU autocast, fp32 master weights)");
   sub->add_option("--lr", f->lr, "Learning rate (default: the model's: SGD 0.001 for net128, Adam 0.001 otherwise)");
   sub->add_option("--limit", f->limit, "Use only the first N training images (0 = all)");
   sub->add_option("--input", f->input, "GPU input pipeline: pageable | pinned | prefetch | resident");

@@ -10,3 +10,7 @@ dlb_smoke(train_junk_dataset 2 train --model mlp --dataset ${CMAKE_CURRENT_SOURC
 dlb_smoke(train_bad_device 2 train --model mlp --dataset synthetic --epochs 1 --device tpu)
 dlb_smoke(train_bad_lr 2 train --model mlp --dataset synthetic --epochs 1 --device cpu --lr -1)
 dlb_smoke(train_mlp_synthetic_small 0 train --model mlp --dataset synthetic --epochs 1 --device cpu --limit 2048)
+
+dlb_smoke(train_bf16_small 0 train --model mlp --dataset synthetic --epochs 1 --device cpu --limit 1024 --dtype bf16)
+dlb_smoke(train_fp16_on_cpu 2 train --model mlp --dataset synthetic --epochs 1 --device cpu --dtype fp16)
+dlb_smoke(train_device_all 2 train --model mlp --dataset synthetic --epochs 1 --device all)
