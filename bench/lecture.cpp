@@ -191,12 +191,16 @@ class TrainingCase final : public Case {
 // times (manual time). Verification: the peer ran and its loss is finite; its numbers are PyTorch's.
 std::string peer_script() {
   if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_lecture.py";
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  std::string exe = n > 0 ? std::string(buf, n) : "";
-  // <root>/<build>/bin/dlbench -> <root>
-  for (int i = 0; i < 3 && !exe.empty(); ++i) exe = exe.substr(0, exe.find_last_of('/'));
-  return exe + "/bench/peers/pytorch_lecture.py";
+  return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_lecture.py";
+}
+
+// Interpreters to try, in order: the launcher's choice, Debian's (python3-torch installs there), PATH's.
+std::vector<std::string> peer_pythons() {
+  std::vector<std::string> out;
+  if (const char* p = std::getenv("DLBENCH_PYTHON")) out.push_back(p);
+  out.push_back("/usr/bin/python3");
+  out.push_back("python3");
+  return out;
 }
 
 class PeerCase final : public Case {
@@ -206,14 +210,20 @@ class PeerCase final : public Case {
   void setup() override {
     const std::string script = peer_script();
     if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
-    const std::string cmd = "python3 '" + script + "' --device " + device_ + " --batch " + std::to_string(batch_) +
-                            " --images " + std::to_string(images_) + " --reps " + std::to_string(reps_) + " 2>&1";
-    FILE* f = popen(cmd.c_str(), "r");
-    if (!f) throw Unsupported("pytorch peer: cannot start python3");
+    // The script exits 3 when torch does not import: then the next interpreter is tried.
     std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, f)) out += buf;
-    const int st = pclose(f);
+    int st = 0;
+    for (const std::string& py : peer_pythons()) {
+      const std::string cmd = "'" + py + "' '" + script + "' --device " + device_ + " --batch " + std::to_string(batch_) +
+                              " --images " + std::to_string(images_) + " --reps " + std::to_string(reps_) + " 2>&1";
+      FILE* f = popen(cmd.c_str(), "r");
+      if (!f) continue;
+      out.clear();
+      char buf[512];
+      while (fgets(buf, sizeof buf, f)) out += buf;
+      st = pclose(f);
+      if (!(WIFEXITED(st) && (WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 127))) break;
+    }
     std::istringstream lines(out);
     std::string line;
     while (std::getline(lines, line)) {
@@ -223,6 +233,7 @@ class PeerCase final : public Case {
         secs_.push_back(j.at("seconds").get<double>());
         loss_ = j.value("loss", loss_);
         version_ = j.value("torch", version_);
+        threads_ = j.value("threads", threads_);
       }
     }
     if (secs_.empty()) {
@@ -244,6 +255,7 @@ class PeerCase final : public Case {
   void annotate(json& r) const override {
     r["peer"] = "pytorch";
     r["torch_version"] = version_;
+    r["torch_threads"] = threads_;
     r["mean_loss"] = loss_;
   }
 
@@ -255,6 +267,7 @@ class PeerCase final : public Case {
   std::vector<double> secs_;
   double loss_ = NAN;
   std::string version_ = "?";
+  int threads_ = 0;
   std::size_t next_ = 0;
 };
 

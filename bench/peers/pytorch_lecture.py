@@ -6,6 +6,7 @@ to the device per step (the lecture's loop). Prints one JSON line per repetition
 Exit 3 (one line) when torch does not import; dlbench then records the peer as skipped."""
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -45,6 +46,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--images", type=int, default=50000)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0: every core)")
     a = ap.parse_args()
     if a.batch <= 0 or a.images <= 0 or a.reps <= 0:
         print("batch, images and reps must be positive")
@@ -53,6 +55,9 @@ def main() -> int:
         print("torch has no CUDA device")
         return 3
     dev = torch.device(a.device)
+    # Every core, as OpenBLAS uses on our side (some builds default to one intra-op thread).
+    threads = a.threads or (os.cpu_count() or 1)
+    torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
     images = torch.rand(a.images, 3, 32, 32, generator=g) * 2 - 1
     labels = torch.randint(0, 10, (a.images,), generator=g)
@@ -77,7 +82,8 @@ def main() -> int:
             torch.cuda.synchronize()
         s = time.perf_counter() - t0
         print(json.dumps({"torch": torch.__version__, "device": a.device, "batch": a.batch, "images": a.images,
-                          "seconds": s, "imgs_per_s": a.images / s, "loss": total / max(1, steps)}), flush=True)
+                          "threads": torch.get_num_threads(), "seconds": s, "imgs_per_s": a.images / s,
+                          "loss": total / max(1, steps)}), flush=True)
     return 0
 
 
