@@ -677,6 +677,9 @@ def sec_lecture(page, runs):
                     + [ours, f"{lec} imgs/sec" if lec else "-", ratio, device_name(c.run, c.device)])
     page.table(Table("lecture", "Device | Batchsize | Train throughput (ours beside the lecture's)", headers, rows))
 
+    def who(c):  # our implementation, or a peer (the PyTorch run) measured beside it
+        return "peer" if c.params.get("impl") == "pytorch" else "ours"
+
     # Bar chart: ours (per run) and the lecture's, grouped by device x batch.
     groups = []
     for c in cases:
@@ -692,7 +695,7 @@ def sec_lecture(page, runs):
                                0 if g[0] == "CPU" else 1))
     series = []
     for c in cases:
-        s = series_label([c.run.label if multi_run else "ours", c.device if multi_gpu else "", variant(c)])
+        s = series_label([c.run.label if multi_run else who(c), c.device if multi_gpu else "", variant(c)])
         if s not in series:
             series.append(s)
     fig, (ax,) = plt_new(9, 4.6)
@@ -705,7 +708,7 @@ def sec_lecture(page, runs):
         for gi, g in enumerate(groups):
             v = None
             for c in cases:
-                cs = series_label([c.run.label if multi_run else "ours", c.device if multi_gpu else "", variant(c)])
+                cs = series_label([c.run.label if multi_run else who(c), c.device if multi_gpu else "", variant(c)])
                 if cs == s and (device_kind(c.device), c.params["batch"]) == g:
                     if c.ok:
                         v = c.value
