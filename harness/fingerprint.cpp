@@ -196,8 +196,13 @@ std::string fingerprint_text(const nlohmann::json& fp) {
     o << buf;
   }
   const auto& cu = fp.at("cuda");
+  // cuBLAS and cuDNN encode versions as major*10000 + minor*100 + patch.
+  auto lib = [](int v) {
+    return v <= 0 ? std::string("n/a")
+                  : std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  };
   o << "CUDA          driver " << cu.value("driver", "") << ", runtime " << cu.value("runtime", "") << ", cuBLAS "
-    << cu.value("cublas", 0) << ", cuDNN " << cu.value("cudnn", 0) << "\n";
+    << lib(cu.value("cublas", 0)) << ", cuDNN " << lib(cu.value("cudnn", 0)) << "\n";
   if (!cu.value("available", false)) {
     o << "GPUs          " << cu.value("reason", "no CUDA device") << "\n";
   } else {
