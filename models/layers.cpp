@@ -350,6 +350,16 @@ void MaxPool2d::backward(const Shape& in, const float*, const float*, const floa
   if (dx) cpu::maxpool2d_backward(dy, arg_.data(), dx, in.size(), out_shape(in).size());
 }
 
+void MaxPool2d::forward_relu(const Shape& in, const float* x, float* y) {
+  const Shape o = out_shape(in);
+  arg_.resize(o.size());
+  cpu::maxpool2d_forward(x, y, arg_.data(), in.n, in.c, in.h, in.w, k);
+  cpu::relu_forward(y, y, o.size());
+}
+void MaxPool2d::backward_relu(const Shape& in, const float* y, const float* dy, float* dx) {
+  cpu::maxpool2d_relu_backward(dy, y, arg_.data(), dx, in.n, in.c, in.h, in.w, k);
+}
+
 void MaxPool2d::forward_ref(const Shape& in, const double* x, double* y) {
   const Shape o = out_shape(in);
   for (long plane = 0; plane < long(in.n) * in.c; ++plane)

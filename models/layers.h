@@ -143,6 +143,11 @@ class MaxPool2d final : public Layer {
   void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
   void forward_ref(const Shape& in, const double* x, double* y) override;
   void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
+  // ReLU then this pool as one pass (Sequential uses it for a ReLU -> MaxPool2d pair): max-pooling
+  // commutes with ReLU, so y = relu(maxpool(x)) reads x once and never writes relu(x); backward
+  // writes dx (the gradient w.r.t. the ReLU's input x) in one pass from dy and the pooled y.
+  void forward_relu(const Shape& in, const float* x, float* y);
+  void backward_relu(const Shape& in, const float* y, const float* dy, float* dx);
   int k;
 
  private:

@@ -83,9 +83,13 @@ void Sequential::plan(int n) {
   for (std::size_t i = 0; i < layers_.size(); ++i) shapes_[i + 1] = layers_[i]->out_shape(shapes_[i]);
   acts_.resize(layers_.size());
   grads_.resize(layers_.size());
+  fused_.assign(layers_.size(), 0);
+  for (std::size_t i = 1; i + 1 < layers_.size(); ++i)
+    fused_[i] = layers_[i]->kind() == "ReLU" && dynamic_cast<MaxPool2d*>(layers_[i + 1].get()) != nullptr;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    acts_[i].assign(shapes_[i + 1].size(), 0.f);
-    grads_[i].assign(i == 0 ? 0 : shapes_[i].size(), 0.f);
+    const bool unused_act = fused_[i], unused_grad = i > 0 && fused_[i - 1];
+    acts_[i].assign(unused_act ? 0 : shapes_[i + 1].size(), 0.f);
+    grads_[i].assign(i == 0 || unused_grad ? 0 : shapes_[i].size(), 0.f);
   }
   dout_.assign(shapes_.back().size(), 0.f);
 }
@@ -99,7 +103,12 @@ const std::vector<float>& Sequential::predict(const float* x, int n) {
   plan(n);
   const float* cur = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->forward(shapes_[i], cur, acts_[i].data());
+    if (fused_[i]) {  // ReLU + MaxPool2d in one pass over the ReLU's input
+      ++i;
+      static_cast<MaxPool2d*>(layers_[i].get())->forward_relu(shapes_[i - 1], cur, acts_[i].data());
+    } else {
+      layers_[i]->forward(shapes_[i], cur, acts_[i].data());
+    }
     cur = acts_[i].data();
   }
   return acts_.back();
@@ -112,6 +121,11 @@ float Sequential::forward_backward(const Batch& b) {
   for (std::size_t i = layers_.size(); i-- > 0;) {
     const float* xin = i == 0 ? b.x : acts_[i - 1].data();
     const float* dy = i + 1 == layers_.size() ? dout_.data() : grads_[i + 1].data();
+    if (i > 0 && fused_[i - 1]) {  // MaxPool2d + the ReLU before it: dx goes straight to layer i - 2
+      static_cast<MaxPool2d*>(layers_[i].get())->backward_relu(shapes_[i - 1], acts_[i].data(), dy, grads_[i - 1].data());
+      --i;
+      continue;
+    }
     layers_[i]->backward(shapes_[i], xin, acts_[i].data(), dy, i == 0 ? nullptr : grads_[i].data());
   }
   return loss;

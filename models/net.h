@@ -66,6 +66,9 @@ class Sequential {
   std::vector<Shape> shapes_;                 // shapes_[i] = input of layer i, for the current n
   std::vector<std::vector<float>> acts_, grads_;  // acts_[i] = output of layer i
   std::vector<float> dout_;
+  // fused_[i]: layer i is a ReLU followed by a MaxPool2d, run as one MaxPool2d::forward_relu /
+  // backward_relu pass (acts_[i] and grads_[i + 1] then stay empty: nothing reads them).
+  std::vector<char> fused_;
   void plan(int n);
 };
 

@@ -70,6 +70,27 @@ void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std
   std::fill(dx, dx + x_size, 0.f);
   for (std::size_t i = 0; i < y_size; ++i) dx[arg[i]] += dy[i];
 }
+void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t* arg, float* dx, int n, int c, int h,
+                             int w, int k) {
+  const int p = h / k, q = w / k;
+  const std::size_t hw = std::size_t(h) * w, pq = std::size_t(p) * q;
+  for (long plane = 0; plane < long(n) * c; ++plane) {
+    float* dp = dx + plane * hw;
+    const float* gp = dy + plane * pq;
+    const float* yp = y + plane * pq;
+    const std::int32_t* ap = arg + plane * pq;
+    for (int i = 0; i < p; ++i) {
+      for (int a = 0; a < k; ++a) {  // zero the k rows of this window row (and the ragged right edge)
+        float* row = dp + std::size_t(i * k + a) * w;
+        for (int t = 0; t < w; ++t) row[t] = 0.f;
+      }
+      for (int j = 0; j < q; ++j)
+        if (yp[i * q + j] > 0.f) dx[ap[i * q + j]] = gp[i * q + j];
+    }
+    for (int r = p * k; r < h; ++r)  // ragged bottom rows
+      for (int t = 0; t < w; ++t) dp[std::size_t(r) * w + t] = 0.f;
+  }
+}
 
 float softmax_xent_forward_backward(const float* logits, const std::int32_t* labels, int n, int classes,
                                     float* dlogits) {

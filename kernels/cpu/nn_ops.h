@@ -25,6 +25,11 @@ void bias_nchw_backward(const float* dy, float* db, int n, int c, int hw);
 // `arg` receives the flat input index of each output's maximum; backward scatters through it.
 void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k);
 void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size);
+// Backward of relu(maxpool(x)) (k x k windows, stride k; y = the pooled, ReLU'd output, arg from
+// maxpool2d_forward): dx[arg[j]] = dy[j] where y[j] > 0, every other dx element 0. One pass over dx,
+// no separate zero fill.
+void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t* arg, float* dx, int n, int c, int h,
+                             int w, int k);
 
 // Cross-entropy with a fused log-softmax, mean over the batch (nn.CrossEntropyLoss()).
 // Returns the loss; dlogits (may be null) receives d loss / d logits = (softmax - onehot) / n.
