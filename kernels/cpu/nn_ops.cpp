@@ -48,6 +48,38 @@ void bias_nchw_backward(const float* dy, float* db, int n, int c, int hw) {
 
 void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k) {
   const int p = h / k, q = w / k;
+  if (k == 2) {
+    // The lecture's 2x2 pool, branch-free (the generic loop's data-dependent branches mispredict on
+    // every other window). Same visiting order and tie/NaN rule: a later element wins when it is
+    // strictly greater or NaN.
+    for (long plane = 0; plane < long(n) * c; ++plane) {
+      const float* xp = x + plane * h * w;
+      float* yp = y + plane * p * q;
+      std::int32_t* ap = arg + plane * p * q;
+      const std::int32_t base = static_cast<std::int32_t>(plane * h * w);
+      for (int i = 0; i < p; ++i) {
+        const float* r0 = xp + (2 * i) * w;
+        const float* r1 = r0 + w;
+        const std::int32_t o0 = base + 2 * i * w, o1 = o0 + w;
+        for (int j = 0; j < q; ++j) {
+          float bv = r0[2 * j];
+          std::int32_t bi = o0 + 2 * j;
+          float v = r0[2 * j + 1];
+          bool t = v > bv || v != v;
+          bv = t ? v : bv, bi = t ? o0 + 2 * j + 1 : bi;
+          v = r1[2 * j];
+          t = v > bv || v != v;
+          bv = t ? v : bv, bi = t ? o1 + 2 * j : bi;
+          v = r1[2 * j + 1];
+          t = v > bv || v != v;
+          bv = t ? v : bv, bi = t ? o1 + 2 * j + 1 : bi;
+          yp[i * q + j] = bv;
+          ap[i * q + j] = bi;
+        }
+      }
+    }
+    return;
+  }
   for (long plane = 0; plane < long(n) * c; ++plane) {
     const float* xp = x + plane * h * w;
     float* yp = y + plane * p * q;
