@@ -149,6 +149,16 @@ TEST(GradCheck, MaxPool2d) {
   expect_ok(gradcheck(m, 2));
 }
 
+// ReLU followed by MaxPool2d runs fused on the fast path (pool, then ReLU; one-pass backward): odd
+// sizes leave a column the pool never reads, whose gradient must stay zero.
+TEST(GradCheck, ReLUMaxPoolFusedOddSize) {
+  Sequential m("t", {1, 2, 6, 5}, LossKind::mse);
+  m.add<Conv2d>("c", 2, 3, 1).add<ReLU>().add<MaxPool2d>(2);
+  EXPECT_EQ(m.output_shape(1), (Shape{1, 3, 3, 2}));
+  expect_ok(gradcheck(m, 1));
+  expect_ok(gradcheck(m, 3, false, 11));
+}
+
 TEST(GradCheck, CrossEntropy) {
   Sequential m("t", {1, 7, 1, 1}, LossKind::cross_entropy);
   m.add<Linear>("l", 7, 5);
