@@ -31,6 +31,12 @@ void conv2d_forward_direct(const Conv2dShape& sh, const float* x, const float* w
 void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const float* w, double* dx);
 void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, double* dw, double* db);
 
+// One element of each reference (fp64, no bias), for sampled checks of shapes too big for the full
+// loops: idx indexes y (forward), dx (backward-data) or dw (backward-filter).
+double conv2d_forward_direct_at(const Conv2dShape& sh, const float* x, const float* w, std::size_t idx);
+double conv2d_backward_data_direct_at(const Conv2dShape& sh, const float* dy, const float* w, std::size_t idx);
+double conv2d_backward_filter_direct_at(const Conv2dShape& sh, const float* x, const float* dy, std::size_t idx);
+
 // Fast: im2col + sgemm (OpenBLAS threads inside the GEMM). `ws` is resized as needed and can be
 // reused across calls. bias / db may be null. Outputs are overwritten (dw, db too: not accumulated).
 void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
