@@ -3,7 +3,7 @@
 // default, axis "images"; --sizes N overrides it) at batch 64, 4 and 2 on every device. A timed
 // iteration is one epoch -> imgs/s. Before timing, one step's loss and gradients are checked: the
 // CPU against the fp64 reference path, a GPU against the CPU path from the same weights and batch.
-// The training case itself is shared with suite "train" (make_training_case).
+// The training cases themselves are shared with suite "train" (add_training_cases).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -364,15 +364,6 @@ void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
   if (!any_gpu) out << "\nNo GPU was measured in this run, so there is no GPU-vs-CPU crossover to report (the lecture's GPU column is shown for reference).\n";
 }
 
-}  // namespace
-
-std::unique_ptr<Case> make_training_case(const std::string& model, const std::string& device, int batch,
-                                         std::size_t images, const std::string& input, bool graph, bool lecture,
-                                         bool quick) {
-  return std::make_unique<TrainingCase>(model, device, batch, images, models::parse_input_mode(input), graph, lecture,
-                                        quick);
-}
-
 // "input": from --input (extra) or the suite's axis; "all" expands to the four modes.
 std::vector<std::string> input_modes(const SuiteOptions& o, std::vector<std::string> fallback) {
   std::vector<std::string> in = fallback;
@@ -394,6 +385,29 @@ std::vector<std::string> input_modes(const SuiteOptions& o, std::vector<std::str
   return out;
 }
 
+}  // namespace
+
+void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
+                        std::vector<std::pair<std::string, json>> lead, const std::string& device, long long batch,
+                        long long images, const SuiteOptions& o, bool lecture) {
+  if (images <= 0) throw UsageError("images must be positive");
+  if (batch <= 0) throw UsageError("--batch must be positive");
+  const std::string model = lead.front().second.get<std::string>();
+  const bool graph = o.extra.value("cuda_graph", false), quick = o.quick;
+  const auto gpu_inputs = input_modes(o, {"pageable"});  // checked on every device
+  const auto inputs = device == "cpu" ? std::vector<std::string>{"pageable"} : gpu_inputs;
+  for (const auto& in : inputs) {
+    CaseId id{suite, "train", device, "fp32", lead};
+    id.with("batch", batch).with("images", images);
+    if (device != "cpu") id.with("input", in).with("cuda_graph", graph);
+    const auto mode = models::parse_input_mode(in);
+    cases.push_back({id, [=] {
+                       return std::make_unique<TrainingCase>(model, device, int(batch), std::size_t(images), mode,
+                                                             graph, lecture, quick);
+                     }});
+  }
+}
+
 Suite lecture_suite() {
   Suite s;
   s.name = "lecture";
@@ -404,22 +418,11 @@ Suite lecture_suite() {
     std::vector<CaseSpec> cases;
     auto images_axis = o.axes.contains("size") ? axis_ints(o, "size") : axis_ints(o, "images", {o.quick ? 1024 : 50000});
     const auto batches = axis_ints(o, "batch", {64, 4, 2});
-    const auto inputs = input_modes(o, {"pageable"});
-    const bool graph = o.extra.value("cuda_graph", false);
     const bool with_peer = o.extra.value("peer", "") == "pytorch";
     for (long long images : images_axis) {
-      if (images <= 0) throw UsageError("images must be positive");
       for (long long b : batches) {
-        if (b <= 0) throw UsageError("--batch must be positive");
         for (const auto& dev : o.devices) {
-          const auto dev_inputs = dev == "cpu" ? std::vector<std::string>{"pageable"} : inputs;
-          for (const auto& in : dev_inputs) {
-            CaseId id{"lecture", "train", dev, "fp32", {}};
-            id.with("model", "net128").with("impl", "ours").with("batch", b).with("images", images);
-            if (dev != "cpu") id.with("input", in).with("cuda_graph", graph);
-            const bool quick = o.quick;
-            cases.push_back({id, [=] { return make_training_case("net128", dev, int(b), std::size_t(images), in, graph, true, quick); }});
-          }
+          add_training_cases(cases, "lecture", {{"model", "net128"}, {"impl", "ours"}}, dev, b, images, o, true);
           if (with_peer) {
             CaseId id{"lecture", "train", dev, "fp32", {}};
             id.with("model", "net128").with("impl", "pytorch").with("batch", b).with("images", images);
