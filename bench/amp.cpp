@@ -5,12 +5,16 @@
 //               same weights on the same batches, the per-step losses of `parity_steps` steps stay
 //               within the dtype's tolerance of the fp32 run (fp32 itself: our layer-by-layer step
 //               against the model's own train_step, which must agree to 1e-5).
+//               On a GPU the step is the CUDA trainer's (models/cuda/gpu_trainer.cu: cuDNN/cuBLAS
+//               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
+//               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32
+//               train_step from the same weights on the same batches.
 //   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
 //               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
 //   ops "cast", "unscale" (GPU): our fp32->fp16/bf16 cast and fused unscale+inf/NaN check kernels
 //               (kernels/cuda/amp_kernels.h), bit-checked against the host references, in GB/s.
-// Devices/dtypes: the CPU runs fp32 and bf16 (PyTorch's CPU autocast); CUDA devices run the gemm
-// cases in fp32/tf32/fp16/bf16 and the kernel cases in fp16/bf16. `--dtype fp16` on a CPU-only run is a usage error (exit 2).
+// Devices/dtypes: the CPU runs fp32 and bf16 (PyTorch's CPU autocast); CUDA devices run the train
+// and gemm cases in fp32/tf32/fp16/bf16 and the kernel cases in fp16/bf16. `--dtype fp16` on a CPU-only run is a usage error (exit 2).
 #include <cblas.h>
 
 #include <algorithm>
@@ -30,6 +34,7 @@
 #include "models/data.h"
 #include "models/half.h"
 #include "models/net.h"
+#include "models/trainer.h"
 
 #ifdef DLB_HAVE_CUDA
 #include <cublas_v2.h>
@@ -177,6 +182,103 @@ class TrainAmpCase final : public Case {
   std::unique_ptr<models::AmpTrainer> tr_;
   // fp32: our layer loop must reproduce the model's own step; half types: the dtype's tolerance.
   double tol() const { return dtype_ == DType::fp32 ? default_tolerance(DType::fp32) : default_tolerance(dtype_); }
+};
+
+// ---- op "train" (GPU) ----
+class TrainAmpGpuCase final : public Case {
+ public:
+  TrainAmpGpuCase(std::string device, std::string model, int batch, DType dtype, int parity_steps)
+      : dev_(std::move(device)), model_(std::move(model)), batch_(batch), dtype_(dtype), steps_(parity_steps) {}
+
+  void setup() override {
+    m_ = models::make_model(model_);
+    const models::Shape in = m_->input_shape(1);
+    nbatches_ = std::max(steps_, 16);  // the timed epoch: nbatches_ steps
+    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c, in.h, in.w);
+    epoch_ = dataset(0, nbatches_);
+    m_->init(1);
+    // Timed: device-resident batches, so the epoch measures the steps, not the input pipeline.
+    tr_ = models::make_trainer(*m_, models::default_optimizer(model_), options(models::InputMode::resident));
+  }
+
+  CheckResult verify() override {
+    // The CPU's fp32 train_step (the reference) and a second GPU trainer in this dtype, from the same
+    // init, step by step on the same batches (a one-batch epoch per step).
+    auto ref = models::make_model(model_);
+    auto gm = models::make_model(model_);
+    ref->init(1), gm->init(1);
+    models::Optimizer oref(models::default_optimizer(model_), ref->params());
+    auto g = models::make_trainer(*gm, models::default_optimizer(model_), options(models::InputMode::pageable));
+    double worst = 0, scale = 0;
+    ref_losses_.clear(), amp_losses_.clear();
+    for (int k = 0; k < steps_; ++k) {
+      const models::Dataset one = dataset(k % nbatches_, 1);
+      const float* x = one.images.data();
+      const float lr = models::train_step(*ref, oref, models::Batch{x, one.labels.data(), nullptr, batch_});
+      const float la = static_cast<float>(g->train_epoch(one, batch_));
+      if (!std::isfinite(la) || !std::isfinite(lr))
+        return judge(std::numeric_limits<double>::infinity(), tol(), "non-finite loss at step " + std::to_string(k));
+      ref_losses_.push_back(lr), amp_losses_.push_back(la);
+      worst = std::max(worst, double(std::fabs(la - lr)));
+      scale = std::max(scale, double(std::fabs(lr)));
+    }
+    parity_ = worst / std::max(scale, 1e-30);
+    return judge(parity_, tol(), "GPU " + std::string(dtype_name(dtype_)) + " loss over " + std::to_string(steps_) +
+                                     " steps vs the CPU's fp32");
+  }
+
+  double run() override {
+    tr_->train_epoch(epoch_, batch_);  // returns after the device finished
+    return 0;
+  }
+  Work work() const override { return {m_->train_flops(batch_) * nbatches_, 0, double(batch_) * nbatches_}; }
+  Metric metric() const override { return Metric::imgs_per_s; }
+  void annotate(json& e) const override {
+    e["parity_steps"] = steps_;
+    e["parity_max_rel_diff"] = parity_;
+    e["steps_per_iteration"] = nbatches_;
+    if (!ref_losses_.empty()) {
+      e["loss_first_fp32"] = ref_losses_.front(), e["loss_last_fp32"] = ref_losses_.back();
+      e["loss_last"] = amp_losses_.back();
+    }
+    e["params"] = m_->num_params();
+    e["trainer"] = tr_->describe();
+    e["peak_device_bytes"] = tr_->peak_device_bytes();
+    if (dtype_ == DType::fp16) e["loss_scale"] = tr_->loss_scale();
+    note_time(e, "train/" + dev_ + "/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
+  }
+  void teardown() override { tr_.reset(), m_.reset(), data_.reset(), epoch_ = {}; }
+
+ private:
+  std::string dev_, model_;
+  int batch_;
+  DType dtype_;
+  int steps_, nbatches_ = 1;
+  double parity_ = 0;
+  std::vector<float> ref_losses_, amp_losses_;
+  std::shared_ptr<const AmpData> data_;
+  models::Dataset epoch_;
+  std::unique_ptr<models::Sequential> m_;
+  std::unique_ptr<models::Trainer> tr_;
+
+  models::TrainOptions options(models::InputMode in) const {
+    models::TrainOptions o;
+    o.device = dev_, o.input = in, o.dtype = dtype_;
+    return o;
+  }
+  // Batches [first, first + count) of the synthetic data as a Dataset.
+  models::Dataset dataset(int first, int count) const {
+    const std::size_t per = std::size_t(data_->c) * data_->h * data_->w;
+    const std::size_t a = std::size_t(first) * batch_, b = a + std::size_t(count) * batch_;
+    models::Dataset d;
+    d.name = "amp-synthetic", d.c = data_->c, d.h = data_->h, d.w = data_->w, d.classes = 10;
+    d.images.assign(data_->images.begin() + a * per, data_->images.begin() + b * per);
+    d.labels.assign(data_->labels.begin() + a, data_->labels.begin() + b);
+    return d;
+  }
+  // Two fp32 implementations differ by summation order (~1e-6 per step, compounding over the
+  // steps): 1e-4. tf32 and the half types: their roundings on every layer, 1e-2.
+  double tol() const { return dtype_ == DType::fp32 ? 1e-4 : std::max(1e-2, default_tolerance(dtype_)); }
 };
 
 // ---- op "gemm" (CPU): fp32 sgemm vs bf16 storage with fp32 accumulation ----
@@ -412,7 +514,7 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
     else if (r.contains("max_rel_err"))
       parity = fmt(r.at("max_rel_err").get<double>(), "%.1e");
     const std::string status = r.contains("skipped") ? "skipped" : err ? "FAILED" : "yes";
-    rows.push_back({what, r.value("device", ""), r.value("dtype", ""), err ? "-" : fmt(t / 1000.0, "%.3f ms"), thr, speed,
+    rows.push_back({what, r.value("device", ""), r.value("dtype", ""), err ? "-" : fmt(t / 1000.0 / r.value("steps_per_iteration", 1), "%.3f ms"), thr, speed,
                     parity, status});
   }
   const std::vector<std::string> head = {"Case", "Device", "dtype", "Step time", "Throughput", "vs fp32",
@@ -442,7 +544,7 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
 Suite amp_suite() {
   Suite s;
   s.name = "amp";
-  s.description = "Mixed precision (fp32 vs bf16 on the CPU; fp32/tf32/fp16/bf16 GEMMs on GPUs): step time, imgs/s, speedup, loss parity";
+  s.description = "Mixed precision (fp32 vs bf16 on the CPU; fp32/tf32/fp16/bf16 training steps and GEMMs on GPUs): step time, imgs/s, speedup, loss parity";
   s.expand = [](const SuiteOptions& o) {
     std::vector<DType> dtypes;
     for (const auto& d : axis_strings(o, "dtype", {"fp32", "bf16", "fp16", "tf32"})) dtypes.push_back(parse_dtype(d));
@@ -463,6 +565,14 @@ Suite amp_suite() {
     std::vector<CaseSpec> cases;
     for (const auto& dev : o.devices) {
       const bool gpu = is_gpu(dev);
+      if (gpu)
+        for (const auto& m : model_names)
+          for (long long b : batches)
+            for (DType t : dtypes) {
+              CaseId id{"amp", "train", dev, dtype_name(t), {}};
+              id.with("model", m).with("batch", b);
+              cases.push_back({id, [dev, m, b, t, steps] { return std::make_unique<TrainAmpGpuCase>(dev, m, int(b), t, steps); }});
+            }
       if (!gpu) {
         for (const auto& m : model_names)
           for (long long b : batches)

@@ -3,7 +3,10 @@
 // default, axis "images"; --sizes N overrides it) at batch 64, 4 and 2 on every device. A timed
 // iteration is one epoch -> imgs/s. Before timing, one step's loss and gradients are checked: the
 // CPU against the fp64 reference path, a GPU against the CPU path from the same weights and batch.
-// The training cases themselves are shared with suite "train" (add_training_cases).
+// The training cases themselves are shared with suite "train" (add_training_cases). Axis "dtype"
+// (--dtype, default fp32) trains a GPU under autocast (tf32, fp16 with loss scaling, bf16); the CPU
+// trainer runs fp32 only (CPU bf16 autocast is measured by suite amp), so its other dtypes are
+// recorded as skipped.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -77,22 +80,25 @@ double mb(std::size_t bytes) { return bytes / 1e6; }
 class TrainingCase final : public Case {
  public:
   TrainingCase(std::string model, std::string device, int batch, std::size_t images, models::InputMode input,
-               bool graph, bool lecture, bool quick)
+               bool graph, bool lecture, bool quick, DType dtype)
       : model_name_(std::move(model)), device_(std::move(device)), batch_(batch), images_(images), input_(input),
-        graph_(graph), lecture_(lecture), quick_(quick) {}
+        graph_(graph), lecture_(lecture), quick_(quick), dtype_(dtype) {}
 
   void setup() override {
     if (batch_ <= 0) throw UsageError("batch must be positive");
+    if (device_ == "cpu" && dtype_ != DType::fp32)
+      throw Unsupported(std::string("the CPU trainer runs fp32; CPU ") + dtype_name(dtype_) +
+                        " autocast is measured by suite amp");
     model_ = models::make_model(model_name_);
     const models::Shape in = model_->input_shape(1);
     data_ = training_data(images_, in.c, in.h, in.w);
     model_->init(0);
     models::TrainOptions o;
-    o.device = device_, o.input = input_, o.cuda_graph = graph_;
+    o.device = device_, o.input = input_, o.cuda_graph = graph_, o.dtype = dtype_;
     trainer_ = models::make_trainer(*model_, models::default_optimizer(model_name_), o);
     if (lecture_) {
       std::cout << "batchsize=" << batch_ << ", model_hidden_num_chans=128, images=" << images_ << ", device=" << device_
-                << "\n";
+                << (dtype_ == DType::fp32 ? "" : std::string(", dtype=") + dtype_name(dtype_)) << "\n";
       if (device_ != "cpu") {
         char buf[128];
         std::snprintf(buf, sizeof buf, "(post net.to) GPU max_memory_allocated: %g MB\n", mb(trainer_->model_device_bytes()));
@@ -127,8 +133,11 @@ class TrainingCase final : public Case {
       auto a = model_->params(), r = cpu->params();
       for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()));
     }
-    // Gradients pass through up to 6 layers of fp32 sums: a few 1e-6 relative is the norm.
-    return judge(worst, 4 * default_tolerance(DType::fp32), "loss and gradients of one step");
+    // Gradients pass through up to 6 layers of sums: a few 1e-6 relative is the norm in fp32; under
+    // autocast every layer adds its dtype's rounding (tf32 ~1e-3, bf16 ~4e-3 per value), hence the
+    // same 4x margin on the dtype's tolerance. fp16 gradients are unscaled before they come back.
+    return judge(worst, 4 * default_tolerance(dtype_), std::string("loss and gradients of one step (") +
+                                                           dtype_name(dtype_) + " vs the CPU's fp32)");
   }
 
   double run() override {
@@ -164,6 +173,7 @@ class TrainingCase final : public Case {
     if (t > 0) r["train_gflops"] = flops / t * 1e-9;
     r["mean_loss"] = last_loss_;
     r["trainer"] = trainer_->describe();
+    if (dtype_ == DType::fp16) r["loss_scale"] = trainer_->loss_scale();
     if (device_ != "cpu") {
       r["model_device_bytes"] = trainer_->model_device_bytes();
       r["peak_device_bytes"] = trainer_->peak_device_bytes();
@@ -181,6 +191,7 @@ class TrainingCase final : public Case {
   std::size_t images_;
   models::InputMode input_;
   bool graph_, lecture_, quick_;
+  DType dtype_;
   std::unique_ptr<models::Sequential> model_;
   std::shared_ptr<const Dataset> data_;
   std::unique_ptr<models::Trainer> trainer_;
@@ -308,7 +319,9 @@ void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
   std::vector<std::string> devices;
   for (const auto& r : records) {
     if (!r.contains("imgs_per_s") || !r.contains("batch")) continue;
-    const std::string dev = r.value("device", "");
+    // A dtype other than fp32 gets its own rows: "cuda:0 bf16".
+    const std::string dt = r.value("dtype", "fp32");
+    const std::string dev = r.value("device", "") + (dt == "fp32" ? "" : " " + dt);
     const long long b = r.at("batch").get<long long>();
     auto& dst = r.value("impl", "ours") == "pytorch" ? peer : ours;
     dst[{dev, b}] = r.at("imgs_per_s").get<double>();
@@ -396,16 +409,25 @@ void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
   const bool graph = o.extra.value("cuda_graph", false), quick = o.quick;
   const auto gpu_inputs = input_modes(o, {"pageable"});  // checked on every device
   const auto inputs = device == "cpu" ? std::vector<std::string>{"pageable"} : gpu_inputs;
-  for (const auto& in : inputs) {
-    CaseId id{suite, "train", device, "fp32", lead};
-    id.with("batch", batch).with("images", images);
-    if (device != "cpu") id.with("input", in).with("cuda_graph", graph);
-    const auto mode = models::parse_input_mode(in);
-    cases.push_back({id, [=] {
-                       return std::make_unique<TrainingCase>(model, device, int(batch), std::size_t(images), mode,
-                                                             graph, lecture, quick);
-                     }});
-  }
+  std::vector<DType> dtypes;
+  for (const auto& d : axis_strings(o, "dtype", {"fp32"})) dtypes.push_back(parse_dtype(d));
+  // fp16 or tf32 alone on a CPU-only run cannot run anywhere: a usage error, not a table of skips.
+  bool any_gpu = false, any_cpu = false;
+  for (const auto& dev : o.devices) any_gpu |= is_gpu(dev);
+  for (DType t : dtypes) any_cpu |= t == DType::fp32 || t == DType::bf16;
+  if (!any_gpu && !any_cpu) models::check_dtype_for_device(dtypes.front(), false);
+  for (DType t : dtypes)
+    for (const auto& in : inputs) {
+      if (device == "cpu" && !models::dtype_supported(t, false)) continue;
+      CaseId id{suite, "train", device, dtype_name(t), lead};
+      id.with("batch", batch).with("images", images);
+      if (device != "cpu") id.with("input", in).with("cuda_graph", graph);
+      const auto mode = models::parse_input_mode(in);
+      cases.push_back({id, [=] {
+                         return std::make_unique<TrainingCase>(model, device, int(batch), std::size_t(images), mode,
+                                                               graph, lecture, quick, t);
+                       }});
+    }
 }
 
 Suite lecture_suite() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "models/amp.h"
 #include "models/data.h"
 #include "models/net.h"
 
@@ -22,6 +23,11 @@ struct TrainOptions {
   std::string device = "cpu";  // "cpu" or "cuda:N"
   InputMode input = InputMode::pageable;
   bool cuda_graph = false;  // capture the GPU step (zero-grad .. optimizer step) in a CUDA graph
+  // Autocast dtype (models/amp.h): fp32 (off), tf32 (fp32 tensors, TF32 tensor-core matmuls/convs),
+  // fp16 (with the dynamic loss scaler) or bf16. The CUDA trainer runs all four; the CPU trainer
+  // runs fp32 only (CPU bf16 training is models::AmpTrainer) and refuses the others.
+  DType dtype = DType::fp32;
+  GradScalerConfig scaler;  // fp16 only
   std::uint64_t shuffle_seed = 1;
 };
 
@@ -41,6 +47,8 @@ class Trainer {
   // Device bytes (our tracked allocations) after the model moved there, and the peak since then.
   virtual std::size_t model_device_bytes() const { return 0; }
   virtual std::size_t peak_device_bytes() const { return 0; }
+  // The loss scaler's current scale (1 when the run does not scale: fp32, tf32, bf16, the CPU).
+  virtual float loss_scale() { return 1.0f; }
   virtual std::string describe() const = 0;  // "cpu (OpenBLAS, 2 threads)", "cuda:0 (pinned, graph)"
 };
 

@@ -11,6 +11,21 @@
 //
 // Gradients are written (not accumulated) by backward: one backward per step after zero-grad is
 // what PyTorch's loop computes, so zero-grad needs no kernel here.
+//
+// Mixed precision (TrainOptions::dtype, the policy of models/amp.h as torch.autocast applies it):
+//  - fp32: fp32 tensors, no tensor cores (cuDNN FMA math, cuBLAS compute 32F).
+//  - tf32: fp32 tensors, convolutions and Linear layers on TF32 tensor cores.
+//  - fp16 / bf16: master weights, gradients and optimizer state stay fp32; after every optimizer
+//    step the weights are cast once into a flat half copy, which the convs and Linear layers read.
+//    Activations and their gradients are stored in the half type (conv/linear outputs are half;
+//    ReLU, pooling, sigmoid, flatten keep their input's type); the input batch is cast on entry;
+//    cuDNN and cuBLAS accumulate in fp32. The loss (log-softmax cross-entropy, MSE) is computed in
+//    fp32 from the half logits. Parameter gradients come out of the layers in half and are cast to
+//    the fp32 gradient buffer in one pass.
+//  - fp16 adds GradScaler (defaults 2^16, x2 per 2000 finite steps, x0.5 and skip on inf/NaN): the
+//    loss gradient is multiplied by the scale, the fp32 gradients are unscaled with an inf/NaN check
+//    in one fused pass, the optimizer kernels skip the update when the flag is set, and the scale is
+//    updated, all on the device (no host sync per step, so a CUDA graph captures it).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -18,10 +33,12 @@
 #include <memory>
 
 #include "kernels/common/errors.h"
+#include "kernels/cuda/amp_kernels.h"
 #include "kernels/cuda/conv2d.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
+#include "models/half.h"
 #include "models/trainer.h"
 
 namespace dlb::models {
@@ -58,8 +75,12 @@ struct Slot {
 
 class GpuTrainer final : public Trainer {
  public:
-  GpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o) : m_(m), cfg_(cfg), o_(o) {
+  GpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o)
+      : m_(m), cfg_(cfg), o_(o), dt_(o.dtype), st_(o.dtype == DType::tf32 ? DType::fp32 : o.dtype),
+        half_(is_half(o.dtype)), scaling_(o.dtype == DType::fp16 && o.scaler.enabled), esz_(half_ ? 2 : 4) {
     if (cfg_.kind != "sgd" && cfg_.kind != "adam") throw UsageError("optimizer '" + cfg_.kind + "': expected sgd or adam");
+    if (dt_ != DType::fp32 && dt_ != DType::tf32 && !half_)
+      throw UsageError(std::string("--dtype ") + dtype_name(dt_) + ": GPU training runs fp32, tf32, fp16 or bf16");
     const int dev = o.device.find(':') == std::string::npos ? 0 : std::stoi(o.device.substr(o.device.find(':') + 1));
     DLB_CUDA_CHECK(cudaSetDevice(dev));
     DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -87,6 +108,17 @@ class GpuTrainer final : public Trainer {
     }
     scalars_ = DeviceBuffer<float>(4);  // [0] loss sum, [1] step counter (as int)
     DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, scalars_.bytes(), stream_));
+    if (half_) {
+      vh_ = DeviceBuffer<std::uint16_t>(values_.size());
+      gh_ = DeviceBuffer<std::uint16_t>(values_.size());
+      DLB_CUDA_CHECK(cudaMemsetAsync(gh_.data(), 0, gh_.bytes(), stream_));  // the padding stays zero
+      cast_weights();
+    }
+    // The scaler's device state: [0] scale, [1] 1/scale, [2] growth tracker (int), [3] found_inf.
+    amp_ = DeviceBuffer<float>(4);
+    const float s0 = scaling_ ? o.scaler.init_scale : 1.0f;
+    const float init[4] = {s0, 1.0f / s0, 0.0f, 0.0f};  // tracker 0: the int 0 has float 0's bits
+    DLB_CUDA_CHECK(cudaMemcpyAsync(amp_.data(), init, sizeof init, cudaMemcpyHostToDevice, stream_));
     DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -99,7 +131,17 @@ class GpuTrainer final : public Trainer {
   }
 
   std::string describe() const override {
-    return o_.device + " (cuDNN + cuBLAS, input " + input_mode_name(o_.input) + (o_.cuda_graph ? ", CUDA graph" : "") + ")";
+    std::string amp = dt_ == DType::fp32 ? "" : std::string(", ") + dtype_name(dt_) + (half_ ? " autocast" : " math");
+    if (scaling_) amp += " + loss scaling";
+    return o_.device + " (cuDNN + cuBLAS" + amp + ", input " + input_mode_name(o_.input) +
+           (o_.cuda_graph ? ", CUDA graph" : "") + ")";
+  }
+  float loss_scale() override {
+    if (!scaling_) return 1.0f;
+    float v = 1.0f;
+    DLB_CUDA_CHECK(cudaMemcpyAsync(&v, amp_.data(), sizeof v, cudaMemcpyDeviceToHost, stream_));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return v;
   }
   std::size_t model_device_bytes() const override { return model_bytes_; }
   std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
@@ -117,6 +159,9 @@ class GpuTrainer final : public Trainer {
     zero_loss();
     forward(b.n);
     loss_and_backward(b.n);
+    finish_gradients();
+    // No optimizer step follows: clear the inf/NaN flag the unscale pass may have set.
+    DLB_CUDA_CHECK(cudaMemsetAsync(amp_.data() + 3, 0, sizeof(float), stream_));
     DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (const auto& s : slots_)
       DLB_CUDA_CHECK(cudaMemcpy(s.host->grad.data(), grads_.data() + s.offset, s.host->size() * sizeof(float),
@@ -180,7 +225,13 @@ class GpuTrainer final : public Trainer {
       upload_batch_sync(b);
       forward(n);
       out.resize(shapes_.back().size());
-      DLB_CUDA_CHECK(cudaMemcpyAsync(out.data(), acts_.back().data(), out.size() * 4, cudaMemcpyDeviceToHost, stream_));
+      const float* logits = static_cast<const float*>(act(acts_.size() - 1));
+      if (half_) {
+        if (out32_.size() < out.size()) out32_ = DeviceBuffer<float>(out.size());
+        from_half(acts_.back().data(), out32_.data(), out.size());
+        logits = out32_.data();
+      }
+      DLB_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
       DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
       const int classes = int(out.size() / n);
       if (m_.loss() == LossKind::mse) {
@@ -199,18 +250,22 @@ class GpuTrainer final : public Trainer {
   Sequential& m_;
   OptimizerConfig cfg_;
   TrainOptions o_;
+  DType dt_, st_;       // autocast dtype; storage dtype of activations (fp32 for fp32 and tf32)
+  bool half_, scaling_;  // fp16/bf16 storage; fp16 with the loss scaler
+  std::size_t esz_;     // bytes per stored activation element
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
   cudaEvent_t copied_[2] = {}, consumed_[2] = {};
   std::vector<Slot> slots_;
-  DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_;
+  DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_, amp_, out32_;
+  DeviceBuffer<std::uint16_t> vh_, gh_, xh_;  // half weights, half gradients, half input (fp16/bf16)
   std::size_t model_bytes_ = 0;
   // Per batch size n: shapes, activations and gradients, cuDNN plans, pool indices.
   int planned_n_ = -1;
   std::vector<Shape> shapes_;
-  std::vector<DeviceBuffer<float>> acts_, dxs_;
+  std::vector<DeviceBuffer<std::uint8_t>> acts_, dxs_, dout_;  // storage dtype, esz_ bytes per element
   std::vector<DeviceBuffer<std::int32_t>> pool_arg_;
   std::map<std::pair<int, int>, std::unique_ptr<cuda::CudnnConv2d>> convs_;  // (layer, n)
-  DeviceBuffer<float> x_, dout_, xs_[2];
+  DeviceBuffer<float> x_, xs_[2];
   DeviceBuffer<std::int32_t> y_, ys_[2];
   std::map<int, cudaGraphExec_t> graphs_;
   // Input pipelines.
@@ -223,8 +278,29 @@ class GpuTrainer final : public Trainer {
   const Dataset* resident_ = nullptr;
   int batch_cap_ = 0;
 
-  float* val(std::size_t layer_param) { return values_.data() + slots_[layer_param].offset; }
-  float* grd(std::size_t layer_param) { return grads_.data() + slots_[layer_param].offset; }
+  // Parameter i as the layers read it (the half copy under fp16/bf16) and its gradient as the
+  // layers write it (half under fp16/bf16, cast to grads_ by finish_gradients()).
+  const void* val(std::size_t i) const {
+    return half_ ? static_cast<const void*>(vh_.data() + slots_[i].offset) : values_.data() + slots_[i].offset;
+  }
+  void* grd(std::size_t i) {
+    return half_ ? static_cast<void*>(gh_.data() + slots_[i].offset) : grads_.data() + slots_[i].offset;
+  }
+  void* act(std::size_t i) { return acts_[i].data(); }
+  void* dxs(std::size_t i) { return dxs_[i].data(); }
+  DeviceBuffer<std::uint8_t> stored(std::size_t elements) const { return DeviceBuffer<std::uint8_t>(elements * esz_); }
+
+  void to_half(const float* src, std::uint16_t* dst, std::size_t n) {
+    if (dt_ == DType::fp16) cuda::amp_cast_fp32_to_fp16(src, dst, n, stream_);
+    else cuda::amp_cast_fp32_to_bf16(src, dst, n, stream_);
+  }
+  void from_half(const void* src, float* dst, std::size_t n) {
+    const auto* h = static_cast<const std::uint16_t*>(src);
+    if (dt_ == DType::fp16) cuda::amp_cast_fp16_to_fp32(h, dst, n, stream_);
+    else cuda::amp_cast_bf16_to_fp32(h, dst, n, stream_);
+  }
+  // The half copy of the weights the next forward reads (after init and every optimizer step).
+  void cast_weights() { to_half(values_.data(), vh_.data(), values_.size()); }
 
   void upload_params() {
     for (const auto& s : slots_)
@@ -258,17 +334,18 @@ class GpuTrainer final : public Trainer {
     shapes_.assign(layers.size() + 1, Shape{});
     shapes_[0] = m_.input_shape(n);
     for (std::size_t i = 0; i < layers.size(); ++i) shapes_[i + 1] = layers[i]->out_shape(shapes_[i]);
-    acts_.clear(), dxs_.clear(), pool_arg_.clear();
+    acts_.clear(), dxs_.clear(), pool_arg_.clear(), dout_.clear();
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      acts_.emplace_back(shapes_[i + 1].size());
-      dxs_.emplace_back(i == 0 ? 0 : shapes_[i].size());
+      acts_.push_back(stored(shapes_[i + 1].size()));
+      dxs_.push_back(stored(i == 0 ? 0 : shapes_[i].size()));
       pool_arg_.emplace_back(layers[i]->kind() == "MaxPool2d" ? shapes_[i + 1].size() : 0);
     }
-    dout_ = DeviceBuffer<float>(shapes_.back().size());
+    dout_.push_back(stored(shapes_.back().size()));
     if (n > batch_cap_) {
       batch_cap_ = n;
       x_ = DeviceBuffer<float>(shapes_[0].size());
       y_ = DeviceBuffer<std::int32_t>(n);
+      if (half_) xh_ = DeviceBuffer<std::uint16_t>(shapes_[0].size());
     }
     for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
     graphs_.clear();
@@ -277,7 +354,7 @@ class GpuTrainer final : public Trainer {
 
   cuda::CudnnConv2d& conv(std::size_t layer, const Conv2dShape& s) {
     auto& c = convs_[{int(layer), s.n}];
-    if (!c) c = std::make_unique<cuda::CudnnConv2d>(s, DType::fp32);
+    if (!c) c = std::make_unique<cuda::CudnnConv2d>(s, dt_);
     return *c;
   }
 
@@ -368,18 +445,37 @@ class GpuTrainer final : public Trainer {
   void step_body(int n) {
     forward(n);
     loss_and_backward(n);
+    finish_gradients();
     optimize();
+  }
+
+  // The model's input as the first layer reads it: x_ itself, or its half copy under fp16/bf16.
+  const void* input() const { return half_ ? static_cast<const void*>(xh_.data()) : x_.data(); }
+
+  // C[m, n] = op(A) op(B) in cuBLAS's column-major terms, in the storage dtype with fp32
+  // accumulation (tf32: TF32 tensor cores; fp32: plain FMA, no TF32).
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda, const void* b,
+            int ldb, void* c, int ldc) {
+    cublasHandle_t h = cuda::cublas_handle();
+    DLB_CUBLAS_CHECK(cublasSetStream(h, stream_));
+    const cudaDataType_t t = st_ == DType::fp16 ? CUDA_R_16F : st_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    // The shared handle keeps cuBLAS's default math mode, so COMPUTE_32F never uses TF32 for fp32
+    // inputs (and does use tensor cores for half inputs).
+    const cublasComputeType_t ct = dt_ == DType::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const float one = 1.f, zero = 0.f;
+    DLB_CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &one, a, t, lda, b, t, ldb, &zero, c, t, ldc, ct, CUBLAS_GEMM_DEFAULT));
   }
 
   void forward(int n) {
     (void)n;
     const auto layers = m_.layers();
     std::size_t pi = 0;  // index into slots_
-    const float* cur = x_.data();
+    if (half_) to_half(x_.data(), xh_.data(), shapes_[0].size());
+    const void* cur = input();
     for (std::size_t i = 0; i < layers.size(); ++i) {
       Layer* l = layers[i];
       const Shape& in = shapes_[i];
-      float* y = acts_[i].data();
+      void* y = act(i);
       const std::string k = l->kind();
       if (k == "Conv2d") {
         auto* c = static_cast<Conv2d*>(l);
@@ -389,26 +485,23 @@ class GpuTrainer final : public Trainer {
         auto* c = static_cast<ConvTranspose2d*>(l);
         const Conv2dShape s = c->conv_shape(in);
         conv(i, s).backward_data(cur, val(pi), y, stream_);
-        cuda::bias_nchw_forward(y, val(pi + 1), s.n, c->out_c, s.h * s.w, stream_);
+        cuda::bias_nchw_forward(y, val(pi + 1), s.n, c->out_c, s.h * s.w, st_, stream_);
         pi += 2;
       } else if (k == "Linear") {
         auto* f = static_cast<Linear*>(l);
-        cublasHandle_t h = cuda::cublas_handle();
-        DLB_CUBLAS_CHECK(cublasSetStream(h, stream_));
-        const float one = 1.f, zero = 0.f;
-        // column-major view: y^T[out, n] = W^T^T ... = op(W)[out, in] * x^T[in, n]
-        DLB_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, f->out_f, in.n, f->in_f, &one, val(pi), f->in_f, cur,
-                                     f->in_f, &zero, y, f->out_f));
-        cuda::bias_rows_forward(y, val(pi + 1), in.n, f->out_f, stream_);
+        // column-major view: y^T[out, n] = op(W)[out, in] * x^T[in, n]
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, f->out_f, in.n, f->in_f, val(pi), f->in_f, cur, f->in_f, y, f->out_f);
+        cuda::bias_rows_forward(y, val(pi + 1), in.n, f->out_f, st_, stream_);
         pi += 2;
       } else if (k == "ReLU") {
-        cuda::relu_forward(cur, y, in.size(), stream_);
+        cuda::relu_forward(cur, y, in.size(), st_, stream_);
       } else if (k == "Sigmoid") {
-        cuda::sigmoid_forward(cur, y, in.size(), stream_);
+        cuda::sigmoid_forward(cur, y, in.size(), st_, stream_);
       } else if (k == "MaxPool2d") {
-        cuda::maxpool2d_forward(cur, y, pool_arg_[i].data(), in.n, in.c, in.h, in.w, static_cast<MaxPool2d*>(l)->k, stream_);
+        cuda::maxpool2d_forward(cur, y, pool_arg_[i].data(), in.n, in.c, in.h, in.w, static_cast<MaxPool2d*>(l)->k, st_,
+                                stream_);
       } else if (k == "Flatten") {
-        DLB_CUDA_CHECK(cudaMemcpyAsync(y, cur, in.size() * 4, cudaMemcpyDeviceToDevice, stream_));
+        DLB_CUDA_CHECK(cudaMemcpyAsync(y, cur, in.size() * esz_, cudaMemcpyDeviceToDevice, stream_));
       } else {
         throw Unsupported("layer " + k + " has no CUDA implementation");
       }
@@ -418,19 +511,22 @@ class GpuTrainer final : public Trainer {
 
   void loss_and_backward(int n) {
     const Shape& o = shapes_.back();
+    const float* scale = scaling_ ? amp_.data() : nullptr;  // the loss gradient carries the scale
+    void* dlogits = dout_.front().data();
     if (m_.loss() == LossKind::cross_entropy)
-      cuda::softmax_xent(acts_.back().data(), y_.data(), n, int(o.per_item()), dout_.data(), scalars_.data(), stream_);
+      cuda::softmax_xent(act(acts_.size() - 1), y_.data(), n, int(o.per_item()), dlogits, scalars_.data(), st_, scale,
+                         stream_);
     else
-      cuda::mse(acts_.back().data(), x_.data(), o.size(), dout_.data(), scalars_.data(), stream_);
+      cuda::mse(act(acts_.size() - 1), x_.data(), o.size(), dlogits, scalars_.data(), st_, scale, stream_);
     const auto layers = m_.layers();
     std::size_t pi = slots_.size();
     for (std::size_t i = layers.size(); i-- > 0;) {
       Layer* l = layers[i];
       const Shape& in = shapes_[i];
-      const float* xin = i == 0 ? x_.data() : acts_[i - 1].data();
-      const float* y = acts_[i].data();
-      const float* dy = i + 1 == layers.size() ? dout_.data() : dxs_[i + 1].data();
-      float* dx = i == 0 ? nullptr : dxs_[i].data();
+      const void* xin = i == 0 ? input() : act(i - 1);
+      const void* y = act(i);
+      const void* dy = i + 1 == layers.size() ? dlogits : dxs(i + 1);
+      void* dx = i == 0 ? nullptr : dxs(i);
       const std::string k = l->kind();
       if (k == "Conv2d") {
         pi -= 2;
@@ -443,46 +539,55 @@ class GpuTrainer final : public Trainer {
         const Conv2dShape s = t->conv_shape(in);
         auto& c = conv(i, s);
         c.backward_filter(dy, xin, grd(pi), nullptr, stream_);
-        cuda::bias_nchw_backward(dy, grd(pi + 1), s.n, t->out_c, s.h * s.w, stream_);
+        cuda::bias_nchw_backward(dy, grd(pi + 1), s.n, t->out_c, s.h * s.w, st_, stream_);
         if (dx) c.forward(dy, val(pi), nullptr, dx, stream_);
       } else if (k == "Linear") {
         pi -= 2;
         auto* f = static_cast<Linear*>(l);
-        cublasHandle_t h = cuda::cublas_handle();
-        DLB_CUBLAS_CHECK(cublasSetStream(h, stream_));
-        const float one = 1.f, zero = 0.f;
         // dW^T[in, out] = x^T[in, n] * dy[n, out]
-        DLB_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, f->in_f, f->out_f, in.n, &one, xin, f->in_f, dy,
-                                     f->out_f, &zero, grd(pi), f->in_f));
-        cuda::bias_rows_backward(dy, grd(pi + 1), in.n, f->out_f, stream_);
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, f->in_f, f->out_f, in.n, xin, f->in_f, dy, f->out_f, grd(pi), f->in_f);
+        cuda::bias_rows_backward(dy, grd(pi + 1), in.n, f->out_f, st_, stream_);
         // dx^T[in, n] = W^T[in, out] * dy^T[out, n]
-        if (dx)
-          DLB_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, f->in_f, in.n, f->out_f, &one, val(pi), f->in_f, dy,
-                                       f->out_f, &zero, dx, f->in_f));
+        if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, f->in_f, in.n, f->out_f, val(pi), f->in_f, dy, f->out_f, dx, f->in_f);
       } else if (!dx) {
         // parameter-free first layer: nothing to propagate
       } else if (k == "ReLU") {
-        cuda::relu_backward(y, dy, dx, in.size(), stream_);
+        cuda::relu_backward(y, dy, dx, in.size(), st_, stream_);
       } else if (k == "Sigmoid") {
-        cuda::sigmoid_backward(y, dy, dx, in.size(), stream_);
+        cuda::sigmoid_backward(y, dy, dx, in.size(), st_, stream_);
       } else if (k == "MaxPool2d") {
-        cuda::maxpool2d_backward(dy, pool_arg_[i].data(), dx, in.size(), shapes_[i + 1].size(), stream_);
+        cuda::maxpool2d_backward(dy, pool_arg_[i].data(), dx, in.size(), shapes_[i + 1].size(), st_, stream_);
       } else if (k == "Flatten") {
-        DLB_CUDA_CHECK(cudaMemcpyAsync(dx, dy, in.size() * 4, cudaMemcpyDeviceToDevice, stream_));
+        DLB_CUDA_CHECK(cudaMemcpyAsync(dx, dy, in.size() * esz_, cudaMemcpyDeviceToDevice, stream_));
       }
     }
   }
 
+  // The fp32 gradients the optimizer reads: cast from the half gradients (fp16/bf16), then under
+  // fp16 unscaled by 1/scale with the inf/NaN check (found_inf = amp_[3]) in one fused pass.
+  void finish_gradients() {
+    if (half_) from_half(gh_.data(), grads_.data(), grads_.size());
+    if (scaling_) cuda::amp_unscale_check(grads_.data(), grads_.size(), amp_.data() + 1, amp_.data() + 3, stream_);
+  }
+
   void optimize() {
     // One launch over the flat buffers: the padding between slices holds zeros in every buffer.
+    const float* skip = scaling_ ? amp_.data() + 3 : nullptr;  // GradScaler: no step on inf/NaN
     if (cfg_.kind == "sgd") {
-      cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, stream_);
+      cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, stream_,
+                         skip);
     } else {
       int* t = reinterpret_cast<int*>(scalars_.data() + 1);
-      cuda::increment(t, stream_);
+      cuda::increment(t, stream_, skip);
       cuda::adam(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), cfg_.lr, cfg_.beta1,
-                 cfg_.beta2, cfg_.eps, t, stream_);
+                 cfg_.beta2, cfg_.eps, t, stream_, skip);
     }
+    if (scaling_) {
+      const auto& c = o_.scaler;
+      cuda::amp_update_scale(amp_.data(), amp_.data() + 1, reinterpret_cast<int*>(amp_.data() + 2), amp_.data() + 3,
+                             c.growth_factor, c.backoff_factor, c.growth_interval, stream_);
+    }
+    if (half_) cast_weights();
   }
 };
 

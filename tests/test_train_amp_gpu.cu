@@ -1,0 +1,180 @@
+// The CUDA trainer under autocast (TrainOptions::dtype, models/cuda/gpu_trainer.cu): tf32/fp16/bf16
+// gradients of one step against the CPU's fp32 ones; the fp16 loss scaler on the device (an
+// overflowing scale skips the step, leaves the weights alone and halves; clean steps grow it); the
+// half weight copy follows the fp32 masters after each step; the CUDA-graph step agrees with the
+// eager one; training under every dtype lowers the loss. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "kernels/common/verify.h"
+#include "kernels/cuda/cuda_util.h"
+#include "models/net.h"
+#include "models/trainer.h"
+
+using namespace dlb;
+using namespace dlb::models;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                          \
+  do {                                                                              \
+    std::string why;                                                                \
+    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;    \
+  } while (0)
+
+Dataset amp_test_data(const Shape& in, std::size_t n, std::uint64_t seed, bool unit_interval) {
+  Dataset d;
+  d.name = "random", d.c = in.c, d.h = in.h, d.w = in.w, d.classes = 10;
+  d.images.resize(n * in.per_item());
+  fill_uniform(d.images.data(), d.images.size(), seed);
+  if (unit_interval)  // the autoencoder reconstructs images in [0, 1] (sigmoid output)
+    for (float& v : d.images) v = 0.5f + 0.5f * v;
+  for (std::size_t i = 0; i < n; ++i) d.labels.push_back(std::int32_t(i % 10));
+  return d;
+}
+
+TrainOptions gpu(DType t, bool graph = false, InputMode m = InputMode::pageable) {
+  TrainOptions o;
+  o.device = "cuda:0", o.input = m, o.cuda_graph = graph, o.dtype = t;
+  return o;
+}
+
+std::vector<std::vector<float>> values(Sequential& m) {
+  std::vector<std::vector<float>> v;
+  for (Param* p : m.params()) v.push_back(p->value);
+  return v;
+}
+
+// One step's loss and gradients on the GPU in `t` against the CPU's fp32 from the same weights.
+double worst_gradient_error(Sequential& gpu_model, Trainer& t, const std::string& name, const Batch& b) {
+  auto cpu = make_model(name);
+  cpu->copy_params_from(gpu_model);
+  cpu->zero_grad();
+  const float ref = cpu->forward_backward(b);
+  const float got = t.gradients(b);
+  double worst = std::abs(got - ref) / std::max(1e-12f, std::abs(ref));
+  auto pc = cpu->params(), pg = gpu_model.params();
+  for (std::size_t i = 0; i < pc.size(); ++i)
+    worst = std::max(worst, max_rel_err(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size()));
+  return worst;
+}
+
+}  // namespace
+
+class AmpGpuStep : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+
+TEST_P(AmpGpuStep, GradientsMatchCpuFp32WithinTheDtypeTolerance) {
+  SKIP_WITHOUT_GPU();
+  const auto [name, t] = GetParam();
+  auto dev = make_model(name);
+  dev->init(5);
+  Dataset d = amp_test_data(dev->input_shape(1), 16, 3, name == "autoencoder");
+  const Batch b{d.images.data(), d.labels.data(), nullptr, 16};
+  auto tr = make_trainer(*dev, default_optimizer(name), gpu(t));
+  // Norm-relative error (kernels/common/verify.h) through up to 6 layers: 4x the dtype's tolerance,
+  // the margin the lecture suite's verification uses.
+  const double err = worst_gradient_error(*dev, *tr, name, b);
+  EXPECT_LT(err, 4 * default_tolerance(t)) << name << " " << dtype_name(t);
+  EXPECT_GT(err, 0.0) << "bit-identical to fp32: the " << dtype_name(t) << " path did not run";
+}
+
+INSTANTIATE_TEST_SUITE_P(SeedModels, AmpGpuStep,
+                         ::testing::Combine(::testing::Values("net128", "mlp", "convnet", "autoencoder"),
+                                            ::testing::Values(DType::tf32, DType::fp16, DType::bf16)));
+
+TEST(AmpGpuScaler, OverflowSkipsTheStepAndBacksOff) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string name : {"net128", "mlp"}) {  // SGD and Adam
+    auto m = make_model(name);
+    m->init(2);
+    const auto before = values(*m);
+    Dataset d = amp_test_data(m->input_shape(1), 8, 6, false);
+    TrainOptions o = gpu(DType::fp16);
+    o.scaler.init_scale = 0x1p100f;  // the scaled loss gradient overflows fp16 at once
+    auto t = make_trainer(*m, default_optimizer(name), o);
+    const double loss = t->train_epoch(d, 8);
+    EXPECT_TRUE(std::isfinite(loss)) << "the reported loss is unscaled";
+    EXPECT_EQ(t->loss_scale(), 0x1p99f) << name;
+    t->sync_to_host();
+    EXPECT_EQ(values(*m), before) << name << ": a skipped step must not touch the weights";
+  }
+}
+
+TEST(AmpGpuScaler, CleanStepsGrowTheScale) {
+  SKIP_WITHOUT_GPU();
+  auto m = make_net(16);
+  m->init(2);
+  Dataset d = amp_test_data(m->input_shape(1), 24, 7, false);
+  TrainOptions o = gpu(DType::fp16);
+  o.scaler.init_scale = 1024.0f, o.scaler.growth_interval = 3;
+  auto t = make_trainer(*m, default_optimizer("net128"), o);
+  EXPECT_EQ(t->loss_scale(), 1024.0f);
+  t->train_epoch(d, 8);  // 3 finite steps
+  EXPECT_EQ(t->loss_scale(), 2048.0f);
+  t->sync_to_host();
+  auto fresh = make_net(16);
+  fresh->init(2);
+  EXPECT_NE(values(*m), values(*fresh)) << "the finite steps were taken";
+}
+
+TEST(AmpGpu, HalfWeightsFollowTheMasterWeights) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : {DType::fp16, DType::bf16}) {
+    auto m = make_net(16);
+    m->init(3);
+    Dataset d = amp_test_data(m->input_shape(1), 32, 8, false);
+    auto tr = make_trainer(*m, default_optimizer("net128"), gpu(t));
+    tr->train_epoch(d, 8);
+    tr->sync_to_host();  // the masters after 4 steps
+    const Batch b{d.images.data(), d.labels.data(), nullptr, 8};
+    // The next step's gradients come from the half copy of these masters, so they must match the
+    // CPU's gradients at the masters (a stale copy would be 4 steps behind).
+    EXPECT_LT(worst_gradient_error(*m, *tr, "net128", b), 4 * default_tolerance(t)) << dtype_name(t);
+  }
+}
+
+TEST(AmpGpu, GraphStepAgreesWithEagerStep) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : {DType::tf32, DType::fp16, DType::bf16}) {
+    auto base = make_net(16);
+    base->init(4);
+    Dataset d = amp_test_data(base->input_shape(1), 64, 9, false);
+    double loss[2], scale[2];
+    for (int graph = 0; graph < 2; ++graph) {
+      auto m = make_net(16);
+      m->copy_params_from(*base);
+      auto tr = make_trainer(*m, default_optimizer("net128"), gpu(t, graph == 1, InputMode::resident));
+      tr->train_epoch(d, 16);
+      loss[graph] = tr->train_epoch(d, 16);
+      scale[graph] = tr->loss_scale();
+    }
+    // cuDNN's backward algorithms may sum in a different order run to run: equal to rounding.
+    EXPECT_NEAR(loss[1], loss[0], 1e-3 * std::abs(loss[0])) << dtype_name(t);
+    EXPECT_EQ(scale[1], scale[0]) << dtype_name(t);
+  }
+}
+
+TEST(AmpGpu, EveryDtypeLowersTheLoss) {
+  SKIP_WITHOUT_GPU();
+  for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16}) {
+    auto m = make_model("mlp");
+    m->init(6);
+    Dataset d = amp_test_data(m->input_shape(1), 256, 10, false);
+    auto tr = make_trainer(*m, default_optimizer("mlp"), gpu(t));
+    const double first = tr->train_epoch(d, 32);
+    double last = first;
+    for (int e = 0; e < 5; ++e) last = tr->train_epoch(d, 32);
+    EXPECT_TRUE(std::isfinite(last)) << dtype_name(t);
+    EXPECT_LT(last, 0.9 * first) << dtype_name(t) << ": Adam on 256 random images should fit them";
+    EXPECT_GT(tr->evaluate(d, 64), 0.2) << dtype_name(t) << ": better than chance on the training set";
+  }
+}
+
+TEST(AmpGpu, UnknownDtypeIsAUsageError) {
+  SKIP_WITHOUT_GPU();
+  auto m = make_net(16);
+  m->init(1);
+  EXPECT_THROW(make_trainer(*m, default_optimizer("net128"), gpu(DType::fp64)), UsageError);
+}
