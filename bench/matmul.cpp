@@ -3,15 +3,25 @@
 //         bf16 sbgemm where the CPU and the library have it), impl=blocked (ours, one thread)
 //   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels impl=naive,
 //         coalesced, smem, regblock, warptile, and our tensor-core kernel impl=mma (fp16, bf16)
+//   cpu   impl=openblas-core, core=<Core>: the same sgemm under each other OpenBLAS kernel set this
+//         CPU can run (openblas_sgemm_candidates), for squares of 1024..4096, so one run shows how
+//         the default core compares with the best one. OpenBLAS reads OPENBLAS_CORETYPE only when
+//         it loads, so each is measured by a child dlbench (its own verification and timing; the
+//         child's per-repetition times are reported here).
 // Names: matmul/gemm/<device>/<dtype>/impl=<impl>/size=<n> for squares (m = n = k) and
 // .../impl=<impl>/m=<m>/n=<n>/k=<k> for the rectangular (DeepBench-style) shapes; every record also
 // carries m, n, k. Work = 2mnk flop. Every case is verified (kernels/cpu/gemm_ref.h: fp64 entry by
 // entry when small, Freivalds + exact rows when large) before it is timed.
 #include <cblas.h>
+#include <strings.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <ostream>
 #include <memory>
@@ -129,6 +139,78 @@ class CpuGemm final : public Case {
   std::vector<std::uint16_t> a16_, b16_;
 };
 
+// The child's environment marker: a probe run adds no probes of its own.
+constexpr const char* kProbeEnv = "DLBENCH_CORE_PROBE";
+
+// sgemm n x n x n under another OpenBLAS core: setup() runs `dlbench run --suite matmul --device cpu
+// --sizes n --filter impl=openblas/size=n$` with OPENBLAS_CORETYPE=<core> and reads its results.json
+// (verification outcome, the core that really ran, per-repetition times); run() replays the times.
+class CpuGemmOtherCore final : public Case {
+ public:
+  CpuGemmOtherCore(Shape s, std::string core, int reps) : s_(s), core_(std::move(core)), reps_(reps) {}
+  void setup() override {
+    char exe[4096];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) throw Unsupported("cannot find this executable to run the " + core_ + " probe");
+    exe[len] = 0;
+    char tmpl[] = "/tmp/dlbench-core-XXXXXX";
+    if (!mkdtemp(tmpl)) throw Unsupported("no temporary folder for the " + core_ + " probe");
+    const std::string dir = tmpl, n = std::to_string(s_.m);
+    const std::string cmd = "env -u DLBENCH_OPENBLAS_CORE OPENBLAS_CORETYPE=" + core_ + " " + kProbeEnv + "=1 '" +
+                            std::string(exe) + "' run --suite matmul --device cpu --dtype fp32 --sizes " + n +
+                            " --filter 'impl=openblas/size=" + n + "$' --repetitions " + std::to_string(reps_) +
+                            " --out '" + dir + "' --no-report >'" + dir + "/log.txt' 2>&1";
+    const int st = std::system(cmd.c_str());
+    json results;
+    std::ifstream(dir + "/results.json") >> results;  // leaves `results` null when missing
+    std::string log;
+    std::getline(std::ifstream(dir + "/log.txt"), log, '\0');
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (results.is_object())
+      for (const auto& e : results.value("benchmarks", json::array())) {
+        if (e.value("run_type", "") != "iteration") continue;
+        secs_.push_back(e.value("real_time", 0.0) * 1e-6);  // time_unit us, per iteration
+        ran_ = e.value("openblas_core", ran_);
+        err_ = std::max(err_, e.value("max_rel_err", 0.0)), tol_ = e.value("tolerance", tol_);
+        verified_ = e.value("verified", false);
+      }
+    if (secs_.empty()) {
+      const auto last = log.find_last_of('\n', log.size() > 1 ? log.size() - 2 : 0);
+      throw Unsupported("the " + core_ + " probe failed (exit " + std::to_string(WEXITSTATUS(st)) +
+                        "): " + log.substr(last == std::string::npos ? 0 : last + 1));
+    }
+    if (strcasecmp(ran_.c_str(), core_.c_str()) != 0)
+      throw Unsupported("OpenBLAS ran " + ran_ + " when asked for " + core_);
+  }
+  CheckResult verify() override {
+    if (!verified_) return judge(std::max(err_, 1.0), tol_, "the " + core_ + " probe's own verification failed");
+    return judge(err_, tol_, "sgemm under " + core_ + " (checked by the probe)");
+  }
+  double run() override { return secs_[next_++ % secs_.size()]; }
+  bool manual_time() const override { return true; }
+  long iterations() const override { return 1; }
+  int repetitions() const override { return int(secs_.empty() ? reps_ : secs_.size()); }
+  Work work() const override { return {2.0 * s_.mnk(), 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& r) const override {
+    annotate_shape(r, s_);
+    r["openblas_core"] = ran_;
+    r["openblas_core_mode"] = "probe";
+    r["verification"] = s_.mnk() <= cpu::kExactCheckMaxMNK ? "fp64" : "freivalds+rows";
+  }
+
+ private:
+  Shape s_;
+  std::string core_;
+  int reps_;
+  std::vector<double> secs_;
+  std::size_t next_ = 0;
+  std::string ran_;
+  double err_ = 0, tol_ = 0;
+  bool verified_ = false;
+};
+
 #ifdef DLB_HAVE_CUDA
 // ---------------------------------------------------------------- GPU
 class GpuGemm final : public Case {
@@ -240,6 +322,48 @@ std::vector<Shape> shapes_of(const SuiteOptions& o) {
   return out;
 }
 
+// The OpenBLAS cores side by side (fp32 sgemm, squares): the one dlbench runs by default (impl=openblas)
+// against each other core this CPU offers (impl=openblas-core), as a share of the best measured.
+void summarize_cores(const std::vector<json>& records, std::ostream& out) {
+  std::map<long long, std::vector<std::pair<std::string, double>>> by_size;  // size -> (core label, GFLOP/s)
+  std::map<long long, double> ours;
+  for (const auto& r : records) {
+    const std::string impl = r.value("impl", "");
+    if (!r.contains("gflops") || !r.contains("size") || r.value("dtype", "") != "fp32" || r.value("device", "") != "cpu") continue;
+    if (impl != "openblas" && impl != "openblas-core") continue;
+    const long long n = r.at("size").get<long long>();
+    const double g = r.at("gflops").get<double>();
+    std::string label = r.value("openblas_core", "?");
+    if (impl == "openblas") label += " (dlbench's default)", ours[n] = g;
+    by_size[n].emplace_back(label, g);
+  }
+  bool header = false;
+  std::string verdicts;
+  for (const auto& [n, rows] : by_size) {
+    if (rows.size() < 2 || !ours.count(n)) continue;
+    double best = 0;
+    std::string best_core;
+    for (const auto& [c, g] : rows)
+      if (g > best) best = g, best_core = c;
+    if (!header) {
+      out << "\n### OpenBLAS kernel sets side by side (fp32 sgemm, this run)\n\n"
+          << "|  size | core                              |    GFLOP/s | of best |\n"
+          << "|-------|-----------------------------------|------------|---------|\n";
+      header = true;
+    }
+    for (const auto& [c, g] : rows) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "| %5lld | %-33s | %10.1f | %6.1f%% |\n", n, c.c_str(), g, 100.0 * g / best);
+      out << buf;
+    }
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "n=%lld: the default core gives %.1f%% of the best measured (%s).\n", n,
+                  100.0 * ours[n] / best, best_core.c_str());
+    verdicts += buf;
+  }
+  if (header) out << "\n" << verdicts;
+}
+
 // After the run: each implementation against the library on the same device, dtype and shape
 // (ours vs cuBLAS, blocked vs OpenBLAS), the ratios the performance goals are stated in.
 void summarize(const std::vector<json>& records, std::ostream& out) {
@@ -256,7 +380,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   std::vector<std::string> lines;
   for (const auto& r : records) {
     const std::string impl = r.value("impl", "");
-    if (!r.contains("gflops") || impl == "cublas" || impl == "openblas") continue;
+    if (!r.contains("gflops") || impl == "cublas" || impl == "openblas" || impl == "openblas-core") continue;
     auto it = library.find(r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r));
     if (it == library.end() || !(it->second > 0)) continue;
     char buf[256];
@@ -265,11 +389,13 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
                   it->second, 100.0 * r.at("gflops").get<double>() / it->second);
     lines.push_back(buf);
   }
-  if (lines.empty()) return;
-  out << "\n### matmul: our kernels vs the library (same device, dtype, shape)\n\n"
-      << "| device   | dtype | m x n x k      | impl       |    GFLOP/s | library GF |  ratio |\n"
-      << "|----------|-------|----------------|------------|------------|------------|--------|\n";
-  for (const auto& l : lines) out << l << "\n";
+  if (!lines.empty()) {
+    out << "\n### matmul: our kernels vs the library (same device, dtype, shape)\n\n"
+        << "| device   | dtype | m x n x k      | impl       |    GFLOP/s | library GF |  ratio |\n"
+        << "|----------|-------|----------------|------------|------------|------------|--------|\n";
+    for (const auto& l : lines) out << l << "\n";
+  }
+  summarize_cores(records, out);
 }
 
 }  // namespace
@@ -303,6 +429,20 @@ Suite matmul_suite() {
           add(dev, "fp32", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::fp32); });
           add(dev, "fp32", "blocked", sh, [sh] { return std::make_unique<CpuGemm>(sh, "blocked", DType::fp32); });
           add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
+        }
+        // The other OpenBLAS cores, after the in-process cases (not inside a probe run).
+        if (!std::getenv(kProbeEnv) && wanted("fp32")) {
+          const auto st = cpu::openblas_core_status();
+          const int reps = o.quick ? 3 : 5;
+          for (const auto& sh : shapes) {
+            if (!sh.square || sh.m < 1024 || sh.m > 4096) continue;
+            for (const auto& core : cpu::openblas_sgemm_candidates(cpu::read_cpu_flags(), st.library_core)) {
+              if (strcasecmp(core.c_str(), st.core.c_str()) == 0) continue;  // that one is impl=openblas
+              CaseId id{"matmul", "gemm", dev, "fp32", {}};
+              id.with("impl", "openblas-core").with("core", core).with("size", sh.m);
+              cases.push_back({id, [sh, core, reps] { return std::make_unique<CpuGemmOtherCore>(sh, core, reps); }});
+            }
+          }
         }
         continue;
       }

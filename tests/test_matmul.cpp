@@ -187,6 +187,21 @@ TEST(OpenBlasCore, NeverDowngradesOrPicksUnsupportedIsa) {
   EXPECT_EQ(openblas_core_tier("Unknown"), 0);
 }
 
+TEST(OpenBlasCore, CandidatesAreTheWidestTierPlusTheLibrarysPick) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(openblas_sgemm_candidates(kZen3, "Zen"), (V{"Haswell", "Zen"}));
+  EXPECT_EQ(openblas_sgemm_candidates(kZen3, "zen"), (V{"Haswell", "Zen"}));  // case-insensitive
+  // Excavator's kernels need FMA4 and XOP (Bulldozer family only; Zen raises SIGILL).
+  auto excavator = kZen3;
+  excavator.insert({"fma4", "xop"});
+  EXPECT_EQ(openblas_sgemm_candidates(excavator, "Excavator"), (V{"Haswell", "Zen", "Excavator"}));
+  // Zen 5: the AVX-512 cores it can run, and the library's AVX2 pick to measure what the choice gains.
+  EXPECT_EQ(openblas_sgemm_candidates(kZen5, "Haswell"), (V{"SkylakeX", "Cooperlake", "Haswell"}));
+  EXPECT_EQ(openblas_sgemm_candidates(kSkylakeX, "SkylakeX"), (V{"SkylakeX"}));  // no bf16: no Cooperlake
+  EXPECT_EQ(openblas_sgemm_candidates(kSkylakeX, ""), (V{"SkylakeX"}));
+  EXPECT_TRUE(openblas_sgemm_candidates({"sse2"}, "Prescott").empty());
+}
+
 TEST(OpenBlasCore, ThisMachineRunsAKnownCoreItCanExecute) {
   const auto flags = read_cpu_flags();
   ASSERT_FALSE(flags.empty());

@@ -62,6 +62,28 @@ CoreChoice choose_openblas_core(const std::set<std::string>& flags, const std::s
   return c;
 }
 
+std::vector<std::string> openblas_sgemm_candidates(const std::set<std::string>& flags, const std::string& library_core) {
+  std::vector<std::string> out;
+  switch (cpu_tier(flags)) {
+    case 3:
+      out = {"SkylakeX"};
+      if (has(flags, "avx512_bf16")) out.push_back("Cooperlake");
+      if (has(flags, "amx_bf16") && has(flags, "avx512_fp16")) out.push_back("SapphireRapids");
+      break;
+    case 2:
+      out = {"Haswell", "Zen"};
+      // Excavator's kernels use AMD's FMA4/XOP, which Zen dropped (SIGILL there).
+      if (has(flags, "fma4") && has(flags, "xop")) out.push_back("Excavator");
+      break;
+    case 1: out = {"Sandybridge"}; break;
+    default: return out;
+  }
+  bool listed = library_core.empty();
+  for (const auto& c : out) listed |= iequal(library_core, c.c_str());
+  if (!listed && openblas_core_tier(library_core) > 0) out.push_back(library_core);
+  return out;
+}
+
 std::set<std::string> read_cpu_flags() {
   std::set<std::string> out;
   std::ifstream in("/proc/cpuinfo");

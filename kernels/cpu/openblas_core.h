@@ -7,6 +7,7 @@
 #pragma once
 #include <set>
 #include <string>
+#include <vector>
 
 namespace dlb::cpu {
 
@@ -24,6 +25,12 @@ struct CoreChoice {
 // Pure: CPU flags (as in /proc/cpuinfo, lower case) and the library's chosen core -> best core.
 // Never picks a core whose instructions the CPU lacks; never downgrades the library's choice.
 CoreChoice choose_openblas_core(const std::set<std::string>& cpu_flags, const std::string& library_core);
+
+// The cores worth timing against each other for sgemm on a CPU with these flags: every core of the
+// widest ISA tier the CPU executes (Cooperlake only with avx512_bf16, SapphireRapids only with
+// amx_bf16 and avx512_fp16, Excavator only with FMA4 and XOP), then `library_core` when it is not among them (the library's own pick,
+// e.g. Haswell on an AVX-512 CPU). Empty when the CPU has no AVX.
+std::vector<std::string> openblas_sgemm_candidates(const std::set<std::string>& cpu_flags, const std::string& library_core);
 
 // Flags of the first CPU in /proc/cpuinfo (empty when unreadable).
 std::set<std::string> read_cpu_flags();
