@@ -199,6 +199,7 @@ class TrainAmpGpuCase final : public Case {
     m_->init(1);
     // Timed: device-resident batches, so the epoch measures the steps, not the input pipeline.
     tr_ = models::make_trainer(*m_, models::default_optimizer(model_), options(models::InputMode::resident));
+    tr_->prepare(epoch_, batch_);  // the upload and cuDNN's searches, untimed
   }
 
   CheckResult verify() override {

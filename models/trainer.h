@@ -34,6 +34,11 @@ struct TrainOptions {
 class Trainer {
  public:
   virtual ~Trainer() = default;
+  // What an epoch over `d` in batches of `batch` sets up before its first step, done ahead so a
+  // benchmark can keep it out of its timing: the CUDA trainer uploads `d` (input resident), makes
+  // the buffers of both batch shapes (full and the partial last) and runs cuDNN's algorithm search
+  // for them. Changes no weights. Optional: train_epoch does the same itself when it was not called.
+  virtual void prepare(const Dataset& d, int batch) { (void)d, (void)batch; }
   // One pass over `d` in batches of `batch` (the last one partial, as DataLoader(drop_last=False));
   // returns the mean loss over batches. Waits for the device before returning.
   virtual double train_epoch(const Dataset& d, int batch) = 0;

@@ -82,7 +82,10 @@ TEST_P(AmpGpuStep, GradientsMatchCpuFp32WithinTheDtypeTolerance) {
 
 INSTANTIATE_TEST_SUITE_P(SeedModels, AmpGpuStep,
                          ::testing::Combine(::testing::Values("net128", "mlp", "convnet", "autoencoder"),
-                                            ::testing::Values(DType::tf32, DType::fp16, DType::bf16)));
+                                            ::testing::Values(DType::tf32, DType::fp16, DType::bf16)),
+                         [](const ::testing::TestParamInfo<AmpGpuStep::ParamType>& i) {
+                           return std::get<0>(i.param) + "_" + dtype_name(std::get<1>(i.param));
+                         });
 
 TEST(AmpGpuScaler, OverflowSkipsTheStepAndBacksOff) {
   SKIP_WITHOUT_GPU();

@@ -98,3 +98,30 @@ TEST(GpuTrain, MemoryCountersSeeTheModel) {
   EXPECT_GT(t->peak_device_bytes(), t->model_device_bytes() * 2);  // grads, momentum, activations
   EXPECT_GT(t->evaluate(d, 64), 0.0);
 }
+
+TEST(GpuTrain, PrepareChangesNoResultAndPartialBatchesReusePlans) {
+  SKIP_WITHOUT_GPU();
+  auto base = make_net(16);
+  base->init(7);
+  Dataset d = gpu_test_data(base->input_shape(1), 50, 5);  // 3 x 16 + a partial batch of 2
+  for (InputMode m : {InputMode::pageable, InputMode::resident})
+    for (bool graph : {false, true}) {
+      double loss[2][2];
+      std::vector<std::vector<float>> after[2];
+      for (int prepared = 0; prepared < 2; ++prepared) {
+        auto g = make_net(16);
+        g->copy_params_from(*base);
+        auto t = make_trainer(*g, default_optimizer("net128"), gpu(m, graph));
+        if (prepared) t->prepare(d, 16);
+        // Two epochs: the second runs on plans (and graphs) kept from the first, partial batch included.
+        loss[prepared][0] = t->train_epoch(d, 16);
+        loss[prepared][1] = t->train_epoch(d, 16);
+        t->sync_to_host();
+        for (Param* p : g->params()) after[prepared].push_back(p->value);
+      }
+      for (int e = 0; e < 2; ++e)
+        EXPECT_NEAR(loss[1][e], loss[0][e], 1e-5 * std::abs(loss[0][e])) << input_mode_name(m) << " graph " << graph;
+      for (std::size_t i = 0; i < after[0].size(); ++i)
+        EXPECT_LT(max_rel_err(after[1][i].data(), after[0][i].data(), after[0][i].size()), 1e-5) << i;
+    }
+}

@@ -169,6 +169,23 @@ class GpuTrainer final : public Trainer {
     return read_loss();
   }
 
+  void prepare(const Dataset& d, int batch) override {
+    check(d, batch);
+    if (o_.input == InputMode::resident) upload_dataset(d);
+    const int last = int(d.size() % std::size_t(batch));
+    for (int n : {last, batch}) {  // the full batch last: it stays the current plan
+      if (n == 0) continue;
+      plan(n);
+      // A forward and backward on a zero batch (label 0): every conv's algorithm search runs now.
+      // No optimizer step, and the loss sum is zeroed when an epoch starts.
+      DLB_CUDA_CHECK(cudaMemsetAsync(x_.data(), 0, x_.bytes(), stream_));
+      DLB_CUDA_CHECK(cudaMemsetAsync(y_.data(), 0, y_.bytes(), stream_));
+      forward(n);
+      loss_and_backward(n);
+    }
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
   double train_epoch(const Dataset& d, int batch) override {
     check(d, batch);
     const auto idx = epoch_order(d.size(), o_.shuffle_seed++);
@@ -259,11 +276,19 @@ class GpuTrainer final : public Trainer {
   DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_, amp_, out32_;
   DeviceBuffer<std::uint16_t> vh_, gh_, xh_;  // half weights, half gradients, half input (fp16/bf16)
   std::size_t model_bytes_ = 0;
-  // Per batch size n: shapes, activations and gradients, cuDNN plans, pool indices.
+  // Per batch size n: shapes, activations and gradients, cuDNN plans, pool indices. The members
+  // hold the current n's; the others wait in plans_ (their device addresses unchanged, so a CUDA
+  // graph captured for that n stays valid and an epoch's partial last batch costs no reallocation).
+  struct PlanBuffers {
+    std::vector<Shape> shapes;
+    std::vector<DeviceBuffer<std::uint8_t>> acts, dxs, dout;
+    std::vector<DeviceBuffer<std::int32_t>> pool_arg;
+  };
   int planned_n_ = -1;
   std::vector<Shape> shapes_;
   std::vector<DeviceBuffer<std::uint8_t>> acts_, dxs_, dout_;  // storage dtype, esz_ bytes per element
   std::vector<DeviceBuffer<std::int32_t>> pool_arg_;
+  std::map<int, PlanBuffers> plans_;
   std::map<std::pair<int, int>, std::unique_ptr<cuda::CudnnConv2d>> convs_;  // (layer, n)
   DeviceBuffer<float> x_, xs_[2];
   DeviceBuffer<std::int32_t> y_, ys_[2];
@@ -325,30 +350,40 @@ class GpuTrainer final : public Trainer {
     return l;
   }
 
-  // Buffers for batch n. Input buffers are sized for the largest batch seen so the partial last
-  // batch of an epoch reuses them.
+  // Buffers for batch n, kept per n (PlanBuffers). Input buffers are sized for the largest batch
+  // seen so the partial last batch of an epoch reuses them; growing them invalidates the graphs.
   void plan(int n) {
     if (n == planned_n_) return;
-    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    const auto layers = m_.layers();
-    shapes_.assign(layers.size() + 1, Shape{});
-    shapes_[0] = m_.input_shape(n);
-    for (std::size_t i = 0; i < layers.size(); ++i) shapes_[i + 1] = layers[i]->out_shape(shapes_[i]);
-    acts_.clear(), dxs_.clear(), pool_arg_.clear(), dout_.clear();
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      acts_.push_back(stored(shapes_[i + 1].size()));
-      dxs_.push_back(stored(i == 0 ? 0 : shapes_[i].size()));
-      pool_arg_.emplace_back(layers[i]->kind() == "MaxPool2d" ? shapes_[i + 1].size() : 0);
+    if (planned_n_ > 0)
+      plans_[planned_n_] = PlanBuffers{std::move(shapes_), std::move(acts_), std::move(dxs_), std::move(dout_),
+                                       std::move(pool_arg_)};
+    if (auto it = plans_.find(n); it != plans_.end()) {
+      PlanBuffers& p = it->second;
+      shapes_ = std::move(p.shapes), acts_ = std::move(p.acts), dxs_ = std::move(p.dxs), dout_ = std::move(p.dout);
+      pool_arg_ = std::move(p.pool_arg);
+      plans_.erase(it);
+    } else {
+      const auto layers = m_.layers();
+      shapes_.assign(layers.size() + 1, Shape{});
+      shapes_[0] = m_.input_shape(n);
+      for (std::size_t i = 0; i < layers.size(); ++i) shapes_[i + 1] = layers[i]->out_shape(shapes_[i]);
+      acts_.clear(), dxs_.clear(), pool_arg_.clear(), dout_.clear();
+      for (std::size_t i = 0; i < layers.size(); ++i) {
+        acts_.push_back(stored(shapes_[i + 1].size()));
+        dxs_.push_back(stored(i == 0 ? 0 : shapes_[i].size()));
+        pool_arg_.emplace_back(layers[i]->kind() == "MaxPool2d" ? shapes_[i + 1].size() : 0);
+      }
+      dout_.push_back(stored(shapes_.back().size()));
     }
-    dout_.push_back(stored(shapes_.back().size()));
     if (n > batch_cap_) {
+      DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // work in flight may still read the old ones
       batch_cap_ = n;
       x_ = DeviceBuffer<float>(shapes_[0].size());
       y_ = DeviceBuffer<std::int32_t>(n);
       if (half_) xh_ = DeviceBuffer<std::uint16_t>(shapes_[0].size());
+      for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
+      graphs_.clear();
     }
-    for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
-    graphs_.clear();
     planned_n_ = n;
   }
 
