@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/threads.h"
 
 namespace dlb::models {
 
@@ -64,6 +65,9 @@ void check_dataset(const Sequential& m, const Dataset& d, int batch) {
   if (d.size() == 0) throw InputError("dataset '" + d.name + "' is empty");
 }
 
+// The CPU kernels split each batch over kernel_threads() threads with single-threaded GEMMs, so
+// OpenBLAS stays at 1 thread while this trainer works (its idle workers then sleep instead of
+// spinning next to ours); with one kernel thread OpenBLAS keeps its own threads.
 class CpuTrainer final : public Trainer {
  public:
   CpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o)
@@ -71,6 +75,7 @@ class CpuTrainer final : public Trainer {
 
   double train_epoch(const Dataset& d, int batch) override {
     check_dataset(m_, d, batch);
+    cpu::BlasThreadsScope blas(blas_threads());
     const auto idx = epoch_order(d.size(), seed_++);
     const std::size_t item = std::size_t(d.c) * d.h * d.w;
     x_.resize(std::size_t(batch) * item);
@@ -88,6 +93,7 @@ class CpuTrainer final : public Trainer {
 
   double evaluate(const Dataset& d, int batch) override {
     check_dataset(m_, d, batch);
+    cpu::BlasThreadsScope blas(blas_threads());
     const std::size_t item = std::size_t(d.c) * d.h * d.w;
     std::size_t right = 0;
     double loss = 0;
@@ -110,15 +116,20 @@ class CpuTrainer final : public Trainer {
   }
 
   float gradients(const Batch& b) override {
+    cpu::BlasThreadsScope blas(blas_threads());
     m_.zero_grad();
     return m_.forward_backward(b);
   }
 
   std::string describe() const override {
-    return "cpu (OpenBLAS, " + std::to_string(openblas_get_num_threads()) + " threads)";
+    const int t = cpu::kernel_threads();
+    if (t == 1) return "cpu (1 thread, OpenBLAS " + std::to_string(openblas_get_num_threads()) + " threads)";
+    return "cpu (" + std::to_string(t) + " threads: batch split, single-threaded OpenBLAS)";
   }
 
  private:
+  static int blas_threads() { return cpu::kernel_threads() > 1 ? 1 : openblas_get_num_threads(); }
+
   Sequential& m_;
   Optimizer opt_;
   std::uint64_t seed_;

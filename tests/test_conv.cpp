@@ -1,6 +1,7 @@
 // Conv2d on the CPU: every im2col fast path against the fp64 direct reference over shapes with
-// padding, stride, odd sizes, c = 1, 1x1 filters and batches 1..3; the verification catches a
-// deliberately wrong output; invalid shapes are rejected.
+// padding, stride, odd sizes, c = 1, 1x1 filters and batches 1..3; the batch split over the kernel
+// threads against the single-threaded path and the reference (odd batches, uneven tasks); the
+// verification catches a deliberately wrong output; invalid shapes are rejected.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -8,6 +9,7 @@
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/threads.h"
 
 using namespace dlb;
 
@@ -202,4 +204,52 @@ TEST(ConvIm2col, ChunkedBatchMatchesDirect) {
   cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw.data(), db.data(), ws);
   EXPECT_LE(max_rel_err(dw.data(), ref_dw.data(), dw.size()), kTol);
   EXPECT_LE(max_rel_err(db.data(), ref_db.data(), db.size()), kTol);
+}
+
+// Shapes big enough (>= 2 MFLOP) for the batch split: odd batches, one image per task (9 tasks for
+// forward, 8 uneven ones for backward-filter), the rotated-filter backward-data, and batch 1 (no
+// split). The threaded result matches the single-threaded one (forward and backward-data compute
+// every element the same way; backward-filter adds partial sums in another order) and the reference.
+TEST(ConvIm2col, ThreadedMatchesSingleThreadAndDirect) {
+  const std::vector<Conv2dShape> big = {
+      make(5, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, odd batch
+      make(9, 16, 24, 24, 8, 5, 5, 2),      // one image per task
+      make(3, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout: rotated-filter backward-data
+      make(2, 16, 33, 31, 24, 3, 3, 1, 2),  // stride 2, odd sizes, batch 2
+      make(1, 16, 30, 30, 16, 3, 3, 1),     // batch 1
+  };
+  for (const auto& sh : big) {
+    SCOPED_TRACE(sh.str());
+    ASSERT_GE(sh.flops(), 2e6);
+    Data d(sh);
+    std::vector<float> ws, y(sh.y_size(), 7.f), y1(sh.y_size()), dx(sh.x_size(), 7.f), dx1(sh.x_size());
+    std::vector<float> dw(sh.w_size(), 7.f), dw1(sh.w_size()), db(sh.k, 7.f), db1(sh.k);
+    cpu::conv2d_forward_im2col(sh, d.x.data(), d.w.data(), d.b.data(), y.data(), ws);
+    cpu::conv2d_backward_data_im2col(sh, d.dy.data(), d.w.data(), dx.data(), ws);
+    cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw.data(), db.data(), ws);
+    {
+      cpu::KernelThreadsLimit one(1);
+      std::vector<float> ws1;
+      cpu::conv2d_forward_im2col(sh, d.x.data(), d.w.data(), d.b.data(), y1.data(), ws1);
+      cpu::conv2d_backward_data_im2col(sh, d.dy.data(), d.w.data(), dx1.data(), ws1);
+      cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw1.data(), db1.data(), ws1);
+    }
+    EXPECT_LE(max_rel_err(y.data(), y1.data(), y.size()), 1e-6);
+    EXPECT_LE(max_rel_err(dx.data(), dx1.data(), dx.size()), 1e-6);
+    EXPECT_LE(max_rel_err(dw.data(), dw1.data(), dw.size()), kTol);
+    EXPECT_LE(max_rel_err(db.data(), db1.data(), db.size()), kTol);
+    std::vector<double> ref_y(sh.y_size()), ref_dx(sh.x_size()), ref_dw(sh.w_size()), ref_db(sh.k);
+    cpu::conv2d_forward_direct(sh, d.x.data(), d.w.data(), d.b.data(), ref_y.data());
+    cpu::conv2d_backward_data_direct(sh, d.dy.data(), d.w.data(), ref_dx.data());
+    cpu::conv2d_backward_filter_direct(sh, d.x.data(), d.dy.data(), ref_dw.data(), ref_db.data());
+    EXPECT_LE(max_rel_err(y.data(), ref_y.data(), y.size()), kTol);
+    EXPECT_LE(max_rel_err(dx.data(), ref_dx.data(), dx.size()), kTol);
+    EXPECT_LE(max_rel_err(dw.data(), ref_dw.data(), dw.size()), kTol);
+    EXPECT_LE(max_rel_err(db.data(), ref_db.data(), db.size()), kTol);
+    // Same thread count, same bits: the partial sums are added in task order.
+    std::vector<float> dw2(sh.w_size()), db2(sh.k);
+    cpu::conv2d_backward_filter_im2col(sh, d.x.data(), d.dy.data(), dw2.data(), db2.data(), ws);
+    EXPECT_EQ(dw2, dw);
+    EXPECT_EQ(db2, db);
+  }
 }

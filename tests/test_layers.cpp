@@ -1,5 +1,6 @@
 // Gradient checks: every layer's fp64 reference backward against central finite differences, and
-// the fast fp32 path against the fp64 reference; losses and optimizers against their formulas.
+// the fast fp32 path against the fp64 reference; losses and optimizers against their formulas; the
+// elementwise kernels split over the kernel threads give the single-threaded bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,8 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
+#include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/threads.h"
 #include "models/net.h"
 
 using namespace dlb;
@@ -234,4 +237,53 @@ TEST(Layers, ShapeMismatchIsInputError) {
   EXPECT_THROW(m.output_shape(1), InputError);
   Linear l("l", 10, 2);
   EXPECT_THROW(l.out_shape({1, 3, 1, 1}), InputError);
+}
+
+// ReLU, max pooling (2x2 and 3x3 windows, ragged edges) and SGD split their arrays over the kernel
+// threads (large enough here to be split into uneven tasks); every element is computed as on one
+// thread, so the results are bit for bit the single-threaded ones.
+TEST(ThreadedKernels, SplitGivesTheSingleThreadBits) {
+  const int n = 3, c = 37, h = 27, w = 29;
+  const std::size_t xs = std::size_t(n) * c * h * w;
+  std::vector<float> x(xs), g(xs);
+  fill_uniform(x.data(), xs, 21);
+  fill_uniform(g.data(), xs, 22);
+  struct Out {
+    std::vector<float> relu, relu_dx, pool, pool_dx, p, buf;
+    std::vector<std::int32_t> arg;
+  };
+  auto run = [&](int k) {
+    Out o;
+    o.relu.resize(xs), o.relu_dx.resize(xs);
+    cpu::relu_forward(x.data(), o.relu.data(), xs);
+    cpu::relu_backward(o.relu.data(), g.data(), o.relu_dx.data(), xs);
+    const std::size_t ys = std::size_t(n) * c * (h / k) * (w / k);
+    o.pool.resize(ys), o.arg.resize(ys), o.pool_dx.assign(xs, 5.f);
+    cpu::maxpool2d_forward(x.data(), o.pool.data(), o.arg.data(), n, c, h, w, k);
+    cpu::relu_forward(o.pool.data(), o.pool.data(), ys);
+    cpu::maxpool2d_relu_backward(g.data(), o.pool.data(), o.arg.data(), o.pool_dx.data(), n, c, h, w, k);
+    o.p = x, o.buf.assign(xs, 0.f);
+    cpu::sgd_momentum_step(o.p.data(), g.data(), o.buf.data(), xs, 0.01f, 0.9f, true);
+    cpu::sgd_momentum_step(o.p.data(), x.data(), o.buf.data(), xs, 0.01f, 0.9f, false);
+    return o;
+  };
+  for (int k : {2, 3}) {
+    SCOPED_TRACE("window " + std::to_string(k));
+    const Out threaded = run(k);
+    Out single;
+    {
+      cpu::KernelThreadsLimit one(1);
+      single = run(k);
+    }
+    EXPECT_EQ(threaded.relu, single.relu);
+    EXPECT_EQ(threaded.relu_dx, single.relu_dx);
+    EXPECT_EQ(threaded.pool, single.pool);
+    EXPECT_EQ(threaded.arg, single.arg);
+    EXPECT_EQ(threaded.pool_dx, single.pool_dx);
+    EXPECT_EQ(threaded.p, single.p);
+    EXPECT_EQ(threaded.buf, single.buf);
+    // The pool picked real maxima and the backward wrote every element (no 5.f left over).
+    for (std::size_t j = 0; j < threaded.pool.size(); ++j) ASSERT_EQ(std::max(0.f, x[threaded.arg[j]]), threaded.pool[j]);
+    for (float v : threaded.pool_dx) ASSERT_NE(v, 5.f);
+  }
 }

@@ -1,5 +1,6 @@
 // The four seed models: parameter counts and shapes as the seeds give them, output shapes, a few
-// training steps that lower the loss, the trainer's loader helpers and bad input.
+// training steps that lower the loss, the lecture net's step split over the kernel threads against
+// the single-threaded step and the fp64 reference, the trainer's loader helpers and bad input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
+#include "kernels/cpu/threads.h"
 #include "models/net.h"
 #include "models/trainer.h"
 
@@ -91,6 +93,50 @@ TEST(Training, FewStepsLowerTheLoss) {
     float last = first;
     for (int i = 0; i < 20; ++i) last = train_step(*m, opt, b);
     EXPECT_LT(last, first) << name;
+  }
+}
+
+// The lecture net's step with the batch split over the kernel threads (batches 1, 2 and an odd 3):
+// gradients and loss as the single-threaded step's and the fp64 reference's; two identical
+// threaded steps give the same bits.
+TEST(Training, ThreadedLectureStepMatchesSingleThreadAndReference) {
+  for (int n : {1, 2, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(n));
+    auto m = make_net();
+    m->init(3);
+    const Shape in = m->input_shape(n);
+    std::vector<float> x(in.size());
+    fill_uniform(x.data(), x.size(), 8);
+    std::vector<std::int32_t> y(n);
+    for (int i = 0; i < n; ++i) y[i] = (3 * i + 1) % 10;
+    const Batch b{x.data(), y.data(), nullptr, n};
+    auto grads = [&] {
+      m->zero_grad();
+      const float loss = m->forward_backward(b);
+      std::vector<std::vector<float>> g;
+      for (Param* p : m->params()) g.push_back(p->grad);
+      return std::make_pair(loss, g);
+    };
+    const auto threaded = grads(), again = grads();
+    std::pair<float, std::vector<std::vector<float>>> single;
+    {
+      cpu::KernelThreadsLimit one(1);
+      single = grads();
+    }
+    m->sync_ref();
+    std::vector<double> x64(x.begin(), x.end());
+    const double ref_loss = m->forward_backward_ref(x64.data(), b);
+    EXPECT_NEAR(threaded.first, ref_loss, 1e-5 * std::abs(ref_loss));
+    EXPECT_NEAR(threaded.first, single.first, 1e-6 * std::abs(ref_loss));
+    EXPECT_EQ(threaded.first, again.first);
+    const auto params = m->params();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      SCOPED_TRACE(params[i]->name);
+      const auto& g = threaded.second[i];
+      EXPECT_LE(max_rel_err(g.data(), params[i]->ref_grad.data(), g.size()), 4 * default_tolerance(DType::fp32));
+      EXPECT_LE(max_rel_err(g.data(), single.second[i].data(), g.size()), 4 * default_tolerance(DType::fp32));
+      EXPECT_EQ(g, again.second[i]);
+    }
   }
 }
 

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/threads.h"
 
 namespace dlb {
 
@@ -293,11 +294,10 @@ void col2im(const Conv2dShape& sh, const float* col, int nb, float* dx) {
     }
 }
 
-}  // namespace
+// ---- one thread: the images of `sh` (a part of the batch) in chunks ----
 
-void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
-                           std::vector<float>& ws) {
-  check_shape(sh);
+void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                    std::vector<float>& ws) {
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   const bool pw = is_pointwise(sh);
@@ -340,7 +340,6 @@ void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w
   }
 }
 
-namespace {
 // Backward-data as a forward convolution (stride 1 only): dx = conv(dy padded by r-1-pad, W
 // rotated by 180 degrees with c and k swapped). Its GEMM is C x (K*R*S) x (H*W) per image instead
 // of (C*R*S) x K x (P*Q): far better shaped when K is small (conv2: K = 16 makes the plain path a
@@ -351,27 +350,30 @@ bool backward_data_as_forward(const Conv2dShape& sh) {
   const double waste = double(sh.h) * sh.w / (double(sh.p()) * sh.q());
   return sh.k * 4 <= sh.c && waste <= 2.5;
 }
-}  // namespace
 
-void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
-                                 std::vector<float>& ws) {
-  check_shape(sh);
-  if (backward_data_as_forward(sh)) {
-    Conv2dShape t;
-    t.n = sh.n, t.c = sh.k, t.h = sh.p(), t.w = sh.q(), t.k = sh.c, t.r = sh.r, t.s = sh.s;
-    t.pad_h = sh.r - 1 - sh.pad_h, t.pad_w = sh.s - 1 - sh.pad_w;
-    thread_local std::vector<float> wt;  // W'[c][k][R-1-r][S-1-s] = W[k][c][r][s]
-    wt.resize(sh.w_size());
-    const int RS = sh.r * sh.s;
-    for (int k = 0; k < sh.k; ++k)
-      for (int c = 0; c < sh.c; ++c) {
-        const float* src = w + (std::size_t(k) * sh.c + c) * RS;
-        float* dst = wt.data() + (std::size_t(c) * sh.k + k) * RS;
-        for (int i = 0; i < RS; ++i) dst[RS - 1 - i] = src[i];
-      }
-    conv2d_forward_im2col(t, dy, wt.data(), nullptr, dx, ws);
-    return;
-  }
+// The convolution that backward_data_as_forward runs instead: input dy, output dx.
+Conv2dShape rotated_shape(const Conv2dShape& sh) {
+  Conv2dShape t;
+  t.n = sh.n, t.c = sh.k, t.h = sh.p(), t.w = sh.q(), t.k = sh.c, t.r = sh.r, t.s = sh.s;
+  t.pad_h = sh.r - 1 - sh.pad_h, t.pad_w = sh.s - 1 - sh.pad_w;
+  return t;
+}
+
+// Its filters: W'[c][k][R-1-r][S-1-s] = W[k][c][r][s] (wt holds w_size() floats).
+void rotate_filters(const Conv2dShape& sh, const float* w, float* wt) {
+  const int RS = sh.r * sh.s;
+  for (int k = 0; k < sh.k; ++k)
+    for (int c = 0; c < sh.c; ++c) {
+      const float* src = w + (std::size_t(k) * sh.c + c) * RS;
+      float* dst = wt + (std::size_t(c) * sh.k + k) * RS;
+      for (int i = 0; i < RS; ++i) dst[RS - 1 - i] = src[i];
+    }
+}
+
+// wrot: the rotated filters when backward_data_as_forward(sh), else null.
+void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w, float* dx, std::vector<float>& ws,
+                          const float* wrot) {
+  if (wrot) return forward_serial(rotated_shape(sh), dy, wrot, nullptr, dx, ws);
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   const bool pw = is_pointwise(sh);
@@ -401,9 +403,8 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
   }
 }
 
-void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                                   std::vector<float>& ws) {
-  check_shape(sh);
+void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                            std::vector<float>& ws) {
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   const bool pw = is_pointwise(sh);
@@ -443,6 +444,96 @@ void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const 
     // dW [K x CRS] (+)= dY [K x m*PQ] * col^T [m*PQ x CRS]
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, CRS, int(ncols), 1.0f, a, int(ncols), b, int(ncols),
                 i0 == 0 ? 0.0f : 1.0f, dw, CRS);
+  }
+}
+
+
+// ---- launchers: the batch cut into tasks for the kernel threads (kernels/cpu/threads.h) ----
+
+// Below this many flops a conv runs on the calling thread: a region costs a few microseconds.
+constexpr double kMinParallelFlops = 2e6;
+
+// Images per task: the cache-sized chunk of `run` (the convolution that actually runs), but no
+// more than an equal share of the batch, so every thread gets work at small batches.
+int task_images(const Conv2dShape& sh, const Conv2dShape& run) {
+  const int share = (sh.n + kernel_threads() - 1) / kernel_threads();
+  return std::max(1, std::min(chunk_images(run), share));
+}
+
+bool parallel_conv(const Conv2dShape& sh) {
+  return kernel_threads() > 1 && sh.n > 1 && sh.flops() >= kMinParallelFlops;
+}
+
+// Images [first, first + s.n) of `sh` as a shape.
+Conv2dShape sub_batch(const Conv2dShape& sh, long first, long last) {
+  Conv2dShape s = sh;
+  s.n = int(last - first);
+  return s;
+}
+
+// Workspace of the calling thread's tasks (each thread has its own).
+std::vector<float>& thread_ws() {
+  thread_local std::vector<float> ws;
+  return ws;
+}
+
+}  // namespace
+
+void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                           std::vector<float>& ws) {
+  check_shape(sh);
+  if (!parallel_conv(sh)) return forward_serial(sh, x, w, bias, y, ws);
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
+  const int per = task_images(sh, sh), tasks = (sh.n + per - 1) / per;
+  parallel_tasks(tasks, [&](int t) {
+    const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
+    forward_serial(sub_batch(sh, i0, i1), x + i0 * xi, w, bias, y + i0 * yi, thread_ws());
+  });
+}
+
+void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
+                                 std::vector<float>& ws) {
+  check_shape(sh);
+  const bool rot = backward_data_as_forward(sh);
+  thread_local std::vector<float> wt;  // the calling thread's rotated filters, shared by its tasks
+  if (rot) {
+    ensure(wt, sh.w_size());
+    rotate_filters(sh, w, wt.data());
+  }
+  const float* wrot = rot ? wt.data() : nullptr;
+  if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, wrot);
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
+  const int per = task_images(sh, rot ? rotated_shape(sh) : sh), tasks = (sh.n + per - 1) / per;
+  parallel_tasks(tasks, [&](int t) {
+    const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
+    backward_data_serial(sub_batch(sh, i0, i1), dy + i0 * yi, w, dx + i0 * xi, thread_ws(), wrot);
+  });
+}
+
+void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                   std::vector<float>& ws) {
+  check_shape(sh);
+  if (!parallel_conv(sh)) return backward_filter_serial(sh, x, dy, dw, db, ws);
+  // Each task reduces over its own images into its own partial dW (task 0: dw itself); the partials
+  // are added in task order afterwards, so the bits do not depend on which thread ran what. A few
+  // tasks per thread: enough to balance on a shared machine, few partial sums to add.
+  const int tasks = std::min(sh.n, std::max(kernel_threads(), std::min(4 * kernel_threads(), sh.n / chunk_images(sh))));
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
+  const std::size_t wsz = sh.w_size(), bsz = db ? std::size_t(sh.k) : 0;
+  thread_local std::vector<float> partial;  // [tasks - 1][wsz + bsz], the calling thread's
+  ensure(partial, (tasks - 1) * (wsz + bsz));
+  float* const base = partial.data();  // tasks run on other threads too: no thread_local inside
+  parallel_tasks(tasks, [&](int t) {
+    long i0, i1;
+    split_range(sh.n, tasks, t, i0, i1);
+    float* pdw = t == 0 ? dw : base + (t - 1) * (wsz + bsz);
+    float* pdb = !db ? nullptr : t == 0 ? db : pdw + wsz;
+    backward_filter_serial(sub_batch(sh, i0, i1), x + i0 * xi, dy + i0 * yi, pdw, pdb, thread_ws());
+  });
+  for (int t = 1; t < tasks; ++t) {
+    const float* p = base + (t - 1) * (wsz + bsz);
+    for (std::size_t i = 0; i < wsz; ++i) dw[i] += p[i];
+    for (std::size_t i = 0; i < bsz; ++i) db[i] += p[wsz + i];
   }
 }
 

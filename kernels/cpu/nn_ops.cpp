@@ -6,13 +6,38 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/threads.h"
+
 namespace dlb::cpu {
+namespace {
+// Large arrays are cut into tasks of at least this many floats touched for the kernel threads:
+// below that a region's few microseconds cost more than they save.
+constexpr long kMinTaskFloats = 1 << 14;
+constexpr int kTasksPerThread = 4;  // a few per thread, so a thread slowed by a busy core gets fewer
+
+// fn(lo, hi) over [0, n), items of `per_item` floats, in tasks on the kernel threads.
+template <class F>
+void split_items(long n, long per_item, F&& fn) {
+  const long by_size = n * per_item / kMinTaskFloats;
+  const int tasks = int(std::max(1L, std::min<long>({n, by_size, long(kTasksPerThread) * kernel_threads()})));
+  if (tasks == 1) return fn(0L, n);
+  parallel_tasks(tasks, [&](int t) {
+    long lo, hi;
+    split_range(n, tasks, t, lo, hi);
+    fn(lo, hi);
+  });
+}
+}  // namespace
 
 void relu_forward(const float* x, float* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  split_items(long(n), 1, [&](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  });
 }
 void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+  split_items(long(n), 1, [&](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+  });
 }
 void sigmoid_forward(const float* x, float* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
@@ -46,13 +71,16 @@ void bias_nchw_backward(const float* dy, float* db, int n, int c, int hw) {
     }
 }
 
-void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k) {
+namespace {
+// maxpool2d_forward over planes [plane0, plane1).
+void maxpool2d_forward_planes(const float* x, float* y, std::int32_t* arg, long plane0, long plane1, int h, int w,
+                              int k) {
   const int p = h / k, q = w / k;
   if (k == 2) {
     // The lecture's 2x2 pool, branch-free (the generic loop's data-dependent branches mispredict on
     // every other window). Same visiting order and tie/NaN rule: a later element wins when it is
     // strictly greater or NaN.
-    for (long plane = 0; plane < long(n) * c; ++plane) {
+    for (long plane = plane0; plane < plane1; ++plane) {
       const float* xp = x + plane * h * w;
       float* yp = y + plane * p * q;
       std::int32_t* ap = arg + plane * p * q;
@@ -80,7 +108,7 @@ void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c
     }
     return;
   }
-  for (long plane = 0; plane < long(n) * c; ++plane) {
+  for (long plane = plane0; plane < plane1; ++plane) {
     const float* xp = x + plane * h * w;
     float* yp = y + plane * p * q;
     std::int32_t* ap = arg + plane * p * q;
@@ -98,6 +126,12 @@ void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c
       }
   }
 }
+}  // namespace
+
+void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k) {
+  split_items(long(n) * c, long(h) * w,
+              [&](long lo, long hi) { maxpool2d_forward_planes(x, y, arg, lo, hi, h, w, k); });
+}
 void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size) {
   std::fill(dx, dx + x_size, 0.f);
   for (std::size_t i = 0; i < y_size; ++i) dx[arg[i]] += dy[i];
@@ -106,22 +140,24 @@ void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t
                              int w, int k) {
   const int p = h / k, q = w / k;
   const std::size_t hw = std::size_t(h) * w, pq = std::size_t(p) * q;
-  for (long plane = 0; plane < long(n) * c; ++plane) {
-    float* dp = dx + plane * hw;
-    const float* gp = dy + plane * pq;
-    const float* yp = y + plane * pq;
-    const std::int32_t* ap = arg + plane * pq;
-    for (int i = 0; i < p; ++i) {
-      for (int a = 0; a < k; ++a) {  // zero the k rows of this window row (and the ragged right edge)
-        float* row = dp + std::size_t(i * k + a) * w;
-        for (int t = 0; t < w; ++t) row[t] = 0.f;
+  split_items(long(n) * c, long(hw), [&](long plane0, long plane1) {
+    for (long plane = plane0; plane < plane1; ++plane) {
+      float* dp = dx + plane * hw;
+      const float* gp = dy + plane * pq;
+      const float* yp = y + plane * pq;
+      const std::int32_t* ap = arg + plane * pq;
+      for (int i = 0; i < p; ++i) {
+        for (int a = 0; a < k; ++a) {  // zero the k rows of this window row (and the ragged right edge)
+          float* row = dp + std::size_t(i * k + a) * w;
+          for (int t = 0; t < w; ++t) row[t] = 0.f;
+        }
+        for (int j = 0; j < q; ++j)
+          if (yp[i * q + j] > 0.f) dx[ap[i * q + j]] = gp[i * q + j];
       }
-      for (int j = 0; j < q; ++j)
-        if (yp[i * q + j] > 0.f) dx[ap[i * q + j]] = gp[i * q + j];
+      for (int r = p * k; r < h; ++r)  // ragged bottom rows
+        for (int t = 0; t < w; ++t) dp[std::size_t(r) * w + t] = 0.f;
     }
-    for (int r = p * k; r < h; ++r)  // ragged bottom rows
-      for (int t = 0; t < w; ++t) dp[std::size_t(r) * w + t] = 0.f;
-  }
+  });
 }
 
 float softmax_xent_forward_backward(const float* logits, const std::int32_t* labels, int n, int classes,
@@ -160,11 +196,13 @@ void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, floa
     for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
     return;
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    const float b = first ? g[i] : momentum * buf[i] + g[i];
-    buf[i] = b;
-    p[i] -= lr * b;
-  }
+  split_items(long(n), 3, [&](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) {
+      const float b = first ? g[i] : momentum * buf[i] + g[i];
+      buf[i] = b;
+      p[i] -= lr * b;
+    }
+  });
 }
 
 void adam_step(float* p, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,

@@ -1,6 +1,8 @@
 // Elementwise, pooling, loss and optimizer kernels for training on the CPU (fp32). Layouts are
 // PyTorch's (NCHW activations, row-major [rows, cols] matrices). All are memory-bound and cheap next
 // to the convolutions: a few bytes moved per flop, so they are written as plain vectorizable loops.
+// ReLU, max pooling and SGD split large arrays over the kernel threads (kernels/cpu/threads.h); every
+// element is computed the same way whatever the split, so the results do not depend on it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
