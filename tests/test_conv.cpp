@@ -1,5 +1,6 @@
-// Conv2d on the CPU: every im2col fast path against the fp64 direct reference over shapes with
-// padding, stride, odd sizes, c = 1, 1x1 filters and batches 1..3; the batch split over the kernel
+// Conv2d on the CPU: every fast path (im2col + GEMM, the direct AVX2 kernels) against the fp64
+// direct reference over shapes with padding, stride, odd sizes, c = 1, 1x1 filters, the channel
+// and pixel blocks of the direct kernels and batches 1..3; the batch split over the kernel
 // threads against the single-threaded path and the reference (odd batches, uneven tasks); the
 // verification catches a deliberately wrong output; invalid shapes are rejected.
 #include <gtest/gtest.h>
@@ -51,6 +52,12 @@ std::vector<Conv2dShape> shapes() {
       make(2, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout, fewer channels
       make(2, 32, 9, 9, 4, 3, 3, 1),        // "same" padding
       make(1, 16, 7, 9, 3, 5, 5, 2),        // non-square, pad 2
+      // k a multiple of 8 (<= 32), stride 1, no padding: the direct AVX2 kernels (forward and
+      // backward-filter) where the CPU has AVX2 + FMA
+      make(2, 32, 14, 14, 16, 5, 5),        // lecture conv2 layout
+      make(3, 9, 11, 13, 24, 3, 7),         // 16 + 8 channel blocks, 7 taps = 5 + 2, 7 = 6 + 1 pixels
+      make(1, 16, 8, 9, 8, 2, 2),           // 8 channels, 8 = 6 + 2 pixels
+      make(2, 4, 10, 10, 32, 4, 4),         // two 16-channel blocks
   };
 }
 
@@ -217,6 +224,7 @@ TEST(ConvIm2col, ThreadedMatchesSingleThreadAndDirect) {
       make(3, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout: rotated-filter backward-data
       make(2, 16, 33, 31, 24, 3, 3, 1, 2),  // stride 2, odd sizes, batch 2
       make(1, 16, 30, 30, 16, 3, 3, 1),     // batch 1
+      make(5, 64, 14, 14, 16, 5, 5),        // the direct kernels, one image per task
   };
   for (const auto& sh : big) {
     SCOPED_TRACE(sh.str());
