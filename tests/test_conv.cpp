@@ -58,6 +58,10 @@ std::vector<Conv2dShape> shapes() {
       make(3, 9, 11, 13, 24, 3, 7),         // 16 + 8 channel blocks, 7 taps = 5 + 2, 7 = 6 + 1 pixels
       make(1, 16, 8, 9, 8, 2, 2),           // 8 channels, 8 = 6 + 2 pixels
       make(2, 4, 10, 10, 32, 4, 4),         // two 16-channel blocks
+      make(2, 8, 9, 11, 16, 3, 3, 1),       // direct forward on a zero-bordered copy (pad 1)
+      make(1, 6, 7, 8, 8, 5, 5, 2),         // pad 2: border rows skipped, 8 = 6 + 2 pixels
+      // (the k <= c/4 shapes above also run their backward-data through the direct forward kernel,
+      // with rotated filters and "full" padding, where the rotated conv has a multiple of 8 outputs)
   };
 }
 

@@ -1,20 +1,23 @@
-// Conv2d on the CPU (declared in conv2d.h): the direct reference in fp64, then the fast im2col +
-// OpenBLAS sgemm paths for forward, backward-data and backward-filter.
+// Conv2d on the CPU (declared in conv2d.h): the direct reference in fp64, then the fast paths for
+// forward, backward-data and backward-filter: im2col + OpenBLAS sgemm, and direct AVX2 kernels for
+// convolutions with few output channels; last, the launchers that cut the batch into tasks for the
+// kernel threads (kernels/cpu/threads.h).
 //
 // Napkin math (lecture conv1 at batch 64: n64 c3 32x32 k128 5x5 -> 28x28):
 //   flops = 2*n*k*p*q*c*r*s = 2*64*128*784*75 = 0.96 GFLOP per direction;
-//   a whole-batch im2col buffer would be c*r*s x n*p*q floats = 75 x 50176 = 15 MB, so forward and
-//   backward-data work in cache-sized chunks (~1 MB of im2col, see chunk_images).
-// The GEMM is the whole cost when c*r*s is large; for conv1 (c*r*s = 75) the im2col copy and the
-// NCHW scatter are a visible part, so they are written as contiguous row copies. For conv2
-// (128 -> 16 channels) im2col blows the input up 16x; backward-data there runs as a forward conv
-// with rotated filters instead (backward_data_as_forward).
+//   a whole-batch im2col buffer would be c*r*s x n*p*q floats = 75 x 50176 = 15 MB, so the im2col
+//   paths work in cache-sized chunks (~1 MB of im2col, see chunk_images).
+// The GEMM is the whole cost when c*r*s is large; for conv1 (c*r*s = 75) the im2col copy is a
+// visible part, so it is written as contiguous row copies. For conv2 (128 -> 16 channels) im2col
+// blows the input up 25x for a GEMM only 16 rows deep: forward and backward-filter run the direct
+// kernels there, and backward-data runs as a forward conv with rotated filters
+// (backward_data_as_forward), through the direct kernel where it applies.
 //
-// Fast-path layout: the batch is processed in chunks of `nb` images, and one GEMM covers the whole
-// chunk (GEMM N = nb*p*q), which is what makes small layers (conv2: 16 x 3200 x 100 per image) fast:
+// im2col layout: the batch is processed in chunks of `nb` images, and one GEMM covers the whole
+// chunk (GEMM N = nb*p*q) when one image's p*q is too narrow for a GEMM:
 //   col   [c*r*s][nb*p*q]   column index = image*p*q + output pixel
 //   ybuf  [k][nb*p*q]       the GEMM output, scattered to NCHW afterwards (+ bias)
-// When nb == 1 the GEMM writes straight into y / reads straight from dy.
+// When nb == 1 the GEMM writes straight into y (onto the bias) / reads straight from dy.
 #include "kernels/cpu/conv2d.h"
 
 #include <cblas.h>
@@ -327,6 +330,9 @@ void col2im(const Conv2dShape& sh, const float* col, int nb, float* dx) {
 #if defined(__x86_64__)
 #define DLB_DIRECT_KERNELS 1
 #define DLB_AVX2_FMA __attribute__((target("avx2,fma")))
+// The block kernels are inlined into their driver: compiled on their own, GCC keeps the
+// accumulator array on the stack (a store per FMA pair), at half the speed.
+#define DLB_AVX2_FMA_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
 bool cpu_has_avx2_fma() {
   static const bool v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -340,6 +346,14 @@ bool use_direct(const Conv2dShape& sh) {
          sh.k <= kDirectMaxK && sh.c * sh.r * sh.s >= 64 && !is_pointwise(sh) && cpu_has_avx2_fma();
 }
 
+// The forward kernel also takes padding. any_k: also above kDirectMaxK output channels (the
+// backward-data of a conv with few output channels, run as a forward conv with rotated filters and
+// "full" padding: ~50 GFLOP/s of useful work against ~38 for im2col there).
+bool use_direct_forward(const Conv2dShape& sh, bool any_k = false) {
+  return sh.stride_h == 1 && sh.stride_w == 1 && sh.k % 8 == 0 && (any_k || sh.k <= kDirectMaxK) &&
+         sh.c * sh.r * sh.s >= 64 && !is_pointwise(sh) && cpu_has_avx2_fma();
+}
+
 // wt[((c*R + r)*S + s)*K + k] = w[k][c][r][s]: one tap's K filter values are contiguous.
 void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt) {
   const int CRS = sh.c * sh.r * sh.s;
@@ -347,94 +361,128 @@ void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt) {
     for (int i = 0; i < CRS; ++i) wt[std::size_t(i) * sh.k + k] = w[std::size_t(k) * CRS + i];
 }
 
-// NP output pixels (a run of one row) x 8*NV output channels, summed over every c, r, s.
-// x: the image at (row p, column q0); wt: the CRSK filters at channel k0; out[NP][8*NV].
+// NP output pixels (a run of one row) x 8*NV output channels, summed over every c, s and the taps
+// r in [r0, r1) (the others read zero padding). x: the (padded) image at (row p, column q0), rows
+// of `ld` floats, planes of `plane`; wt: the CRSK filters at channel k0; out[NP][8*NV].
 template <int NP, int NV>
-DLB_AVX2_FMA void forward_direct_block(const float* x, const float* wt, const Conv2dShape& sh, float* out) {
-  __m256 acc[NP][NV];
-  for (int i = 0; i < NP; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
-  const int K = sh.k, W = sh.w, S = sh.s;
-  const std::size_t plane = std::size_t(sh.h) * W;
-  for (int c = 0; c < sh.c; ++c)
-    for (int r = 0; r < sh.r; ++r) {
-      const float* xr = x + c * plane + std::size_t(r) * W;
-      const float* wr = wt + std::size_t(c * sh.r + r) * S * K;
+DLB_AVX2_FMA_INLINE void forward_direct_block(const float* x, std::size_t plane, int ld, int r0, int r1, const float* wt,
+                                              const Conv2dShape& sh, float* out) {
+  static_assert(NP >= 1 && NP <= 6 && (NV == 1 || NV == 2), "block: up to 6 pixels x 16 channels");
+  // Named accumulators, not an array: GCC keeps an array of vectors on the stack here (a store
+  // after every FMA pair, at half the speed).
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+  __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+  const int K = sh.k, S = sh.s, C = sh.c, nr = r1 - r0;
+  const std::size_t wc = std::size_t(sh.r) * S * K;  // filter floats per input channel
+  x += std::size_t(r0) * ld;
+  wt += std::size_t(r0) * S * K;
+  for (int c = 0; c < C; ++c, x += plane, wt += wc) {
+    const float* xr = x;
+    const float* wr = wt;
+    for (int r = 0; r < nr; ++r, xr += ld, wr += S * K)
       for (int s = 0; s < S; ++s) {
-        __m256 f[NV];
-        for (int v = 0; v < NV; ++v) f[v] = _mm256_loadu_ps(wr + s * K + 8 * v);
-        for (int i = 0; i < NP; ++i) {
-          const __m256 xb = _mm256_broadcast_ss(xr + i + s);
-          for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(f[v], xb, acc[i][v]);
-        }
+        const __m256 f0 = _mm256_loadu_ps(wr + s * K);
+        const __m256 f1 = NV > 1 ? _mm256_loadu_ps(wr + s * K + 8) : f0;
+#define DLB_FMA_PIXEL(i)                                        \
+  if constexpr (NP > i) {                                       \
+    const __m256 xb = _mm256_broadcast_ss(xr + i + s);          \
+    a##i##0 = _mm256_fmadd_ps(f0, xb, a##i##0);                 \
+    if constexpr (NV > 1) a##i##1 = _mm256_fmadd_ps(f1, xb, a##i##1); \
+  }
+        DLB_FMA_PIXEL(0) DLB_FMA_PIXEL(1) DLB_FMA_PIXEL(2) DLB_FMA_PIXEL(3) DLB_FMA_PIXEL(4) DLB_FMA_PIXEL(5)
+#undef DLB_FMA_PIXEL
       }
-    }
+  }
+  const __m256 acc[6][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}, {a50, a51}};
   for (int i = 0; i < NP; ++i)
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + i * 8 * NV + 8 * v, acc[i][v]);
 }
 
 template <int NV>
-DLB_AVX2_FMA void forward_direct_run(int np, const float* x, const float* wt, const Conv2dShape& sh, float* out) {
+DLB_AVX2_FMA_INLINE void forward_direct_run(int np, const float* x, std::size_t plane, int ld, int r0, int r1,
+                                     const float* wt, const Conv2dShape& sh, float* out) {
   switch (np) {
-    case 1: return forward_direct_block<1, NV>(x, wt, sh, out);
-    case 2: return forward_direct_block<2, NV>(x, wt, sh, out);
-    case 3: return forward_direct_block<3, NV>(x, wt, sh, out);
-    case 4: return forward_direct_block<4, NV>(x, wt, sh, out);
-    case 5: return forward_direct_block<5, NV>(x, wt, sh, out);
-    default: return forward_direct_block<6, NV>(x, wt, sh, out);
+    case 1: return forward_direct_block<1, NV>(x, plane, ld, r0, r1, wt, sh, out);
+    case 2: return forward_direct_block<2, NV>(x, plane, ld, r0, r1, wt, sh, out);
+    case 3: return forward_direct_block<3, NV>(x, plane, ld, r0, r1, wt, sh, out);
+    case 4: return forward_direct_block<4, NV>(x, plane, ld, r0, r1, wt, sh, out);
+    case 5: return forward_direct_block<5, NV>(x, plane, ld, r0, r1, wt, sh, out);
+    default: return forward_direct_block<6, NV>(x, plane, ld, r0, r1, wt, sh, out);
   }
 }
 
 // conv2d_forward_direct_avx2: images of `sh`, filters already in CRSK order (wt), y NCHW (+ bias).
+// With padding, each image is first copied into a zero-bordered buffer (xpad, (h+2ph)*(w+2pw)*c
+// floats); taps whose rows fall wholly in the border are skipped (a transposed conv's "full"
+// padding would otherwise double the flops).
 DLB_AVX2_FMA void conv2d_forward_direct_avx2(const Conv2dShape& sh, const float* x, const float* wt, const float* bias,
-                                            float* y) {
-  const int K = sh.k, P = sh.p(), Q = sh.q();
-  const std::size_t PQ = std::size_t(P) * Q, xi = std::size_t(sh.c) * sh.h * sh.w;
+                                            float* y, float* xpad) {
+  const int K = sh.k, P = sh.p(), Q = sh.q(), ph = sh.pad_h, pw = sh.pad_w;
+  const int Hp = sh.h + 2 * ph, Wp = sh.w + 2 * pw;
+  const std::size_t PQ = std::size_t(P) * Q, xi = std::size_t(sh.c) * sh.h * sh.w, plane = std::size_t(Hp) * Wp;
+  const bool padded = ph > 0 || pw > 0;
   alignas(32) float out[6 * 16];
-  for (int n = 0; n < sh.n; ++n)
+  for (int n = 0; n < sh.n; ++n) {
+    const float* xn = x + n * xi;
+    if (padded) {
+      std::fill(xpad, xpad + plane * sh.c, 0.f);
+      for (int c = 0; c < sh.c; ++c)
+        for (int h = 0; h < sh.h; ++h)
+          std::copy(xn + (std::size_t(c) * sh.h + h) * sh.w, xn + (std::size_t(c) * sh.h + h + 1) * sh.w,
+                    xpad + c * plane + std::size_t(h + ph) * Wp + pw);
+      xn = xpad;
+    }
     for (int k0 = 0; k0 < K; k0 += 16) {
       const int nk = std::min(16, K - k0);
-      for (int p = 0; p < P; ++p)
+      for (int p = 0; p < P; ++p) {
+        const int r0 = std::max(0, ph - p), r1 = std::min(sh.r, ph + sh.h - p);  // rows inside the image
         for (int q0 = 0; q0 < Q; q0 += 6) {
           const int np = std::min(6, Q - q0);
-          const float* xb = x + n * xi + std::size_t(p) * sh.w + q0;
-          if (nk == 16) forward_direct_run<2>(np, xb, wt + k0, sh, out);
-          else forward_direct_run<1>(np, xb, wt + k0, sh, out);
+          const float* xb = xn + std::size_t(p) * Wp + q0;
+          if (nk == 16) forward_direct_run<2>(np, xb, plane, Wp, r0, r1, wt + k0, sh, out);
+          else forward_direct_run<1>(np, xb, plane, Wp, r0, r1, wt + k0, sh, out);
           float* yb = y + (std::size_t(n) * K + k0) * PQ + std::size_t(p) * Q + q0;
           for (int k = 0; k < nk; ++k) {
             const float b = bias ? bias[k0 + k] : 0.f;
             for (int i = 0; i < np; ++i) yb[k * PQ + i] = out[i * nk + k] + b;
           }
         }
+      }
     }
+  }
 }
 
 // dW for one (c, r) and NS taps s0 .. s0+NS-1, 8*NV output channels, summed over the images and
 // output pixels: dyt[n][p*Q + q][K] (dy with channels innermost), x the images. Adds into out[NS][8*NV].
 template <int NS, int NV>
-DLB_AVX2_FMA void backward_filter_direct_block(const Conv2dShape& sh, const float* x, const float* dyt, int c, int r,
-                                               int s0, int k0, float* out) {
-  __m256 acc[NS][NV];
-  for (int j = 0; j < NS; ++j)
-    for (int v = 0; v < NV; ++v) acc[j][v] = _mm256_setzero_ps();
-  const int K = sh.k, P = sh.p(), Q = sh.q(), W = sh.w;
+DLB_AVX2_FMA_INLINE void backward_filter_direct_block(const Conv2dShape& sh, const float* x, const float* dyt, int c,
+                                                      int r, int s0, int k0, float* out) {
+  static_assert(NS >= 1 && NS <= 5 && (NV == 1 || NV == 2), "block: up to 5 taps x 16 channels");
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+  __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00;
+  const int K = sh.k, P = sh.p(), Q = sh.q(), W = sh.w, N = sh.n;
   const std::size_t xi = std::size_t(sh.c) * sh.h * W, PQ = std::size_t(P) * Q;
-  for (int n = 0; n < sh.n; ++n) {
+  for (int n = 0; n < N; ++n) {
     const float* xc = x + n * xi + std::size_t(c) * sh.h * W + std::size_t(r) * W + s0;
     const float* d = dyt + n * PQ * K + k0;
     for (int p = 0; p < P; ++p) {
       const float* xr = xc + std::size_t(p) * W;
       const float* dr = d + std::size_t(p) * Q * K;
       for (int q = 0; q < Q; ++q) {
-        __m256 g[NV];
-        for (int v = 0; v < NV; ++v) g[v] = _mm256_loadu_ps(dr + q * K + 8 * v);
-        for (int j = 0; j < NS; ++j) {
-          const __m256 xb = _mm256_broadcast_ss(xr + q + j);
-          for (int v = 0; v < NV; ++v) acc[j][v] = _mm256_fmadd_ps(g[v], xb, acc[j][v]);
-        }
+        const __m256 g0 = _mm256_loadu_ps(dr + q * K);
+        const __m256 g1 = NV > 1 ? _mm256_loadu_ps(dr + q * K + 8) : g0;
+#define DLB_FMA_TAP(j)                                          \
+  if constexpr (NS > j) {                                       \
+    const __m256 xb = _mm256_broadcast_ss(xr + q + j);          \
+    a##j##0 = _mm256_fmadd_ps(g0, xb, a##j##0);                 \
+    if constexpr (NV > 1) a##j##1 = _mm256_fmadd_ps(g1, xb, a##j##1); \
+  }
+        DLB_FMA_TAP(0) DLB_FMA_TAP(1) DLB_FMA_TAP(2) DLB_FMA_TAP(3) DLB_FMA_TAP(4)
+#undef DLB_FMA_TAP
       }
     }
   }
+  const __m256 acc[5][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}};
   for (int j = 0; j < NS; ++j)
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + j * 8 * NV + 8 * v, acc[j][v]);
 }
@@ -492,7 +540,10 @@ bool use_direct(const Conv2dShape&) { return false; }
 void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
                     std::vector<float>& ws, const float* wt = nullptr) {
 #ifdef DLB_DIRECT_KERNELS
-  if (wt) return conv2d_forward_direct_avx2(sh, x, wt, bias, y);
+  if (wt) {
+    if (sh.pad_h > 0 || sh.pad_w > 0) ensure(ws, std::size_t(sh.c) * (sh.h + 2 * sh.pad_h) * (sh.w + 2 * sh.pad_w));
+    return conv2d_forward_direct_avx2(sh, x, wt, bias, y, ws.data());
+  }
 #endif
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
@@ -567,9 +618,22 @@ void rotate_filters(const Conv2dShape& sh, const float* w, float* wt) {
     }
 }
 
-// wrot: the rotated filters when backward_data_as_forward(sh), else null.
+// The rotated filters in the CRSK order of the direct kernel: wt[((k*R + r)*S + s)*C + c] =
+// W[k][c][R-1-r][S-1-s] (the rotated conv's input channels are our k, its outputs our c).
+void rotate_filters_crsk(const Conv2dShape& sh, const float* w, float* wt) {
+  const int R = sh.r, S = sh.s, C = sh.c;
+  for (int k = 0; k < sh.k; ++k)
+    for (int c = 0; c < C; ++c)
+      for (int r = 0; r < R; ++r)
+        for (int s = 0; s < S; ++s)
+          wt[((std::size_t(k) * R + (R - 1 - r)) * S + (S - 1 - s)) * C + c] = w[((std::size_t(k) * C + c) * R + r) * S + s];
+}
+
+// wrot: the rotated filters when backward_data_as_forward(sh), else null; in CRSK order (for the
+// direct kernel) when `crsk`, else KCRS.
 void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w, float* dx, std::vector<float>& ws,
-                          const float* wrot) {
+                          const float* wrot, bool crsk) {
+  if (wrot && crsk) return forward_serial(rotated_shape(sh), dy, nullptr, nullptr, dx, ws, wrot);
   if (wrot) return forward_serial(rotated_shape(sh), dy, wrot, nullptr, dx, ws);
   const int K = sh.k, CRS = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
@@ -681,7 +745,7 @@ void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w
   check_shape(sh);
   const float* wt = nullptr;  // the calling thread's CRSK filters for the direct kernel, shared by its tasks
 #ifdef DLB_DIRECT_KERNELS
-  if (use_direct(sh)) {
+  if (use_direct_forward(sh)) {
     thread_local std::vector<float> crsk;
     ensure(crsk, sh.w_size());
     filters_to_crsk(sh, w, crsk.data());
@@ -701,18 +765,23 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
                                  std::vector<float>& ws) {
   check_shape(sh);
   const bool rot = backward_data_as_forward(sh);
+  bool crsk = false;
   thread_local std::vector<float> wt;  // the calling thread's rotated filters, shared by its tasks
   if (rot) {
     ensure(wt, sh.w_size());
-    rotate_filters(sh, w, wt.data());
+#ifdef DLB_DIRECT_KERNELS
+    crsk = use_direct_forward(rotated_shape(sh), true);
+#endif
+    if (crsk) rotate_filters_crsk(sh, w, wt.data());
+    else rotate_filters(sh, w, wt.data());
   }
   const float* wrot = rot ? wt.data() : nullptr;
-  if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, wrot);
+  if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, wrot, crsk);
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
-  const int per = task_images(sh, rot ? rotated_shape(sh) : sh), tasks = (sh.n + per - 1) / per;
+  const int per = crsk ? 1 : task_images(sh, rot ? rotated_shape(sh) : sh), tasks = (sh.n + per - 1) / per;
   parallel_tasks(tasks, [&](int t) {
     const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
-    backward_data_serial(sub_batch(sh, i0, i1), dy + i0 * yi, w, dx + i0 * xi, thread_ws(), wrot);
+    backward_data_serial(sub_batch(sh, i0, i1), dy + i0 * yi, w, dx + i0 * xi, thread_ws(), wrot, crsk);
   });
 }
 

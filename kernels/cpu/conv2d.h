@@ -37,8 +37,9 @@ double conv2d_forward_direct_at(const Conv2dShape& sh, const float* x, const flo
 double conv2d_backward_data_direct_at(const Conv2dShape& sh, const float* dy, const float* w, std::size_t idx);
 double conv2d_backward_filter_direct_at(const Conv2dShape& sh, const float* x, const float* dy, std::size_t idx);
 
-// Fast: im2col + sgemm. The batch is split over the kernel threads (kernels/cpu/threads.h), each
-// part with single-threaded GEMMs; backward-filter adds the parts' partial dW in a fixed order.
+// Fast: im2col + sgemm, or direct AVX2 kernels for few output channels (stride 1, k a multiple of
+// 8, k <= 32). The batch is cut into tasks for the kernel threads (kernels/cpu/threads.h), each with
+// single-threaded GEMMs; backward-filter adds the tasks' partial dW in a fixed order.
 // `ws` (the calling thread's workspace) is resized as needed and can be reused across calls.
 // bias / db may be null. Outputs are overwritten (dw, db too: not accumulated).
 void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
