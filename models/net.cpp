@@ -7,6 +7,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/threads.h"
 
 namespace dlb::models {
 
@@ -95,7 +96,8 @@ void Sequential::plan(int n) {
 }
 
 void Sequential::zero_grad() {
-  for (Param* p : params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
+  const auto ps = params();
+  cpu::parallel_tasks(int(ps.size()), [&](int i) { std::fill(ps[i]->grad.begin(), ps[i]->grad.end(), 0.f); });
 }
 
 const std::vector<float>& Sequential::predict(const float* x, int n) {
@@ -225,14 +227,26 @@ Optimizer::Optimizer(OptimizerConfig cfg, std::vector<Param*> params) : cfg_(std
 
 void Optimizer::step() {
   ++t_;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
+  // One region for all parameters: each task updates a slice of one tensor (the kernels themselves,
+  // called from inside a task, run on that thread). Every element is updated the same way whatever
+  // the split.
+  constexpr std::size_t kSlice = 16384;  // floats per task
+  slices_.clear();
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    for (std::size_t lo = 0; lo < params_[i]->size(); lo += kSlice)
+      slices_.push_back({i, lo, std::min(params_[i]->size(), lo + kSlice)});
+  const bool sgd = cfg_.kind == "sgd";
+  auto run = [&](int t) {
+    const std::size_t i = slices_[t][0], lo = slices_[t][1], n = slices_[t][2] - lo;
     Param& p = *params_[i];
-    if (cfg_.kind == "sgd")
-      cpu::sgd_momentum_step(p.value.data(), p.grad.data(), s1_[i].data(), p.size(), cfg_.lr, cfg_.momentum, t_ == 1);
+    if (sgd)
+      cpu::sgd_momentum_step(p.value.data() + lo, p.grad.data() + lo, s1_[i].data() + lo, n, cfg_.lr, cfg_.momentum,
+                             t_ == 1);
     else
-      cpu::adam_step(p.value.data(), p.grad.data(), s1_[i].data(), s2_[i].data(), p.size(), cfg_.lr, cfg_.beta1,
-                     cfg_.beta2, cfg_.eps, t_);
-  }
+      cpu::adam_step(p.value.data() + lo, p.grad.data() + lo, s1_[i].data() + lo, s2_[i].data() + lo, n, cfg_.lr,
+                     cfg_.beta1, cfg_.beta2, cfg_.eps, t_);
+  };
+  cpu::parallel_tasks(int(slices_.size()), run);
 }
 
 float train_step(Sequential& m, Optimizer& opt, const Batch& b) {

@@ -2,6 +2,7 @@
 // training step (fast fp32 path and fp64 reference path), the losses, SGD/Adam and the four seed
 // models (models/zoo.cpp). The GPU twin of a model is models/cuda/gpu_model.h.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -95,6 +96,7 @@ class Optimizer {
   std::vector<Param*> params_;
   std::vector<std::vector<float>> s1_, s2_;  // momentum buffer / Adam m, v
   long t_ = 0;
+  std::vector<std::array<std::size_t, 3>> slices_;  // step(): (parameter, first, last) per task
 };
 
 // A full training step on the CPU: zero-grad, forward, loss, backward, optimizer step.

@@ -355,10 +355,12 @@ bool use_direct_forward(const Conv2dShape& sh, bool any_k = false) {
 }
 
 // wt[((c*R + r)*S + s)*K + k] = w[k][c][r][s]: one tap's K filter values are contiguous.
+// (Written in order, read in K streams: each write a new cache line the other way round.)
 void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt) {
-  const int CRS = sh.c * sh.r * sh.s;
-  for (int k = 0; k < sh.k; ++k)
-    for (int i = 0; i < CRS; ++i) wt[std::size_t(i) * sh.k + k] = w[std::size_t(k) * CRS + i];
+  const std::size_t CRS = std::size_t(sh.c) * sh.r * sh.s;
+  const int K = sh.k;
+  for (std::size_t i = 0; i < CRS; ++i)
+    for (int k = 0; k < K; ++k) wt[i * K + k] = w[k * CRS + i];
 }
 
 // NP output pixels (a run of one row) x 8*NV output channels, summed over every c, s and the taps
@@ -621,12 +623,13 @@ void rotate_filters(const Conv2dShape& sh, const float* w, float* wt) {
 // The rotated filters in the CRSK order of the direct kernel: wt[((k*R + r)*S + s)*C + c] =
 // W[k][c][R-1-r][S-1-s] (the rotated conv's input channels are our k, its outputs our c).
 void rotate_filters_crsk(const Conv2dShape& sh, const float* w, float* wt) {
-  const int R = sh.r, S = sh.s, C = sh.c;
+  const int R = sh.r, S = sh.s, C = sh.c, RS = R * S;
   for (int k = 0; k < sh.k; ++k)
-    for (int c = 0; c < C; ++c)
-      for (int r = 0; r < R; ++r)
-        for (int s = 0; s < S; ++s)
-          wt[((std::size_t(k) * R + (R - 1 - r)) * S + (S - 1 - s)) * C + c] = w[((std::size_t(k) * C + c) * R + r) * S + s];
+    for (int t = 0; t < RS; ++t) {  // written in order; tap t reads tap RS-1-t of every channel
+      const float* src = w + std::size_t(k) * C * RS + (RS - 1 - t);
+      float* dst = wt + (std::size_t(k) * RS + t) * C;
+      for (int c = 0; c < C; ++c) dst[c] = src[std::size_t(c) * RS];
+    }
 }
 
 // wrot: the rotated filters when backward_data_as_forward(sh), else null; in CRSK order (for the
