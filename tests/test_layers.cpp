@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -285,5 +286,33 @@ TEST(ThreadedKernels, SplitGivesTheSingleThreadBits) {
     // The pool picked real maxima and the backward wrote every element (no 5.f left over).
     for (std::size_t j = 0; j < threaded.pool.size(); ++j) ASSERT_EQ(std::max(0.f, x[threaded.arg[j]]), threaded.pool[j]);
     for (float v : threaded.pool_dx) ASSERT_NE(v, 5.f);
+  }
+}
+
+// Optimizer::step updates every tensor in slices on the kernel threads (one region): SGD and Adam
+// over tensors of several slices and of a few floats give the single-threaded bits.
+TEST(Optimizer, SlicedStepEqualsSingleThread) {
+  for (const char* kind : {"sgd", "adam"}) {
+    SCOPED_TRACE(kind);
+    auto run = [&](bool single) {
+      std::vector<Param> ps(3);
+      ps[0].resize({40000}), ps[1].resize({7}), ps[2].resize({3, 16385});
+      for (std::size_t i = 0; i < ps.size(); ++i) fill_uniform(ps[i].value.data(), ps[i].size(), 30 + i);
+      OptimizerConfig c;
+      c.kind = kind, c.lr = 0.01f;
+      Optimizer opt(c, {&ps[0], &ps[1], &ps[2]});
+      std::unique_ptr<cpu::KernelThreadsLimit> one;
+      if (single) one = std::make_unique<cpu::KernelThreadsLimit>(1);
+      for (int step = 0; step < 3; ++step) {
+        for (std::size_t i = 0; i < ps.size(); ++i) fill_uniform(ps[i].grad.data(), ps[i].size(), 40 + 3 * step + i);
+        opt.step();
+      }
+      std::vector<std::vector<float>> v;
+      for (auto& p : ps) v.push_back(p.value);
+      return v;
+    };
+    const auto threaded = run(false), single = run(true);
+    for (std::size_t i = 0; i < threaded.size(); ++i) EXPECT_EQ(threaded[i], single[i]) << "tensor " << i;
+    EXPECT_NE(threaded[0][0], 0.f);
   }
 }
