@@ -353,8 +353,7 @@ void MaxPool2d::backward(const Shape& in, const float*, const float*, const floa
 void MaxPool2d::forward_relu(const Shape& in, const float* x, float* y) {
   const Shape o = out_shape(in);
   arg_.resize(o.size());
-  cpu::maxpool2d_forward(x, y, arg_.data(), in.n, in.c, in.h, in.w, k);
-  cpu::relu_forward(y, y, o.size());
+  cpu::maxpool2d_relu_forward(x, y, arg_.data(), in.n, in.c, in.h, in.w, k);
 }
 void MaxPool2d::backward_relu(const Shape& in, const float* y, const float* dy, float* dx) {
   cpu::maxpool2d_relu_backward(dy, y, arg_.data(), dx, in.n, in.c, in.h, in.w, k);

@@ -316,3 +316,44 @@ TEST(Optimizer, SlicedStepEqualsSingleThread) {
     EXPECT_NE(threaded[0][0], 0.f);
   }
 }
+
+// The 2x2 pooling kernels (vectorized four windows at a time) against a plain loop, on inputs full
+// of ties (small integers), NaNs and negatives, with ragged right and bottom edges (13 x 9) and a
+// scalar tail (6 windows per row = 4 + 2): same maxima, same indices (a later element wins when it is
+// strictly greater or NaN), the fused ReLU, and a backward that writes every element.
+TEST(ThreadedKernels, MaxPool2x2MatchesPlainLoop) {
+  const int n = 2, c = 3, h = 9, w = 13, p = h / 2, q = w / 2;
+  const std::size_t xs = std::size_t(n) * c * h * w, ys = std::size_t(n) * c * p * q;
+  std::vector<float> x(xs), g(ys);
+  fill_uniform(x.data(), xs, 51);
+  fill_uniform(g.data(), ys, 52);
+  for (std::size_t i = 0; i < xs; ++i) x[i] = std::round(x[i] * 2.f);  // -2 .. 2: many ties
+  for (std::size_t i = 5; i < xs; i += 17) x[i] = std::nanf("");
+  std::vector<float> ref(ys), ref_relu(ys), ref_dx(xs, 0.f);
+  std::vector<std::int32_t> ref_arg(ys);
+  for (int pl = 0; pl < n * c; ++pl)
+    for (int i = 0; i < p; ++i)
+      for (int j = 0; j < q; ++j) {
+        const int o = pl * h * w + 2 * i * w + 2 * j;
+        const int idx[4] = {o, o + 1, o + w, o + w + 1};
+        int best = idx[0];
+        for (int t = 1; t < 4; ++t)
+          if (x[idx[t]] > x[best] || std::isnan(x[idx[t]])) best = idx[t];
+        const std::size_t out = (std::size_t(pl) * p + i) * q + j;
+        ref[out] = x[best], ref_arg[out] = best;
+        ref_relu[out] = x[best] > 0.f ? x[best] : 0.f;
+        if (ref_relu[out] > 0.f) ref_dx[best] = g[out];
+      }
+  std::vector<float> y(ys), yr(ys), dx(xs, 9.f);
+  std::vector<std::int32_t> arg(ys), argr(ys);
+  cpu::maxpool2d_forward(x.data(), y.data(), arg.data(), n, c, h, w, 2);
+  cpu::maxpool2d_relu_forward(x.data(), yr.data(), argr.data(), n, c, h, w, 2);
+  for (std::size_t i = 0; i < ys; ++i) {
+    ASSERT_EQ(arg[i], ref_arg[i]) << i;
+    ASSERT_EQ(argr[i], ref_arg[i]) << i;
+    ASSERT_TRUE(y[i] == ref[i] || (std::isnan(y[i]) && std::isnan(ref[i]))) << i;
+    ASSERT_EQ(yr[i], ref_relu[i]) << i;
+  }
+  cpu::maxpool2d_relu_backward(g.data(), yr.data(), argr.data(), dx.data(), n, c, h, w, 2);
+  EXPECT_EQ(dx, ref_dx);
+}

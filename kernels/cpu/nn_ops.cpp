@@ -6,6 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/cpu/threads.h"
 
 namespace dlb::cpu {
@@ -72,46 +76,80 @@ void bias_nchw_backward(const float* dy, float* db, int n, int c, int hw) {
 }
 
 namespace {
-// maxpool2d_forward over planes [plane0, plane1).
-void maxpool2d_forward_planes(const float* x, float* y, std::int32_t* arg, long plane0, long plane1, int h, int w,
-                              int k) {
-  const int p = h / k, q = w / k;
-  if (k == 2) {
-    // The lecture's 2x2 pool, branch-free (the generic loop's data-dependent branches mispredict on
-    // every other window). Same visiting order and tie/NaN rule: a later element wins when it is
-    // strictly greater or NaN.
-    for (long plane = plane0; plane < plane1; ++plane) {
-      const float* xp = x + plane * h * w;
-      float* yp = y + plane * p * q;
-      std::int32_t* ap = arg + plane * p * q;
-      const std::int32_t base = static_cast<std::int32_t>(plane * h * w);
-      for (int i = 0; i < p; ++i) {
-        const float* r0 = xp + (2 * i) * w;
-        const float* r1 = r0 + w;
-        const std::int32_t o0 = base + 2 * i * w, o1 = o0 + w;
-        for (int j = 0; j < q; ++j) {
-          float bv = r0[2 * j];
-          std::int32_t bi = o0 + 2 * j;
-          float v = r0[2 * j + 1];
-          bool t = v > bv || v != v;
-          bv = t ? v : bv, bi = t ? o0 + 2 * j + 1 : bi;
-          v = r1[2 * j];
-          t = v > bv || v != v;
-          bv = t ? v : bv, bi = t ? o1 + 2 * j : bi;
-          v = r1[2 * j + 1];
-          t = v > bv || v != v;
-          bv = t ? v : bv, bi = t ? o1 + 2 * j + 1 : bi;
-          yp[i * q + j] = bv;
-          ap[i * q + j] = bi;
-        }
-      }
-    }
-    return;
+// One 2x2 window: the maximum in visiting order (a later element wins when it is strictly greater
+// or NaN) and its flat index; o0 / o1 index the window's top-left / bottom-left element.
+inline void max2x2(const float* r0, const float* r1, std::int32_t o0, std::int32_t o1, float& bv, std::int32_t& bi) {
+  bv = r0[0], bi = o0;
+  float v = r0[1];
+  bool t = v > bv || v != v;
+  bv = t ? v : bv, bi = t ? o0 + 1 : bi;
+  v = r1[0];
+  t = v > bv || v != v;
+  bv = t ? v : bv, bi = t ? o1 : bi;
+  v = r1[1];
+  t = v > bv || v != v;
+  bv = t ? v : bv, bi = t ? o1 + 1 : bi;
+}
+
+#if defined(__SSE2__)
+// SSE2 select: t ? a : b, bit for bit.
+inline __m128 select(__m128 t, __m128 a, __m128 b) { return _mm_or_ps(_mm_and_ps(t, a), _mm_andnot_ps(t, b)); }
+inline __m128i select(__m128i t, __m128i a, __m128i b) {
+  return _mm_or_si128(_mm_and_si128(t, a), _mm_andnot_si128(t, b));
+}
+#endif
+
+// 2x2 max pooling of one pair of rows into q outputs (+ ReLU after, when `relu`): four windows at a
+// time in SSE registers (the even and odd columns split by shuffles), the same order and tie/NaN
+// rule as max2x2.
+void maxpool2x2_row(const float* r0, const float* r1, std::int32_t o0, int w, int q, bool relu, float* y,
+                    std::int32_t* arg) {
+  int j = 0;
+#if defined(__SSE2__)
+  const __m128 zero = _mm_setzero_ps();
+  const __m128i step = _mm_set_epi32(6, 4, 2, 0);
+  for (; j + 4 <= q; j += 4) {
+    const __m128 a0 = _mm_loadu_ps(r0 + 2 * j), a1 = _mm_loadu_ps(r0 + 2 * j + 4);
+    const __m128 b0 = _mm_loadu_ps(r1 + 2 * j), b1 = _mm_loadu_ps(r1 + 2 * j + 4);
+    const __m128 e0 = _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), d0 = _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m128 e1 = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), d1 = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+    __m128 bv = e0;
+    __m128i sel = _mm_setzero_si128();  // offset of the winner within the window: 0, 1, w, w + 1
+    __m128 t = _mm_or_ps(_mm_cmpgt_ps(d0, bv), _mm_cmpunord_ps(d0, d0));
+    bv = select(t, d0, bv), sel = select(_mm_castps_si128(t), _mm_set1_epi32(1), sel);
+    t = _mm_or_ps(_mm_cmpgt_ps(e1, bv), _mm_cmpunord_ps(e1, e1));
+    bv = select(t, e1, bv), sel = select(_mm_castps_si128(t), _mm_set1_epi32(w), sel);
+    t = _mm_or_ps(_mm_cmpgt_ps(d1, bv), _mm_cmpunord_ps(d1, d1));
+    bv = select(t, d1, bv), sel = select(_mm_castps_si128(t), _mm_set1_epi32(w + 1), sel);
+    if (relu) bv = _mm_and_ps(_mm_cmpgt_ps(bv, zero), bv);  // v > 0 ? v : 0 (NaN -> 0)
+    _mm_storeu_ps(y + j, bv);
+    const __m128i idx = _mm_add_epi32(_mm_add_epi32(_mm_set1_epi32(o0 + 2 * j), step), sel);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(arg + j), idx);
   }
+#endif
+  for (; j < q; ++j) {
+    float bv;
+    std::int32_t bi;
+    max2x2(r0 + 2 * j, r1 + 2 * j, o0 + 2 * j, o0 + w + 2 * j, bv, bi);
+    y[j] = relu ? (bv > 0.f ? bv : 0.f) : bv;
+    arg[j] = bi;
+  }
+}
+
+// maxpool2d_forward over planes [plane0, plane1), then ReLU when `relu`.
+void maxpool2d_forward_planes(const float* x, float* y, std::int32_t* arg, long plane0, long plane1, int h, int w,
+                              int k, bool relu) {
+  const int p = h / k, q = w / k;
   for (long plane = plane0; plane < plane1; ++plane) {
     const float* xp = x + plane * h * w;
     float* yp = y + plane * p * q;
     std::int32_t* ap = arg + plane * p * q;
+    const std::int32_t base = static_cast<std::int32_t>(plane * h * w);
+    if (k == 2) {  // the lecture's pool: branch-free, vectorized
+      for (int i = 0; i < p; ++i)
+        maxpool2x2_row(xp + 2 * i * w, xp + (2 * i + 1) * w, base + 2 * i * w, w, q, relu, yp + i * q, ap + i * q);
+      continue;
+    }
     for (int i = 0; i < p; ++i)
       for (int j = 0; j < q; ++j) {
         int best = (i * k) * w + j * k;
@@ -121,16 +159,54 @@ void maxpool2d_forward_planes(const float* x, float* y, std::int32_t* arg, long 
             const int idx = (i * k + a) * w + j * k + b;
             if (xp[idx] > bv || std::isnan(xp[idx])) bv = xp[idx], best = idx;
           }
-        yp[i * q + j] = bv;
-        ap[i * q + j] = static_cast<std::int32_t>(plane * h * w + best);
+        yp[i * q + j] = relu ? (bv > 0.f ? bv : 0.f) : bv;
+        ap[i * q + j] = base + best;
       }
   }
+}
+
+// Backward of relu(maxpool 2x2) for one pair of rows: writes both rows whole (each element once:
+// the window's winner gets dy where y > 0, the rest 0), four windows at a time.
+void maxpool2x2_relu_backward_row(const float* g, const float* y, const std::int32_t* arg, std::int32_t o0, int w,
+                                  int q, float* d0, float* d1) {
+  int j = 0;
+#if defined(__SSE2__)
+  const __m128 zero = _mm_setzero_ps();
+  const __m128i step = _mm_set_epi32(6, 4, 2, 0), one = _mm_set1_epi32(1), wv = _mm_set1_epi32(w),
+                w1 = _mm_set1_epi32(w + 1);
+  for (; j + 4 <= q; j += 4) {
+    const __m128 gv = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(y + j), zero), _mm_loadu_ps(g + j));
+    const __m128i rel = _mm_sub_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(arg + j)),
+                                      _mm_add_epi32(_mm_set1_epi32(o0 + 2 * j), step));
+    const __m128 e0 = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(rel, _mm_setzero_si128())), gv);
+    const __m128 od0 = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(rel, one)), gv);
+    const __m128 e1 = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(rel, wv)), gv);
+    const __m128 od1 = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(rel, w1)), gv);
+    _mm_storeu_ps(d0 + 2 * j, _mm_unpacklo_ps(e0, od0));
+    _mm_storeu_ps(d0 + 2 * j + 4, _mm_unpackhi_ps(e0, od0));
+    _mm_storeu_ps(d1 + 2 * j, _mm_unpacklo_ps(e1, od1));
+    _mm_storeu_ps(d1 + 2 * j + 4, _mm_unpackhi_ps(e1, od1));
+  }
+#endif
+  for (; j < q; ++j) {
+    const float v = y[j] > 0.f ? g[j] : 0.f;
+    const std::int32_t rel = arg[j] - (o0 + 2 * j);
+    d0[2 * j] = rel == 0 ? v : 0.f;
+    d0[2 * j + 1] = rel == 1 ? v : 0.f;
+    d1[2 * j] = rel == w ? v : 0.f;
+    d1[2 * j + 1] = rel == w + 1 ? v : 0.f;
+  }
+  for (int t = 2 * q; t < w; ++t) d0[t] = d1[t] = 0.f;  // ragged right edge
 }
 }  // namespace
 
 void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k) {
   split_items(long(n) * c, long(h) * w,
-              [&](long lo, long hi) { maxpool2d_forward_planes(x, y, arg, lo, hi, h, w, k); });
+              [&](long lo, long hi) { maxpool2d_forward_planes(x, y, arg, lo, hi, h, w, k, false); });
+}
+void maxpool2d_relu_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k) {
+  split_items(long(n) * c, long(h) * w,
+              [&](long lo, long hi) { maxpool2d_forward_planes(x, y, arg, lo, hi, h, w, k, true); });
 }
 void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size) {
   std::fill(dx, dx + x_size, 0.f);
@@ -146,7 +222,13 @@ void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t
       const float* gp = dy + plane * pq;
       const float* yp = y + plane * pq;
       const std::int32_t* ap = arg + plane * pq;
+      const std::int32_t base = static_cast<std::int32_t>(plane * hw);
       for (int i = 0; i < p; ++i) {
+        if (k == 2) {
+          maxpool2x2_relu_backward_row(gp + i * q, yp + i * q, ap + i * q, base + 2 * i * w, w, q,
+                                       dp + std::size_t(2 * i) * w, dp + std::size_t(2 * i + 1) * w);
+          continue;
+        }
         for (int a = 0; a < k; ++a) {  // zero the k rows of this window row (and the ragged right edge)
           float* row = dp + std::size_t(i * k + a) * w;
           for (int t = 0; t < w; ++t) row[t] = 0.f;

@@ -27,6 +27,9 @@ void bias_nchw_backward(const float* dy, float* db, int n, int c, int hw);
 // `arg` receives the flat input index of each output's maximum; backward scatters through it.
 void maxpool2d_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k);
 void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size);
+// y = relu(maxpool(x)) in one pass (max pooling commutes with ReLU; ReLU as relu_forward: NaN -> 0),
+// arg as maxpool2d_forward's.
+void maxpool2d_relu_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k);
 // Backward of relu(maxpool(x)) (k x k windows, stride k; y = the pooled, ReLU'd output, arg from
 // maxpool2d_forward): dx[arg[j]] = dy[j] where y[j] > 0, every other dx element 0. One pass over dx,
 // no separate zero fill.
