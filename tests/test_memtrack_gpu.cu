@@ -91,3 +91,15 @@ TEST(MemTrack, MemGetInfoSeesOurAllocations) {
   EXPECT_LE(m1.free_bytes + big - (2u << 20), m0.free_bytes);
   cuda::device_free(p);
 }
+
+TEST(MemTrack, AThrownCudaErrorIsNotReportedAgainByTheNextLaunchCheck) {
+  NEED_GPU();
+  // A non-sticky failure (invalid argument) through DLB_CUDA_CHECK: it throws, and the runtime's
+  // last error is cleared, so a later DLB_CUDA_CHECK(cudaGetLastError()) after a good launch passes.
+  EXPECT_THROW(DLB_CUDA_CHECK(cudaMemcpy(nullptr, nullptr, 1, cudaMemcpyHostToDevice)), std::runtime_error);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The same for an out-of-memory error raised through the macro (cudaMallocHost is not tracked).
+  void* h = nullptr;
+  EXPECT_THROW(DLB_CUDA_CHECK(cudaMallocHost(&h, std::size_t(1) << 50)), OutOfMemory);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}

@@ -8,6 +8,10 @@
 namespace dlb::cuda {
 
 void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line) {
+  // A failing runtime call also leaves its error as the thread's "last error"; a non-sticky one
+  // (out of memory, invalid value, no kernel image...) would otherwise be reported again by the next
+  // launch check (DLB_CUDA_CHECK(cudaGetLastError())) in an unrelated, later case.
+  cudaGetLastError();
   if (e == cudaErrorMemoryAllocation) throw OutOfMemory(std::string("device: ") + expr);
   throw std::runtime_error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
                            ") in " + expr + " at " + file + ":" + std::to_string(line));
