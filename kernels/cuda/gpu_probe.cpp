@@ -17,6 +17,13 @@ GpuMeasuredPeaks measure_gpu_peaks(int device) {
   const int n = 4096;
   const double flops = 2.0 * n * n * n;
   cublasHandle_t h = cuda::cublas_handle();
+  // The handle is shared: an earlier user may have left it on its own (possibly destroyed) stream
+  // and another math mode. Our events are on the default stream, so the GEMMs must be too.
+  DLB_CUBLAS_CHECK(cublasSetStream(h, nullptr));
+  struct DefaultMathOnExit {
+    cublasHandle_t h;
+    ~DefaultMathOnExit() { cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); }  // also when a GEMM throws
+  } restore{h};
   GpuMeasuredPeaks out;
   cuda::EventTimer t;
   auto best_of = [&](auto&& gemm) {
