@@ -128,6 +128,42 @@ INSTANTIATE_TEST_SUITE_P(Impls, GpuHalf,
                          ::testing::Combine(::testing::Values("cublas", "mma"), ::testing::Values("bf16", "fp16"),
                                             kShapes));
 
+// Pointers into the middle of a buffer (one element in): the leading dimensions are multiples of 4
+// and 8, but the rows are not 16-byte aligned, so the float4 / cp.async paths must not be taken.
+TEST(GpuGemmOffsetPointers, MisalignedBasePointersFallBack) {
+  SKIP_WITHOUT_GPU();
+  const int m = 136, n = 264, k = 200;
+  Inputs in(m, n, k);
+  cuda::DeviceBuffer<float> da(in.a.size() + 1), db(in.b.size() + 1), dc(std::size_t(m) * n + 1);
+  ASSERT_EQ(cudaMemcpy(da.data() + 1, in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db.data() + 1, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<float> c(std::size_t(m) * n);
+  for (const char* impl : {"regblock", "warptile"}) {
+    cuda::SgemmImpl which;
+    ASSERT_TRUE(cuda::parse_sgemm_impl(impl, &which));
+    ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
+    cuda::sgemm_forward(which, da.data() + 1, db.data() + 1, dc.data() + 1, m, n, k);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << impl;
+    ASSERT_EQ(cudaMemcpy(c.data(), dc.data() + 1, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const auto r = cpu::check_gemm(in.a.data(), in.b.data(), c.data(), m, n, k, DType::fp32);
+    EXPECT_TRUE(r.ok) << impl << ": " << r.message;
+  }
+  // Tensor-core kernel: A and B one half (2 bytes) in, C one float in (not 8-byte aligned for float2).
+  std::vector<std::uint16_t> a16(in.a.size()), b16(in.b.size());
+  std::vector<float> ar(in.a.size()), br(in.b.size());
+  for (std::size_t i = 0; i < a16.size(); ++i) ar[i] = cpu::bf16_to_float(a16[i] = cpu::float_to_bf16(in.a[i]));
+  for (std::size_t i = 0; i < b16.size(); ++i) br[i] = cpu::bf16_to_float(b16[i] = cpu::float_to_bf16(in.b[i]));
+  cuda::DeviceBuffer<std::uint16_t> da16(a16.size() + 1), db16(b16.size() + 1);
+  ASSERT_EQ(cudaMemcpy(da16.data() + 1, a16.data(), a16.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db16.data() + 1, b16.data(), b16.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
+  cuda::hgemm_forward_mma(cuda::HalfType::bf16, da16.data() + 1, db16.data() + 1, dc.data() + 1, m, n, k);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(c.data(), dc.data() + 1, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  const auto r = cpu::check_gemm(ar.data(), br.data(), c.data(), m, n, k, DType::bf16);
+  EXPECT_TRUE(r.ok) << "mma: " << r.message;
+}
+
 TEST(GpuSgemm, OutOfMemoryIsAnErrorNotACrash) {
   SKIP_WITHOUT_GPU();
   EXPECT_THROW(cuda::DeviceBuffer<float>(std::size_t(1) << 45), OutOfMemory);  // 128 TiB

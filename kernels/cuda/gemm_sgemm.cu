@@ -5,6 +5,8 @@
 // what moves the later kernels from the DRAM roofline to the FMA roofline (H100 SXM ~67 TFLOP/s).
 #include "kernels/cuda/gemm_sgemm.h"
 
+#include <cstdint>
+
 #include "kernels/cuda/cuda_util.h"
 
 namespace dlb::cuda {
@@ -235,7 +237,11 @@ bool parse_sgemm_impl(const std::string& name, SgemmImpl* out) {
 void sgemm_forward(SgemmImpl impl, const float* a, const float* b, float* c, int m, int n, int k,
                    cudaStream_t stream) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const bool vec = n % 4 == 0 && k % 4 == 0;  // float4 rows stay 16-byte aligned
+  // float4 rows stay 16-byte aligned only when the leading dimensions are multiples of 4 floats AND
+  // the base pointers are 16-byte aligned (a pointer into the middle of a buffer may not be); a
+  // misaligned float4 access is a sticky "misaligned address" error that ends the CUDA context.
+  auto al16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool vec = n % 4 == 0 && k % 4 == 0 && al16(a) && al16(b) && al16(c);
   switch (impl) {
     case SgemmImpl::naive:
       sgemm_forward_naive<<<dim3(cdiv(m, 16), cdiv(n, 16)), dim3(16, 16), 0, stream>>>(a, b, c, m, n, k);

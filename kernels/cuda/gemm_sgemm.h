@@ -1,6 +1,7 @@
 // Our own fp32 GEMM kernels, C = A B (row-major; A m x k, B k x n, C m x n; device pointers), as a
 // readable progression from the textbook loop to a warp-tiled kernel. Any m, n, k (edges are
-// guarded; float4 paths need n and k multiples of 4 and fall back to scalar loads otherwise).
+// guarded; float4 paths need n and k multiples of 4 and 16-byte aligned pointers, and fall back to
+// scalar loads otherwise).
 #pragma once
 #include <cuda_runtime.h>
 

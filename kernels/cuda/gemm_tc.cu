@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(kThreads) hgemm_forward_mma_kernel(const std::
 
   // Accumulator layout: d0,d1 at row g, cols 2*(l%4)+{0,1}; d2,d3 at row g+8 (g = l/4).
   const int g = lane / 4, c2 = (lane % 4) * 2;
-  const bool pair = n % 2 == 0;  // then (row*n + even col) is 8-byte aligned: one float2 store
+  // With n even and c 8-byte aligned, (row*n + even col) is 8-byte aligned: one float2 store.
+  const bool pair = n % 2 == 0 && reinterpret_cast<std::uintptr_t>(c) % 8 == 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -197,7 +198,9 @@ void launch(const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int
 void hgemm_forward_mma(HalfType t, const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
                        cudaStream_t stream) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  const bool async = n % 8 == 0 && k % 8 == 0;
+  // cp.async copies 16 bytes: rows must be multiples of 8 halves and the base pointers 16-byte aligned.
+  auto al16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool async = n % 8 == 0 && k % 8 == 0 && al16(a) && al16(b);
   if (t == HalfType::bf16) async ? launch<true, true>(a, b, c, m, n, k, stream) : launch<true, false>(a, b, c, m, n, k, stream);
   else async ? launch<false, true>(a, b, c, m, n, k, stream) : launch<false, false>(a, b, c, m, n, k, stream);
   DLB_CUDA_CHECK(cudaGetLastError());

@@ -1,7 +1,7 @@
 // Our tensor-core GEMM for half-precision inputs: C (fp32) = A B with A, B in bf16 or fp16 and fp32
 // accumulation, via mma.sync.m16n8k16 (sm_80+). Row-major, A m x k, B k x n, C m x n, device
-// pointers (A, B hold 16-bit values). Any m, n, k; the cp.async pipeline needs n, k multiples of 8,
-// other shapes take a plain-load path.
+// pointers (A, B hold 16-bit values). Any m, n, k; the cp.async pipeline needs n, k multiples of 8
+// and 16-byte aligned A, B; other shapes and pointers take a plain-load path.
 #pragma once
 #include <cuda_runtime.h>
 
