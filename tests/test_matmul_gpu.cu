@@ -164,6 +164,51 @@ TEST(GpuGemmOffsetPointers, MisalignedBasePointersFallBack) {
   EXPECT_TRUE(r.ok) << "mma: " << r.message;
 }
 
+// C with more than 2^31 elements (9.2 GB): every row and column offset past 2^31 must be 64-bit.
+// Checked on the rows around element 2^31 and the last rows (fp64 reference of just those rows).
+TEST(GpuGemmLarge, OutputBeyond2To31Elements) {
+  SKIP_WITHOUT_GPU();
+  const int m = 70000, n = 32776, k = 24;  // m*n = 2.29e9; n, k multiples of 8, m and n not of 128
+  const std::size_t mn = std::size_t(m) * n;
+  if (cuda::device_mem_info().free_bytes < mn * 4 + (std::size_t(1) << 30))
+    GTEST_SKIP() << "needs ~10 GB of free device memory";
+  Inputs in(m, n, k);
+  std::vector<std::uint16_t> a16(in.a.size()), b16(in.b.size());
+  std::vector<float> ar(in.a.size()), br(in.b.size());
+  for (std::size_t i = 0; i < a16.size(); ++i) ar[i] = cpu::bf16_to_float(a16[i] = cpu::float_to_bf16(in.a[i]));
+  for (std::size_t i = 0; i < b16.size(); ++i) br[i] = cpu::bf16_to_float(b16[i] = cpu::float_to_bf16(in.b[i]));
+  cuda::DeviceBuffer<float> da(in.a.size()), db(in.b.size()), dc(mn);
+  cuda::DeviceBuffer<std::uint16_t> da16(a16.size()), db16(b16.size());
+  da.upload(in.a.data(), in.a.size());
+  db.upload(in.b.data(), in.b.size());
+  da16.upload(a16.data(), a16.size());
+  db16.upload(b16.data(), b16.size());
+  const int r_mid = int((std::size_t(1) << 31) / n) - 1, r_end = m - 3;  // 3 rows each
+  std::vector<float> rows(std::size_t(3) * n);
+  for (const char* impl : {"coalesced", "smem", "regblock", "warptile", "mma"}) {
+    SCOPED_TRACE(impl);
+    ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
+    const bool mma = std::string(impl) == "mma";
+    if (mma) {
+      cuda::hgemm_forward_mma(cuda::HalfType::bf16, da16.data(), db16.data(), dc.data(), m, n, k);
+    } else {
+      cuda::SgemmImpl which;
+      ASSERT_TRUE(cuda::parse_sgemm_impl(impl, &which));
+      cuda::sgemm_forward(which, da.data(), db.data(), dc.data(), m, n, k);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (int r0 : {r_mid, r_end}) {
+      ASSERT_EQ(cudaMemcpy(rows.data(), dc.data() + std::size_t(r0) * n, rows.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      const auto& a = mma ? ar : in.a;
+      const auto& b = mma ? br : in.b;
+      const auto r = cpu::check_gemm(a.data() + std::size_t(r0) * k, b.data(), rows.data(), 3, n, k,
+                                     mma ? DType::bf16 : DType::fp32);
+      EXPECT_TRUE(r.ok) << "rows " << r0 << "..+3: " << r.message;
+    }
+  }
+}
+
 TEST(GpuSgemm, OutOfMemoryIsAnErrorNotACrash) {
   SKIP_WITHOUT_GPU();
   EXPECT_THROW(cuda::DeviceBuffer<float>(std::size_t(1) << 45), OutOfMemory);  // 128 TiB
