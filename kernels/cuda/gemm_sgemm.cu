@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(256) sgemm_forward_regblock(const float* a, co
     __syncthreads();
 #pragma unroll
     for (int p = 0; p < kRbK; ++p) {
-      float ra[kRbT], rb[kRbT];
+      __align__(16) float ra[kRbT], rb[kRbT];  // read and written as float4: 16-byte aligned
       *reinterpret_cast<float4*>(ra) = *reinterpret_cast<const float4*>(&as[p][ty * kRbT]);
       *reinterpret_cast<float4*>(ra + 4) = *reinterpret_cast<const float4*>(&as[p][ty * kRbT + 4]);
       *reinterpret_cast<float4*>(rb) = *reinterpret_cast<const float4*>(&bs[p][tx * kRbT]);
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(256, 2) sgemm_forward_warptile(const float* a,
     if (t + 1 < tiles) fetch((t + 1) * kWbK);  // global loads in flight during the FMAs below
 #pragma unroll
     for (int p = 0; p < kWbK; ++p) {
-      float fa[2][4], fb[2][4];
+      __align__(16) float fa[2][4], fb[2][4];  // idem
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         *reinterpret_cast<float4*>(fa[i]) = *reinterpret_cast<const float4*>(&as[s][p][wm + i * 32 + lm * 4]);
