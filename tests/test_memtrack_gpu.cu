@@ -98,8 +98,9 @@ TEST(MemTrack, AThrownCudaErrorIsNotReportedAgainByTheNextLaunchCheck) {
   // last error is cleared, so a later DLB_CUDA_CHECK(cudaGetLastError()) after a good launch passes.
   EXPECT_THROW(DLB_CUDA_CHECK(cudaMemcpy(nullptr, nullptr, 1, cudaMemcpyHostToDevice)), std::runtime_error);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  // The same for an out-of-memory error raised through the macro (cudaMallocHost is not tracked).
+  // The same for an impossible pinned allocation through the macro (out of memory on the drivers we
+  // know; the assertion that matters is the cleared last error).
   void* h = nullptr;
-  EXPECT_THROW(DLB_CUDA_CHECK(cudaMallocHost(&h, std::size_t(1) << 50)), OutOfMemory);
+  EXPECT_ANY_THROW(DLB_CUDA_CHECK(cudaMallocHost(&h, std::size_t(1) << 50)));
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
