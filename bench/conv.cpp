@@ -175,6 +175,7 @@ class CpuConv final : public Case {
   }
   CheckResult verify() override {
     std::fill(out_.begin(), out_.end(), std::nanf(""));
+    std::fill(db_.begin(), db_.end(), std::nanf(""));  // bwd_filter's db is checked too
     run();
     return check_conv(op_, sh_, x_.data(), w_.data(), dy_.data(), op_ == Op::fwd ? b_.data() : nullptr, out_.data(),
                       op_ == Op::bwd_filter ? db_.data() : nullptr, DType::fp32);
@@ -234,6 +235,7 @@ class GpuConv final : public Case {
   }
   CheckResult verify() override {
     DLB_CUDA_CHECK(cudaMemset(out_.data(), 0xff, out_.bytes()));  // NaN: a kernel that writes nothing fails
+    if (dbias_.data()) DLB_CUDA_CHECK(cudaMemset(dbias_.data(), 0xff, dbias_.bytes()));  // db is checked too
     launch();
     DLB_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> got = download(out_), gdb;
