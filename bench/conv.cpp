@@ -104,10 +104,10 @@ constexpr double kFullCheckFlops = 2e8;
 constexpr int kSamples = 1500;
 
 // Checks `got` (the direction's output: y, dx or dw, plus db for bwd_filter when given) for inputs
-// x, w, dy. bias is added to the forward reference when non-null.
+// x, w, dy. bias is added to the forward reference when non-null. tol <= 0: the dtype's default.
 CheckResult check_conv(Op op, const Conv2dShape& sh, const float* x, const float* w, const float* dy,
-                       const float* bias, const float* got, const float* got_db, DType t) {
-  const double tol = default_tolerance(t);
+                       const float* bias, const float* got, const float* got_db, DType t, double tol = 0) {
+  if (tol <= 0) tol = default_tolerance(t);
   const bool forward = op == Op::fwd;
   const bool data = op == Op::bwd_data || op == Op::transpose_fwd;
   const std::size_t n_out = forward ? sh.y_size() : data ? sh.x_size() : sh.w_size();
@@ -241,7 +241,15 @@ class GpuConv final : public Case {
     std::vector<float> got = download(out_), gdb;
     if (op_ == Op::bwd_filter) gdb = download(dbias_);
     return check_conv(op_, sh_, x_.data(), w_.data(), dy_.data(), op_ == Op::fwd ? b_.data() : nullptr, got.data(),
-                      op_ == Op::bwd_filter ? gdb.data() : nullptr, t_);
+                      op_ == Op::bwd_filter ? gdb.data() : nullptr, t_, tolerance());
+  }
+  // cuDNN: the chosen algorithm's (fp32 through FFT/Winograd is looser, CudnnConv2d::tolerance);
+  // our kernel: the dtype's.
+  double tolerance() const { return conv_ ? conv_->tolerance(direction()) : default_tolerance(t_); }
+  cuda::ConvDir direction() const {
+    return op_ == Op::fwd ? cuda::ConvDir::forward
+           : op_ == Op::bwd_filter ? cuda::ConvDir::backward_filter
+                                   : cuda::ConvDir::backward_data;
   }
   double run() override {
     timer_->start();
@@ -255,10 +263,7 @@ class GpuConv final : public Case {
     annotate_shape(r, layer_, sh_);
     r["verification"] = verification_name(sh_);
     if (conv_) {
-      const auto dir = op_ == Op::fwd ? cuda::ConvDir::forward
-                       : op_ == Op::bwd_filter ? cuda::ConvDir::backward_filter
-                                               : cuda::ConvDir::backward_data;
-      r["algo"] = conv_->algo_name(dir);
+      r["algo"] = conv_->algo_name(direction());
     }
   }
   void teardown() override {

@@ -139,8 +139,12 @@ class TrainingCase final : public Case {
     // Gradients pass through up to 6 layers of sums: a few 1e-6 relative is the norm in fp32; under
     // autocast every layer adds its dtype's rounding (tf32 ~1e-3, bf16 ~4e-3 per value), hence the
     // same 4x margin on the dtype's tolerance. fp16 gradients are unscaled before they come back.
-    return judge(worst, 4 * default_tolerance(dtype_), std::string("loss and gradients of one step (") +
-                                                           dtype_name(dtype_) + " vs the CPU's fp32)");
+    // A GPU in fp32: cuDNN's algorithm search may keep an FFT or Winograd convolution, whose
+    // transforms round differently (up to ~1e-4 of the gradient's scale); 2e-4 admits that and
+    // still catches TF32 math used by mistake (~1e-3).
+    const double tol = device_ != "cpu" && dtype_ == DType::fp32 ? 2e-4 : 4 * default_tolerance(dtype_);
+    return judge(worst, tol, std::string("loss and gradients of one step (") + dtype_name(dtype_) +
+                                 (device_ == "cpu" ? " vs the fp64 reference)" : " vs the CPU's fp32)"));
   }
 
   double run() override {

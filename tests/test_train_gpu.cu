@@ -55,10 +55,11 @@ TEST_P(GpuStep, GradientsMatchCpu) {
   const float ref = cpu->forward_backward(b);
   auto t = make_trainer(*dev, default_optimizer(name), gpu());
   const float got = t->gradients(b);
-  EXPECT_NEAR(got, ref, 1e-4 * std::abs(ref));
+  // 2e-4: cuDNN may run an fp32 conv as FFT/Winograd (CudnnConv2d::tolerance); TF32 would be ~1e-3.
+  EXPECT_NEAR(got, ref, 2e-4 * std::abs(ref));
   auto pc = cpu->params(), pg = dev->params();
   for (std::size_t i = 0; i < pc.size(); ++i)
-    EXPECT_LT(max_rel_err(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size()), 1e-4) << pc[i]->name;
+    EXPECT_LT(max_rel_err(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size()), 2e-4) << pc[i]->name;
 }
 
 INSTANTIATE_TEST_SUITE_P(SeedModels, GpuStep, ::testing::Values("net128", "mlp", "convnet", "autoencoder"));

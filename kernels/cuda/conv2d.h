@@ -31,6 +31,12 @@ class CudnnConv2d {
 
   // The algorithm the search chose for a direction, e.g. "IMPLICIT_PRECOMP_GEMM".
   std::string algo_name(ConvDir dir) const;
+  // The verification tolerance (norm-relative, kernels/common/verify.h) of that direction's result:
+  // the dtype's, except fp32 through a transform algorithm (FFT, Winograd; the search may keep one,
+  // as PyTorch's cudnn.benchmark may), which rounds in the transformed domain: errors up to ~1e-4
+  // of the output's scale instead of the direct sum's ~1e-6. 2e-4 admits that and still fails TF32
+  // math (~1e-3) used by mistake.
+  double tolerance(ConvDir dir) const;
 
  private:
   struct Impl;

@@ -230,6 +230,7 @@ void bias_rows_forward(void* y, const void* b, int rows, int cols, DType t, cuda
   check_launch();
 }
 void bias_rows_backward(const void* dy, void* db, int rows, int cols, DType t, cudaStream_t s) {
+  if (cols <= 0) return;  // a grid of 0 blocks is a launch error
   with_type(t, [&](auto z) {
     using T = decltype(z);
     bias_rows_bwd_k<T><<<cols, kThreads, 0, s>>>(in<T>(dy), out<T>(db), rows, cols);
@@ -244,6 +245,7 @@ void bias_nchw_forward(void* y, const void* b, int n, int c, int hw, DType t, cu
   check_launch();
 }
 void bias_nchw_backward(const void* dy, void* db, int n, int c, int hw, DType t, cudaStream_t s) {
+  if (c <= 0) return;
   with_type(t, [&](auto z) {
     using T = decltype(z);
     bias_nchw_bwd_k<T><<<c, kThreads, 0, s>>>(in<T>(dy), out<T>(db), n, c, hw);
@@ -270,6 +272,7 @@ void maxpool2d_backward(const void* dy, const std::int32_t* arg, void* dx, std::
 }
 void softmax_xent(const void* logits, const std::int32_t* labels, int n, int classes, void* dlogits, float* loss_sum,
                   DType t, const float* grad_scale, cudaStream_t s) {
+  if (n <= 0) return;
   with_type(t, [&](auto z) {
     using T = decltype(z);
     xent_k<T><<<(n + kThreads - 1) / kThreads, kThreads, 0, s>>>(in<T>(logits), labels, n, classes, out<T>(dlogits),
