@@ -19,6 +19,7 @@
 
 #include "harness/build_info.h"
 #include "kernels/common/device.h"
+#include "kernels/cpu/threads.h"
 
 extern char** environ;
 
@@ -68,7 +69,7 @@ std::string iso_now() {
 }
 
 bool result_changing_env(const std::string& name) {
-  static const char* prefixes[] = {"OPENBLAS_", "OMP_", "GOTO_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "DLBENCH_", "MKL_"};
+  static const char* prefixes[] = {"OPENBLAS_", "OMP_", "GOTO_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "DLBENCH_", "DLB_CPU_THREADS", "MKL_"};
   for (const char* p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;
@@ -129,7 +130,10 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
   fp["cuda_compiler"] = DLB_CUDA_COMPILER;
   fp["cpu"] = {{"model", cpu_model()},
                {"logical_cores", std::thread::hardware_concurrency()},
-               {"isa", cpu_isa_flags()}};
+               {"isa", cpu_isa_flags()},
+               // threads our CPU training kernels split a batch over (kernels/cpu/threads.h); their
+               // GEMMs run single-threaded inside, so OpenBLAS's count below is for other BLAS calls
+               {"kernel_threads", cpu::kernel_threads()}};
   const std::string cfg = openblas_get_config();
   fp["openblas"] = {{"version", openblas_version(cfg)},
                     {"config", cfg},
@@ -180,7 +184,8 @@ std::string fingerprint_text(const nlohmann::json& fp) {
   std::ostringstream o;
   const auto& cpu = fp.at("cpu");
   o << "host          " << fp.value("host_name", "") << "  (" << fp.value("os", "") << ")\n";
-  o << "CPU           " << cpu.value("model", "") << ", " << cpu.value("logical_cores", 0) << " logical cores\n";
+  o << "CPU           " << cpu.value("model", "") << ", " << cpu.value("logical_cores", 0) << " logical cores, "
+    << cpu.value("kernel_threads", 0) << " training-kernel threads\n";
   std::string isa;
   for (const auto& f : cpu.at("isa")) isa += (isa.empty() ? "" : " ") + f.get<std::string>();
   o << "ISA           " << (isa.empty() ? "(none of interest)" : isa) << "\n";
