@@ -6,10 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <cblas.h>
-
 #include "kernels/common/errors.h"
-#include "kernels/cpu/threads.h"
 #include "models/half.h"
 #include "models/net.h"
 
@@ -193,9 +190,6 @@ void AmpTrainer::plan(int n) {
 
 float AmpTrainer::step(const Batch& b) {
   if (b.n <= 0) throw UsageError("batch must be positive");
-  // As the fp32 CPU trainer: the layers split the batch over our threads with single-threaded GEMMs,
-  // so OpenBLAS's own workers sleep for the step instead of spinning next to them.
-  cpu::BlasThreadsScope blas(cpu::kernel_threads() > 1 ? 1 : openblas_get_num_threads());
   plan(b.n);
   const auto layers = m_.layers();
   const auto& sh = *shapes_;
