@@ -523,7 +523,13 @@ class GpuTrainer final : public Trainer {
       const std::string k = l->kind();
       if (k == "Conv2d") {
         auto* c = static_cast<Conv2d*>(l);
-        conv(i, c->conv_shape(in)).forward(cur, val(pi), val(pi + 1), y, stream_);
+        const Conv2dShape s = c->conv_shape(in);
+        if (!half_) {
+          conv(i, s).forward(cur, val(pi), val(pi + 1), y, stream_);
+        } else {  // half bias through our kernel: cuDNN's AddTensor may refuse bf16 (NOT_SUPPORTED)
+          conv(i, s).forward(cur, val(pi), nullptr, y, stream_);
+          cuda::bias_nchw_forward(y, val(pi + 1), s.n, c->out_c, s.p() * s.q(), st_, stream_);
+        }
         pi += 2;
       } else if (k == "ConvTranspose2d") {
         auto* c = static_cast<ConvTranspose2d*>(l);
@@ -574,8 +580,15 @@ class GpuTrainer final : public Trainer {
       const std::string k = l->kind();
       if (k == "Conv2d") {
         pi -= 2;
-        auto& c = conv(i, static_cast<Conv2d*>(l)->conv_shape(in));
-        c.backward_filter(xin, dy, grd(pi), grd(pi + 1), stream_);
+        auto* cl = static_cast<Conv2d*>(l);
+        const Conv2dShape s = cl->conv_shape(in);
+        auto& c = conv(i, s);
+        if (!half_) {
+          c.backward_filter(xin, dy, grd(pi), grd(pi + 1), stream_);
+        } else {  // as in forward: the bias gradient by our reduction, not cudnnConvolutionBackwardBias
+          c.backward_filter(xin, dy, grd(pi), nullptr, stream_);
+          cuda::bias_nchw_backward(dy, grd(pi + 1), s.n, cl->out_c, s.p() * s.q(), st_, stream_);
+        }
         if (dx) c.backward_data(dy, val(pi), dx, stream_);
       } else if (k == "ConvTranspose2d") {
         pi -= 2;
