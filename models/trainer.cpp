@@ -140,7 +140,13 @@ class CpuTrainer final : public Trainer {
 }  // namespace
 
 std::unique_ptr<Trainer> make_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o) {
-  if (o.device == "cpu") return std::make_unique<CpuTrainer>(model, opt, o);
+  if (o.device == "cpu") {
+    // CPU bf16 autocast is models::AmpTrainer (amp suite, `dlbench train --dtype bf16`), not this loop.
+    if (o.dtype != DType::fp32)
+      throw UsageError(std::string("the CPU trainer runs fp32, not ") + dtype_name(o.dtype) +
+                       " (CPU bf16 autocast: models::AmpTrainer)");
+    return std::make_unique<CpuTrainer>(model, opt, o);
+  }
   if (o.device.rfind("cuda", 0) == 0) {
 #ifdef DLB_HAVE_CUDA
     return make_gpu_trainer(model, opt, o);

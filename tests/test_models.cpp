@@ -178,3 +178,14 @@ TEST(Trainer, UnknownDeviceAndInputMode) {
   EXPECT_THROW(parse_input_mode("teleport"), UsageError);
   EXPECT_EQ(parse_input_mode("prefetch"), InputMode::prefetch);
 }
+
+TEST(Trainer, CpuTrainerRefusesAutocastDtypes) {
+  auto m = make_mlp();
+  TrainOptions o;
+  for (DType t : {DType::bf16, DType::fp16, DType::tf32}) {
+    o.dtype = t;
+    EXPECT_THROW(make_trainer(*m, default_optimizer("mlp"), o), UsageError) << dtype_name(t);
+  }
+  o.dtype = DType::fp32;
+  EXPECT_NE(make_trainer(*m, default_optimizer("mlp"), o), nullptr);
+}
