@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -99,6 +101,38 @@ void note_time(json& e, const std::string& point, const std::string& dtype) {
   else if (auto it = fp32_times().find(point); it != fp32_times().end()) e["speedup_vs_fp32"] = it->second / t;
 }
 
+// How a train case is verified: from the same init and batches, the fp32 reference and the run
+// under test step in lockstep; the verdict is max |loss - reference loss| / max |reference loss|.
+struct LossParity {
+  int steps = 0;
+  double rel = 0;
+  std::vector<float> ref, got;  // per-step losses
+  // step(k) runs step k of both runs and returns {reference loss, loss under test}.
+  CheckResult check(int n, double tol, const std::string& what, const std::function<std::pair<float, float>(int)>& step) {
+    steps = n, rel = 0;
+    ref.clear(), got.clear();
+    double worst = 0, scale = 0;
+    for (int k = 0; k < n; ++k) {
+      const auto [lr, la] = step(k);
+      if (!std::isfinite(la) || !std::isfinite(lr))
+        return judge(std::numeric_limits<double>::infinity(), tol, "non-finite loss at step " + std::to_string(k));
+      ref.push_back(lr), got.push_back(la);
+      worst = std::max(worst, double(std::fabs(la - lr)));
+      scale = std::max(scale, double(std::fabs(lr)));
+    }
+    rel = worst / std::max(scale, 1e-30);
+    return judge(rel, tol, what);
+  }
+  void annotate(json& e) const {
+    e["parity_steps"] = steps;
+    e["parity_max_rel_diff"] = rel;
+    if (!ref.empty()) {
+      e["loss_first_fp32"] = ref.front(), e["loss_last_fp32"] = ref.back();
+      e["loss_last"] = got.back();
+    }
+  }
+};
+
 // ---- op "train" (CPU) ----
 class TrainAmpCase final : public Case {
  public:
@@ -133,19 +167,12 @@ class TrainAmpCase final : public Case {
     models::Optimizer oref(models::default_optimizer(model_), ref->params());
     models::Optimizer oamp(models::default_optimizer(model_), amp->params());
     models::AmpTrainer t(*amp, oamp, dtype_);
-    double worst = 0, scale = 0;
-    ref_losses_.clear(), amp_losses_.clear();
-    for (int k = 0; k < steps_; ++k) {
-      const float lr = models::train_step(*ref, oref, batch(k));
-      const float la = t.step(batch(k));
-      if (!std::isfinite(la) || !std::isfinite(lr))
-        return judge(std::numeric_limits<double>::infinity(), tol(), "non-finite loss at step " + std::to_string(k));
-      ref_losses_.push_back(lr), amp_losses_.push_back(la);
-      worst = std::max(worst, double(std::fabs(la - lr)));
-      scale = std::max(scale, double(std::fabs(lr)));
-    }
-    parity_ = worst / std::max(scale, 1e-30);
-    return judge(parity_, tol(), "loss over " + std::to_string(steps_) + " steps vs fp32");
+    // fp32: our layer loop must reproduce the model's own step; half types: the dtype's tolerance.
+    return parity_.check(steps_, default_tolerance(dtype_), "loss over " + std::to_string(steps_) + " steps vs fp32",
+                         [&](int k) {
+                           const float lr = models::train_step(*ref, oref, batch(k));
+                           return std::make_pair(lr, t.step(batch(k)));
+                         });
   }
 
   double run() override {
@@ -155,12 +182,7 @@ class TrainAmpCase final : public Case {
   Work work() const override { return {m_->train_flops(batch_), 0, double(batch_)}; }
   Metric metric() const override { return Metric::imgs_per_s; }
   void annotate(json& e) const override {
-    e["parity_steps"] = steps_;
-    e["parity_max_rel_diff"] = parity_;
-    if (!ref_losses_.empty()) {
-      e["loss_first_fp32"] = ref_losses_.front(), e["loss_last_fp32"] = ref_losses_.back();
-      e["loss_last"] = amp_losses_.back();
-    }
+    parity_.annotate(e);
     e["params"] = m_->num_params();
     if (dtype_ == DType::bf16)
       e["bf16_path"] = "bf16-rounded operands and outputs, fp32 OpenBLAS sgemm (" + cpu::bf16_gemm_path() + ")";
@@ -174,14 +196,11 @@ class TrainAmpCase final : public Case {
   DType dtype_;
   int steps_, nbatches_ = 1;
   long k_ = 0;
-  double parity_ = 0;
-  std::vector<float> ref_losses_, amp_losses_;
+  LossParity parity_;
   std::shared_ptr<const AmpData> data_;
   std::unique_ptr<models::Sequential> m_;
   std::unique_ptr<models::Optimizer> opt_;
   std::unique_ptr<models::AmpTrainer> tr_;
-  // fp32: our layer loop must reproduce the model's own step; half types: the dtype's tolerance.
-  double tol() const { return dtype_ == DType::fp32 ? default_tolerance(DType::fp32) : default_tolerance(dtype_); }
 };
 
 // ---- op "train" (GPU) ----
@@ -210,22 +229,15 @@ class TrainAmpGpuCase final : public Case {
     ref->init(1), gm->init(1);
     models::Optimizer oref(models::default_optimizer(model_), ref->params());
     auto g = models::make_trainer(*gm, models::default_optimizer(model_), options(models::InputMode::pageable));
-    double worst = 0, scale = 0;
-    ref_losses_.clear(), amp_losses_.clear();
-    for (int k = 0; k < steps_; ++k) {
-      const models::Dataset one = dataset(k % nbatches_, 1);
-      const float* x = one.images.data();
-      const float lr = models::train_step(*ref, oref, models::Batch{x, one.labels.data(), nullptr, batch_});
-      const float la = static_cast<float>(g->train_epoch(one, batch_));
-      if (!std::isfinite(la) || !std::isfinite(lr))
-        return judge(std::numeric_limits<double>::infinity(), tol(), "non-finite loss at step " + std::to_string(k));
-      ref_losses_.push_back(lr), amp_losses_.push_back(la);
-      worst = std::max(worst, double(std::fabs(la - lr)));
-      scale = std::max(scale, double(std::fabs(lr)));
-    }
-    parity_ = worst / std::max(scale, 1e-30);
-    return judge(parity_, tol(), "GPU " + std::string(dtype_name(dtype_)) + " loss over " + std::to_string(steps_) +
-                                     " steps vs the CPU's fp32");
+    return parity_.check(steps_, tol(),
+                         "GPU " + std::string(dtype_name(dtype_)) + " loss over " + std::to_string(steps_) +
+                             " steps vs the CPU's fp32",
+                         [&](int k) {
+                           const models::Dataset one = dataset(k % nbatches_, 1);
+                           const models::Batch b{one.images.data(), one.labels.data(), nullptr, batch_};
+                           const float lr = models::train_step(*ref, oref, b);
+                           return std::make_pair(lr, static_cast<float>(g->train_epoch(one, batch_)));
+                         });
   }
 
   double run() override {
@@ -235,13 +247,8 @@ class TrainAmpGpuCase final : public Case {
   Work work() const override { return {m_->train_flops(batch_) * nbatches_, 0, double(batch_) * nbatches_}; }
   Metric metric() const override { return Metric::imgs_per_s; }
   void annotate(json& e) const override {
-    e["parity_steps"] = steps_;
-    e["parity_max_rel_diff"] = parity_;
+    parity_.annotate(e);
     e["steps_per_iteration"] = nbatches_;
-    if (!ref_losses_.empty()) {
-      e["loss_first_fp32"] = ref_losses_.front(), e["loss_last_fp32"] = ref_losses_.back();
-      e["loss_last"] = amp_losses_.back();
-    }
     e["params"] = m_->num_params();
     e["trainer"] = tr_->describe();
     e["peak_device_bytes"] = tr_->peak_device_bytes();
@@ -255,8 +262,7 @@ class TrainAmpGpuCase final : public Case {
   int batch_;
   DType dtype_;
   int steps_, nbatches_ = 1;
-  double parity_ = 0;
-  std::vector<float> ref_losses_, amp_losses_;
+  LossParity parity_;
   std::shared_ptr<const AmpData> data_;
   models::Dataset epoch_;
   std::unique_ptr<models::Sequential> m_;
@@ -554,11 +560,7 @@ Suite amp_suite() {
   s.expand = [](const SuiteOptions& o) {
     std::vector<DType> dtypes;
     for (const auto& d : axis_strings(o, "dtype", {"fp32", "bf16", "fp16", "tf32"})) dtypes.push_back(parse_dtype(d));
-    bool any_gpu = false;
-    for (const auto& dev : o.devices) any_gpu |= is_gpu(dev);
-    bool any_cpu_dtype = false;
-    for (DType t : dtypes) any_cpu_dtype |= models::dtype_supported(t, false);
-    if (!any_gpu && !any_cpu_dtype && !dtypes.empty()) models::check_dtype_for_device(dtypes.front(), false);
+    models::check_dtypes_for_run(dtypes, std::any_of(o.devices.begin(), o.devices.end(), is_gpu));
     const auto model_names = axis_strings(o, "model", {"mlp", "net128"});
     const auto batches = axis_ints(o, "batch", {64});
     const auto sizes = axis_ints(o, "size", {512});

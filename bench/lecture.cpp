@@ -419,10 +419,7 @@ void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
   std::vector<DType> dtypes;
   for (const auto& d : axis_strings(o, "dtype", {"fp32"})) dtypes.push_back(parse_dtype(d));
   // fp16 or tf32 alone on a CPU-only run cannot run anywhere: a usage error, not a table of skips.
-  bool any_gpu = false, any_cpu = false;
-  for (const auto& dev : o.devices) any_gpu |= is_gpu(dev);
-  for (DType t : dtypes) any_cpu |= t == DType::fp32 || t == DType::bf16;
-  if (!any_gpu && !any_cpu) models::check_dtype_for_device(dtypes.front(), false);
+  models::check_dtypes_for_run(dtypes, std::any_of(o.devices.begin(), o.devices.end(), is_gpu));
   for (DType t : dtypes)
     for (const auto& in : inputs) {
       if (device == "cpu" && !models::dtype_supported(t, false)) continue;

@@ -98,6 +98,13 @@ void check_dtype_for_device(DType t, bool gpu) {
   throw UsageError("--dtype " + n + ": not a training dtype (expected fp32, tf32, fp16 or bf16)");
 }
 
+void check_dtypes_for_run(const std::vector<DType>& dtypes, bool any_gpu) {
+  if (any_gpu || dtypes.empty()) return;
+  for (DType t : dtypes)
+    if (dtype_supported(t, false)) return;
+  check_dtype_for_device(dtypes.front(), false);
+}
+
 GradScaler::GradScaler(GradScalerConfig cfg) : cfg_(cfg), scale_(cfg.init_scale) {
   if (!(cfg.init_scale > 0) || !(cfg.growth_factor > 1) || !(cfg.backoff_factor > 0 && cfg.backoff_factor < 1) ||
       cfg.growth_interval < 1)

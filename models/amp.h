@@ -50,6 +50,9 @@ CastPolicy cast_policy(const std::string& op, DType autocast_dtype, DType input 
 bool dtype_supported(DType t, bool gpu);
 // Throws dlb::UsageError("--dtype fp16: ...") when `t` cannot run on that device.
 void check_dtype_for_device(DType t, bool gpu);
+// For a sweep over several devices: throws the same error (for the first dtype) when no dtype of
+// `dtypes` can run on any device of the run; `any_gpu`: the run includes a CUDA device.
+void check_dtypes_for_run(const std::vector<DType>& dtypes, bool any_gpu);
 // fp16 training needs the loss scaler (gradients underflow fp16's 2^-24); bf16 has fp32's range.
 inline bool needs_loss_scaling(DType t) { return t == DType::fp16; }
 
