@@ -9,16 +9,11 @@
 
 #include "kernels/cuda/amp_kernels.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
 #include "models/amp.h"
 #include "models/half.h"
 
 using namespace dlb;
-
-#define REQUIRE_GPU()                                                   \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 namespace {
 std::vector<float> test_values() {
@@ -32,7 +27,7 @@ std::vector<float> test_values() {
 }  // namespace
 
 TEST(AmpGpu, CastsMatchTheHostReferences) {
-  REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   const auto x = test_values();
   const std::size_t n = x.size();
   cuda::DeviceBuffer<float> dx(n), dback(n);
@@ -65,7 +60,7 @@ TEST(AmpGpu, CastsMatchTheHostReferences) {
 }
 
 TEST(AmpGpu, FusedUnscaleAndCheck) {
-  REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   const std::size_t n = 1 << 20;
   std::vector<float> g(n);
   fill_uniform(g.data(), n, 9);
@@ -107,7 +102,7 @@ TEST(AmpGpu, FusedUnscaleAndCheck) {
 }
 
 TEST(AmpGpu, DeviceScaleUpdateFollowsGradScaler) {
-  REQUIRE_GPU();
+  SKIP_WITHOUT_GPU();
   cuda::DeviceBuffer<float> st(3);  // scale, inv_scale, found_inf
   cuda::DeviceBuffer<int> tracker(1);
   const float init[3] = {65536.0f, 1.0f / 65536.0f, 0.0f};

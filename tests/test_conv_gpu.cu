@@ -12,16 +12,11 @@
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cuda/conv2d.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
 
 using namespace dlb;
 
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                            \
-  do {                                                                \
-    std::string why;                                                  \
-    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int pad = 0, int stride = 1) {
   Conv2dShape sh;

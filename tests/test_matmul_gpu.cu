@@ -10,18 +10,13 @@
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
 #include "kernels/cuda/gemm_sgemm.h"
 #include "kernels/cuda/gemm_tc.h"
 
 namespace {
 
 using namespace dlb;
-
-#define SKIP_WITHOUT_GPU()                                              \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 struct Inputs {
   int m, n, k;

@@ -5,17 +5,12 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
 
 using namespace dlb;
 
-#define NEED_GPU()                                            \
-  do {                                                        \
-    std::string why_;                                         \
-    if (!cuda::device_available(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 TEST(MemTrack, AllocAndFreeMoveCurrentBytes) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const std::size_t c0 = cuda::current_device_bytes();
   void* p = cuda::device_alloc(1 << 20);
   ASSERT_NE(p, nullptr);
@@ -26,7 +21,7 @@ TEST(MemTrack, AllocAndFreeMoveCurrentBytes) {
 }
 
 TEST(MemTrack, PeakHoldsUntilReset) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   cuda::reset_peak_device_bytes();
   const std::size_t c0 = cuda::current_device_bytes();
   EXPECT_EQ(cuda::peak_device_bytes(), c0);
@@ -42,7 +37,7 @@ TEST(MemTrack, PeakHoldsUntilReset) {
 }
 
 TEST(MemTrack, DeviceBufferIsTracked) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const std::size_t c0 = cuda::current_device_bytes();
   {
     cuda::DeviceBuffer<float> buf(1000);
@@ -54,7 +49,7 @@ TEST(MemTrack, DeviceBufferIsTracked) {
 }
 
 TEST(MemTrack, ZeroAndNullAreNoOps) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const std::size_t c0 = cuda::current_device_bytes();
   EXPECT_EQ(cuda::device_alloc(0), nullptr);
   cuda::device_free(nullptr);
@@ -62,7 +57,7 @@ TEST(MemTrack, ZeroAndNullAreNoOps) {
 }
 
 TEST(MemTrack, ImpossibleSizeIsOutOfMemoryAndLeavesTheTrackerConsistent) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   cuda::reset_peak_device_bytes();
   const std::size_t c0 = cuda::current_device_bytes(), p0 = cuda::peak_device_bytes();
   EXPECT_THROW(cuda::device_alloc(std::size_t(1) << 50), OutOfMemory);  // 1 PiB
@@ -77,7 +72,7 @@ TEST(MemTrack, ImpossibleSizeIsOutOfMemoryAndLeavesTheTrackerConsistent) {
 }
 
 TEST(MemTrack, MemGetInfoSeesOurAllocations) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const auto m0 = cuda::device_mem_info();
   EXPECT_GT(m0.total_bytes, 0u);
   EXPECT_LE(m0.free_bytes, m0.total_bytes);
@@ -93,7 +88,7 @@ TEST(MemTrack, MemGetInfoSeesOurAllocations) {
 }
 
 TEST(MemTrack, AThrownCudaErrorIsNotReportedAgainByTheNextLaunchCheck) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   // A non-sticky failure (invalid argument) through DLB_CUDA_CHECK: it throws, and the runtime's
   // last error is cleared, so a later DLB_CUDA_CHECK(cudaGetLastError()) after a good launch passes.
   EXPECT_THROW(DLB_CUDA_CHECK(cudaMemcpy(nullptr, nullptr, 1, cudaMemcpyHostToDevice)), std::runtime_error);

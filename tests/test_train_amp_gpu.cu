@@ -10,6 +10,8 @@
 
 #include "kernels/common/verify.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
+#include "tests/train_test_data.h"
 #include "models/net.h"
 #include "models/trainer.h"
 
@@ -18,22 +20,7 @@ using namespace dlb::models;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                          \
-  do {                                                                              \
-    std::string why;                                                                \
-    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;    \
-  } while (0)
-
-Dataset amp_test_data(const Shape& in, std::size_t n, std::uint64_t seed, bool unit_interval) {
-  Dataset d;
-  d.name = "random", d.c = in.c, d.h = in.h, d.w = in.w, d.classes = 10;
-  d.images.resize(n * in.per_item());
-  fill_uniform(d.images.data(), d.images.size(), seed);
-  if (unit_interval)  // the autoencoder reconstructs images in [0, 1] (sigmoid output)
-    for (float& v : d.images) v = 0.5f + 0.5f * v;
-  for (std::size_t i = 0; i < n; ++i) d.labels.push_back(std::int32_t(i % 10));
-  return d;
-}
+using test::random_dataset;
 
 TrainOptions gpu(DType t, bool graph = false, InputMode m = InputMode::pageable) {
   TrainOptions o;
@@ -70,7 +57,7 @@ TEST_P(AmpGpuStep, GradientsMatchCpuFp32WithinTheDtypeTolerance) {
   const auto [name, t] = GetParam();
   auto dev = make_model(name);
   dev->init(5);
-  Dataset d = amp_test_data(dev->input_shape(1), 16, 3, name == "autoencoder");
+  Dataset d = random_dataset(dev->input_shape(1), 16, 3, name == "autoencoder");
   const Batch b{d.images.data(), d.labels.data(), nullptr, 16};
   auto tr = make_trainer(*dev, default_optimizer(name), gpu(t));
   // Norm-relative error (kernels/common/verify.h) through up to 6 layers: 4x the dtype's tolerance,
@@ -93,7 +80,7 @@ TEST(AmpGpuScaler, OverflowSkipsTheStepAndBacksOff) {
     auto m = make_model(name);
     m->init(2);
     const auto before = values(*m);
-    Dataset d = amp_test_data(m->input_shape(1), 8, 6, false);
+    Dataset d = random_dataset(m->input_shape(1), 8, 6);
     TrainOptions o = gpu(DType::fp16);
     o.scaler.init_scale = 0x1p100f;  // the scaled loss gradient overflows fp16 at once
     auto t = make_trainer(*m, default_optimizer(name), o);
@@ -109,7 +96,7 @@ TEST(AmpGpuScaler, CleanStepsGrowTheScale) {
   SKIP_WITHOUT_GPU();
   auto m = make_net(16);
   m->init(2);
-  Dataset d = amp_test_data(m->input_shape(1), 24, 7, false);
+  Dataset d = random_dataset(m->input_shape(1), 24, 7);
   TrainOptions o = gpu(DType::fp16);
   o.scaler.init_scale = 1024.0f, o.scaler.growth_interval = 3;
   auto t = make_trainer(*m, default_optimizer("net128"), o);
@@ -127,7 +114,7 @@ TEST(AmpGpu, HalfWeightsFollowTheMasterWeights) {
   for (DType t : {DType::fp16, DType::bf16}) {
     auto m = make_net(16);
     m->init(3);
-    Dataset d = amp_test_data(m->input_shape(1), 32, 8, false);
+    Dataset d = random_dataset(m->input_shape(1), 32, 8);
     auto tr = make_trainer(*m, default_optimizer("net128"), gpu(t));
     tr->train_epoch(d, 8);
     tr->sync_to_host();  // the masters after 4 steps
@@ -143,7 +130,7 @@ TEST(AmpGpu, GraphStepAgreesWithEagerStep) {
   for (DType t : {DType::tf32, DType::fp16, DType::bf16}) {
     auto base = make_net(16);
     base->init(4);
-    Dataset d = amp_test_data(base->input_shape(1), 64, 9, false);
+    Dataset d = random_dataset(base->input_shape(1), 64, 9);
     double loss[2], scale[2];
     for (int graph = 0; graph < 2; ++graph) {
       auto m = make_net(16);
@@ -164,7 +151,7 @@ TEST(AmpGpu, EveryDtypeLowersTheLoss) {
   for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16}) {
     auto m = make_model("mlp");
     m->init(6);
-    Dataset d = amp_test_data(m->input_shape(1), 256, 10, false);
+    Dataset d = random_dataset(m->input_shape(1), 256, 10);
     auto tr = make_trainer(*m, default_optimizer("mlp"), gpu(t));
     const double first = tr->train_epoch(d, 32);
     double last = first;

@@ -7,6 +7,8 @@
 
 #include "kernels/common/verify.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
+#include "tests/train_test_data.h"
 #include "models/net.h"
 #include "models/trainer.h"
 
@@ -15,20 +17,7 @@ using namespace dlb::models;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                     \
-  do {                                                                         \
-    std::string why;                                                           \
-    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
-
-Dataset gpu_test_data(const Shape& in, std::size_t n, std::uint64_t seed) {
-  Dataset d;
-  d.name = "random", d.c = in.c, d.h = in.h, d.w = in.w, d.classes = 10;
-  d.images.resize(n * in.per_item());
-  fill_uniform(d.images.data(), d.images.size(), seed);
-  for (std::size_t i = 0; i < n; ++i) d.labels.push_back(std::int32_t(i % 10));
-  return d;
-}
+using test::random_dataset;
 
 TrainOptions gpu(InputMode m = InputMode::pageable, bool graph = false) {
   TrainOptions o;
@@ -47,9 +36,7 @@ TEST_P(GpuStep, GradientsMatchCpu) {
   cpu->init(5);
   dev->copy_params_from(*cpu);
   Shape in = cpu->input_shape(8);
-  Dataset d = gpu_test_data(in, 8, 3);
-  if (name == "autoencoder")
-    for (float& v : d.images) v = 0.5f + 0.5f * v;
+  Dataset d = random_dataset(in, 8, 3, name == "autoencoder");
   const Batch b{d.images.data(), d.labels.data(), nullptr, 8};
   cpu->zero_grad();
   const float ref = cpu->forward_backward(b);
@@ -68,7 +55,7 @@ TEST(GpuTrain, InputModesAndGraphAgreeWithCpuEpoch) {
   SKIP_WITHOUT_GPU();
   auto base = make_net(16);
   base->init(1);
-  Dataset d = gpu_test_data(base->input_shape(1), 100, 4);  // 100 = 6 x 16 + a partial batch of 4
+  Dataset d = random_dataset(base->input_shape(1), 100, 4);  // 100 = 6 x 16 + a partial batch of 4
   auto cpu = make_net(16);
   cpu->copy_params_from(*base);
   auto tc = make_trainer(*cpu, default_optimizer("net128"), TrainOptions{});
@@ -94,7 +81,7 @@ TEST(GpuTrain, MemoryCountersSeeTheModel) {
   auto t = make_trainer(*m, default_optimizer("net128"), gpu());
   EXPECT_GE(t->model_device_bytes(), 120078u * 4);
   EXPECT_LT(t->model_device_bytes(), 120078u * 4 + 64 * 1024);
-  Dataset d = gpu_test_data(m->input_shape(1), 128, 2);
+  Dataset d = random_dataset(m->input_shape(1), 128, 2);
   t->train_epoch(d, 64);
   EXPECT_GT(t->peak_device_bytes(), t->model_device_bytes() * 2);  // grads, momentum, activations
   EXPECT_GT(t->evaluate(d, 64), 0.0);
@@ -104,7 +91,7 @@ TEST(GpuTrain, PrepareChangesNoResultAndPartialBatchesReusePlans) {
   SKIP_WITHOUT_GPU();
   auto base = make_net(16);
   base->init(7);
-  Dataset d = gpu_test_data(base->input_shape(1), 50, 5);  // 3 x 16 + a partial batch of 2
+  Dataset d = random_dataset(base->input_shape(1), 50, 5);  // 3 x 16 + a partial batch of 2
   for (InputMode m : {InputMode::pageable, InputMode::resident})
     for (bool graph : {false, true}) {
       double loss[2][2];

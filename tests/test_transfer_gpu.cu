@@ -9,6 +9,7 @@
 #include "bench/case.h"
 #include "kernels/cpu/memcpy.h"
 #include "kernels/cuda/cuda_util.h"
+#include "tests/gpu_test.h"
 #include "kernels/cuda/transfer.h"
 
 namespace dlb::bench {
@@ -19,12 +20,6 @@ using namespace dlb;
 using nlohmann::json;
 
 namespace {
-#define NEED_GPU()                                                      \
-  do {                                                                  \
-    std::string why_;                                                   \
-    if (!cuda::device_available(&why_)) GTEST_SKIP() << why_;           \
-  } while (0)
-
 std::vector<bench::CaseSpec> gpu_cases(json ops, json sizes) {
   bench::SuiteOptions o;
   o.axes = {{"op", ops}, {"size", sizes}, {"host", {"pageable", "pinned", "pinned_wc"}}, {"api", {"sync", "async"}}};
@@ -34,7 +29,7 @@ std::vector<bench::CaseSpec> gpu_cases(json ops, json sizes) {
 }  // namespace
 
 TEST(TransferGpu, DevicePatternMatchesHostAndCatchesCorruption) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8), std::size_t(4099), std::size_t((1 << 20) + 3)}) {
     cuda::DeviceBuffer<unsigned char> d(n);
     cuda::pattern_fill(d.data(), n, 77);
@@ -53,7 +48,7 @@ TEST(TransferGpu, DevicePatternMatchesHostAndCatchesCorruption) {
 }
 
 TEST(TransferGpu, EveryCopyModeIsCorrect) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const std::vector<long long> sizes = {1, 7, 4099, (1 << 20) + 3, 4 << 20};
   const auto specs = gpu_cases({"h2d", "d2h", "d2d", "bidir"}, sizes);
   // Per size: h2d 3 host kinds x 2 apis, d2h 2 x 2 (no write-combined), d2d 2 apis, bidir 2 x async.
@@ -78,7 +73,7 @@ TEST(TransferGpu, EveryCopyModeIsCorrect) {
 }
 
 TEST(TransferGpu, DeviceBytesAreReturnedAfterTeardown) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const std::size_t before = cuda::current_device_bytes();
   for (const auto& spec : gpu_cases({"d2d", "bidir"}, {1 << 20})) {
     auto c = spec.make();
@@ -91,7 +86,7 @@ TEST(TransferGpu, DeviceBytesAreReturnedAfterTeardown) {
 }
 
 TEST(TransferGpu, OverlapComputesTheRightBatches) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   const auto specs = gpu_cases({"overlap"}, {1024, 1 << 20, 4 << 20});
   ASSERT_EQ(specs.size(), 2u);  // 1 KiB is below the overlap experiment's batch range
   for (const auto& spec : specs) {
@@ -118,7 +113,7 @@ TEST(TransferGpu, OverlapReferenceIsTheFmaChain) {
 }
 
 TEST(TransferGpu, PcieLinkIsAbsentOrPlausible) {
-  NEED_GPU();
+  SKIP_WITHOUT_GPU();
   std::string desc;
   const double g = cuda::pcie_link_gb_per_s(0, &desc);
   EXPECT_GE(g, 0.0);
