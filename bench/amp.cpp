@@ -32,6 +32,7 @@
 #include "bench/case.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
+#include "kernels/cpu/gemm_ref.h"
 #include "models/amp.h"
 #include "models/data.h"
 #include "models/half.h"
@@ -308,15 +309,7 @@ class GemmAmpCpu final : public Case {
   }
   CheckResult verify() override {
     run();
-    double worst = 0;
-    for (int r = 0; r < std::min<long>(n_, 6); ++r) {  // fp64 rows of the product of the exact inputs
-      const long i = (r * 7919L) % n_;
-      std::vector<double> row(n_, 0.0);
-      for (long k = 0; k < n_; ++k)
-        for (long j = 0; j < n_; ++j) row[j] += double(a_[i * n_ + k]) * b_[k * n_ + j];
-      worst = std::max(worst, max_rel_err(&c_[i * n_], row.data(), n_));
-    }
-    return judge(worst, default_tolerance(t_));
+    return cpu::check_gemm(a_.data(), b_.data(), c_.data(), n_, n_, n_, t_);  // a_, b_: the rounded inputs
   }
   double run() override {
     if (t_ == DType::fp32) {
@@ -390,15 +383,7 @@ class GemmAmpGpu final : public Case {
     enqueue();
     std::vector<float> c(std::size_t(n_) * n_);
     c_.download(c.data(), c.size());
-    double worst = 0;
-    for (int r = 0; r < std::min<long>(n_, 6); ++r) {
-      const long i = (r * 7919L) % n_;
-      std::vector<double> row(n_, 0.0);
-      for (long k = 0; k < n_; ++k)
-        for (long j = 0; j < n_; ++j) row[j] += double(ha_[i * n_ + k]) * hb_[k * n_ + j];
-      worst = std::max(worst, max_rel_err(&c[i * n_], row.data(), n_));
-    }
-    return judge(worst, default_tolerance(t_));
+    return cpu::check_gemm(ha_.data(), hb_.data(), c.data(), n_, n_, n_, t_);  // ha_, hb_: the rounded inputs
   }
   double run() override {
     timer_.start();
