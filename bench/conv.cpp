@@ -52,12 +52,9 @@ struct Layer {
   bool deepbench = false;  // fixed batch
 };
 
+// A square r x r filter.
 Conv2dShape shape(int n, int c, int h, int w, int k, int r, int pad = 0, int stride = 1) {
-  Conv2dShape s;
-  s.n = n, s.c = c, s.h = h, s.w = w, s.k = k, s.r = r, s.s = r;
-  s.pad_h = s.pad_w = pad;
-  s.stride_h = s.stride_w = stride;
-  return s;
+  return Conv2dShape::make(n, c, h, w, k, r, r, pad, stride);
 }
 
 // Every conv layer of the seed models (batch filled in later) and the DeepBench-style shapes.

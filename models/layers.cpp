@@ -125,10 +125,7 @@ Conv2d::Conv2d(std::string name, int in_c, int out_c, int k, int stride, int pad
 }
 
 Conv2dShape Conv2d::conv_shape(const Shape& in) const {
-  Conv2dShape s;
-  s.n = in.n, s.c = in_c, s.h = in.h, s.w = in.w, s.k = out_c, s.r = k, s.s = k;
-  s.pad_h = s.pad_w = pad, s.stride_h = s.stride_w = stride;
-  return s;
+  return Conv2dShape::make(in.n, in_c, in.h, in.w, out_c, k, k, pad, stride);
 }
 
 Shape Conv2d::out_shape(const Shape& in) const {
@@ -189,10 +186,7 @@ Shape ConvTranspose2d::out_shape(const Shape& in) const {
 
 Conv2dShape ConvTranspose2d::conv_shape(const Shape& in) const {
   const Shape o = out_shape(in);
-  Conv2dShape s;
-  s.n = in.n, s.c = out_c, s.h = o.h, s.w = o.w, s.k = in_c, s.r = k, s.s = k;
-  s.pad_h = s.pad_w = pad, s.stride_h = s.stride_w = stride;
-  return s;
+  return Conv2dShape::make(in.n, out_c, o.h, o.w, in_c, k, k, pad, stride);
 }
 
 void ConvTranspose2d::init(std::uint64_t seed) {

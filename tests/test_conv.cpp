@@ -16,14 +16,6 @@ using namespace dlb;
 
 namespace {
 
-Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int pad = 0, int stride = 1) {
-  Conv2dShape sh;
-  sh.n = n, sh.c = c, sh.h = h, sh.w = w, sh.k = k, sh.r = r, sh.s = s;
-  sh.pad_h = sh.pad_w = pad;
-  sh.stride_h = sh.stride_w = stride;
-  return sh;
-}
-
 struct Data {
   std::vector<float> x, w, b, dy;
   explicit Data(const Conv2dShape& sh) : x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size()) {
@@ -38,28 +30,28 @@ const double kTol = default_tolerance(DType::fp32);
 
 std::vector<Conv2dShape> shapes() {
   return {
-      make(1, 1, 5, 5, 1, 3, 3),            // smallest useful
-      make(2, 3, 7, 9, 4, 3, 3, 1, 1),      // padding, odd non-square
-      make(3, 2, 11, 10, 5, 5, 5, 2, 2),    // pad + stride 2, batch 3
-      make(2, 4, 8, 8, 6, 1, 1),            // pointwise (no im2col)
-      make(2, 4, 9, 9, 3, 1, 1, 0, 2),      // 1x1 stride 2
-      make(1, 3, 13, 13, 8, 7, 7, 3, 2),    // the ResNet stem in miniature
-      make(3, 1, 6, 6, 2, 2, 3, 0, 1),      // non-square filter, c = 1
-      make(2, 5, 7, 7, 3, 3, 3, 0, 3),      // stride > 1 without padding, odd leftovers
-      make(2, 3, 4, 4, 2, 3, 3, 2, 1),      // padding larger than needed (output bigger than input)
-      make(3, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, fewer channels
+      Conv2dShape::make(1, 1, 5, 5, 1, 3, 3),            // smallest useful
+      Conv2dShape::make(2, 3, 7, 9, 4, 3, 3, 1, 1),      // padding, odd non-square
+      Conv2dShape::make(3, 2, 11, 10, 5, 5, 5, 2, 2),    // pad + stride 2, batch 3
+      Conv2dShape::make(2, 4, 8, 8, 6, 1, 1),            // pointwise (no im2col)
+      Conv2dShape::make(2, 4, 9, 9, 3, 1, 1, 0, 2),      // 1x1 stride 2
+      Conv2dShape::make(1, 3, 13, 13, 8, 7, 7, 3, 2),    // the ResNet stem in miniature
+      Conv2dShape::make(3, 1, 6, 6, 2, 2, 3, 0, 1),      // non-square filter, c = 1
+      Conv2dShape::make(2, 5, 7, 7, 3, 3, 3, 0, 3),      // stride > 1 without padding, odd leftovers
+      Conv2dShape::make(2, 3, 4, 4, 2, 3, 3, 2, 1),      // padding larger than needed (output bigger than input)
+      Conv2dShape::make(3, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, fewer channels
       // k <= c/4, stride 1: backward-data runs as a forward conv with rotated filters
-      make(2, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout, fewer channels
-      make(2, 32, 9, 9, 4, 3, 3, 1),        // "same" padding
-      make(1, 16, 7, 9, 3, 5, 5, 2),        // non-square, pad 2
+      Conv2dShape::make(2, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout, fewer channels
+      Conv2dShape::make(2, 32, 9, 9, 4, 3, 3, 1),        // "same" padding
+      Conv2dShape::make(1, 16, 7, 9, 3, 5, 5, 2),        // non-square, pad 2
       // k a multiple of 8 (<= 32), stride 1, no padding: the direct AVX2 kernels (forward and
       // backward-filter) where the CPU has AVX2 + FMA
-      make(2, 32, 14, 14, 16, 5, 5),        // lecture conv2 layout
-      make(3, 9, 11, 13, 24, 3, 7),         // 16 + 8 channel blocks, 7 taps = 5 + 2, 7 = 6 + 1 pixels
-      make(1, 16, 8, 9, 8, 2, 2),           // 8 channels, 8 = 6 + 2 pixels
-      make(2, 4, 10, 10, 32, 4, 4),         // two 16-channel blocks
-      make(2, 8, 9, 11, 16, 3, 3, 1),       // direct forward on a zero-bordered copy (pad 1)
-      make(1, 6, 7, 8, 8, 5, 5, 2),         // pad 2: border rows skipped, 8 = 6 + 2 pixels
+      Conv2dShape::make(2, 32, 14, 14, 16, 5, 5),        // lecture conv2 layout
+      Conv2dShape::make(3, 9, 11, 13, 24, 3, 7),         // 16 + 8 channel blocks, 7 taps = 5 + 2, 7 = 6 + 1 pixels
+      Conv2dShape::make(1, 16, 8, 9, 8, 2, 2),           // 8 channels, 8 = 6 + 2 pixels
+      Conv2dShape::make(2, 4, 10, 10, 32, 4, 4),         // two 16-channel blocks
+      Conv2dShape::make(2, 8, 9, 11, 16, 3, 3, 1),       // direct forward on a zero-bordered copy (pad 1)
+      Conv2dShape::make(1, 6, 7, 8, 8, 5, 5, 2),         // pad 2: border rows skipped, 8 = 6 + 2 pixels
       // (the k <= c/4 shapes above also run their backward-data through the direct forward kernel,
       // with rotated filters and "full" padding, where the rotated conv has a multiple of 8 outputs)
   };
@@ -68,25 +60,25 @@ std::vector<Conv2dShape> shapes() {
 }  // namespace
 
 TEST(ConvShape, ValidAndStr) {
-  const auto sh = make(64, 3, 32, 32, 128, 5, 5);
+  const auto sh = Conv2dShape::make(64, 3, 32, 32, 128, 5, 5);
   EXPECT_TRUE(sh.valid());
   EXPECT_EQ(sh.p(), 28);
   EXPECT_EQ(sh.q(), 28);
   EXPECT_EQ(sh.str(), "n64_c3_h32_w32_k128_r5_s5_p0_u1");
   EXPECT_DOUBLE_EQ(sh.flops(), 2.0 * 64 * 128 * 28 * 28 * 3 * 25);
-  EXPECT_EQ(make(16, 3, 224, 224, 64, 7, 7, 3, 2).p(), 112);
+  EXPECT_EQ(Conv2dShape::make(16, 3, 224, 224, 64, 7, 7, 3, 2).p(), 112);
 }
 
 TEST(ConvShape, InvalidRejected) {
-  EXPECT_FALSE(make(0, 3, 8, 8, 4, 3, 3).valid());
-  EXPECT_FALSE(make(1, -1, 8, 8, 4, 3, 3).valid());
-  EXPECT_FALSE(make(1, 3, 8, 8, 0, 3, 3).valid());
-  EXPECT_FALSE(make(1, 3, 2, 2, 4, 3, 3).valid());      // filter larger than the input
-  EXPECT_FALSE(make(1, 3, 8, 8, 4, 3, 3, -1).valid());  // negative padding
-  EXPECT_FALSE(make(1, 3, 8, 8, 4, 3, 3, 0, 0).valid());  // stride 0
-  EXPECT_TRUE(make(1, 3, 2, 2, 4, 3, 3, 1).valid());      // padding makes it fit
+  EXPECT_FALSE(Conv2dShape::make(0, 3, 8, 8, 4, 3, 3).valid());
+  EXPECT_FALSE(Conv2dShape::make(1, -1, 8, 8, 4, 3, 3).valid());
+  EXPECT_FALSE(Conv2dShape::make(1, 3, 8, 8, 0, 3, 3).valid());
+  EXPECT_FALSE(Conv2dShape::make(1, 3, 2, 2, 4, 3, 3).valid());      // filter larger than the input
+  EXPECT_FALSE(Conv2dShape::make(1, 3, 8, 8, 4, 3, 3, -1).valid());  // negative padding
+  EXPECT_FALSE(Conv2dShape::make(1, 3, 8, 8, 4, 3, 3, 0, 0).valid());  // stride 0
+  EXPECT_TRUE(Conv2dShape::make(1, 3, 2, 2, 4, 3, 3, 1).valid());      // padding makes it fit
 
-  const auto bad = make(1, 3, 2, 2, 4, 3, 3);
+  const auto bad = Conv2dShape::make(1, 3, 2, 2, 4, 3, 3);
   std::vector<float> buf(64), ws;
   std::vector<double> ref(64);
   EXPECT_THROW(cpu::conv2d_forward_direct(bad, buf.data(), buf.data(), nullptr, ref.data()), UsageError);
@@ -97,7 +89,7 @@ TEST(ConvShape, InvalidRejected) {
 
 // A tiny case checked by hand: 1x1x3x3 input of ones, 2x2 filter of ones, pad 0 -> every output is 4.
 TEST(ConvDirect, HandChecked) {
-  const auto sh = make(1, 1, 3, 3, 1, 2, 2);
+  const auto sh = Conv2dShape::make(1, 1, 3, 3, 1, 2, 2);
   std::vector<float> x(9, 1.f), w(4, 1.f), b{0.5f};
   std::vector<double> y(sh.y_size());
   cpu::conv2d_forward_direct(sh, x.data(), w.data(), b.data(), y.data());
@@ -162,7 +154,7 @@ TEST(ConvIm2col, BackwardFilterMatchesDirect) {
 // The workspace is reused across shapes of different sizes (as a model's layers do).
 TEST(ConvIm2col, WorkspaceReusedAcrossShapes) {
   std::vector<float> ws;
-  for (const auto& sh : {make(3, 8, 12, 12, 4, 3, 3, 1), make(1, 2, 5, 5, 3, 3, 3)}) {
+  for (const auto& sh : {Conv2dShape::make(3, 8, 12, 12, 4, 3, 3, 1), Conv2dShape::make(1, 2, 5, 5, 3, 3, 3)}) {
     Data d(sh);
     std::vector<double> ref(sh.y_size());
     std::vector<float> y(sh.y_size());
@@ -174,7 +166,7 @@ TEST(ConvIm2col, WorkspaceReusedAcrossShapes) {
 
 // The verification these tests rely on catches a wrong result: one perturbed output fails.
 TEST(ConvIm2col, WrongOutputFailsVerification) {
-  const auto sh = make(2, 3, 9, 9, 4, 3, 3, 1);
+  const auto sh = Conv2dShape::make(2, 3, 9, 9, 4, 3, 3, 1);
   Data d(sh);
   std::vector<double> ref(sh.y_size());
   std::vector<float> y(sh.y_size()), ws;
@@ -196,7 +188,7 @@ TEST(ConvIm2col, WrongOutputFailsVerification) {
 // Big enough that the im2col buffer is capped and the batch is processed in several chunks
 // (64*9 x 128*128 floats = 36 MiB per image): the chunk boundaries, and dw accumulated across chunks.
 TEST(ConvIm2col, ChunkedBatchMatchesDirect) {
-  const auto sh = make(3, 64, 128, 128, 2, 3, 3, 1);
+  const auto sh = Conv2dShape::make(3, 64, 128, 128, 2, 3, 3, 1);
   Data d(sh);
   std::vector<float> ws;
   std::vector<double> ref(sh.y_size());
@@ -223,12 +215,12 @@ TEST(ConvIm2col, ChunkedBatchMatchesDirect) {
 // every element the same way; backward-filter adds partial sums in another order) and the reference.
 TEST(ConvIm2col, ThreadedMatchesSingleThreadAndDirect) {
   const std::vector<Conv2dShape> big = {
-      make(5, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, odd batch
-      make(9, 16, 24, 24, 8, 5, 5, 2),      // one image per task
-      make(3, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout: rotated-filter backward-data
-      make(2, 16, 33, 31, 24, 3, 3, 1, 2),  // stride 2, odd sizes, batch 2
-      make(1, 16, 30, 30, 16, 3, 3, 1),     // batch 1
-      make(5, 64, 14, 14, 16, 5, 5),        // the direct kernels, one image per task
+      Conv2dShape::make(5, 3, 32, 32, 16, 5, 5),         // lecture conv1 layout, odd batch
+      Conv2dShape::make(9, 16, 24, 24, 8, 5, 5, 2),      // one image per task
+      Conv2dShape::make(3, 24, 14, 14, 6, 5, 5),         // lecture conv2 layout: rotated-filter backward-data
+      Conv2dShape::make(2, 16, 33, 31, 24, 3, 3, 1, 2),  // stride 2, odd sizes, batch 2
+      Conv2dShape::make(1, 16, 30, 30, 16, 3, 3, 1),     // batch 1
+      Conv2dShape::make(5, 64, 14, 14, 16, 5, 5),        // the direct kernels, one image per task
   };
   for (const auto& sh : big) {
     SCOPED_TRACE(sh.str());

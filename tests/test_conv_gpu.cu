@@ -18,22 +18,14 @@ using namespace dlb;
 
 namespace {
 
-Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int pad = 0, int stride = 1) {
-  Conv2dShape sh;
-  sh.n = n, sh.c = c, sh.h = h, sh.w = w, sh.k = k, sh.r = r, sh.s = s;
-  sh.pad_h = sh.pad_w = pad;
-  sh.stride_h = sh.stride_w = stride;
-  return sh;
-}
-
 std::vector<Conv2dShape> shapes() {
   return {
-      make(2, 3, 32, 32, 128, 5, 5),         // lecture conv1 at batch 2
-      make(2, 128, 14, 14, 16, 5, 5),        // lecture conv2
-      make(3, 5, 9, 11, 7, 3, 3, 1, 2),      // odd sizes, pad + stride
-      make(1, 1, 28, 28, 16, 3, 3, 1, 2),    // autoencoder encoder.0, c = 1
-      make(2, 32, 7, 7, 64, 7, 7),           // autoencoder encoder.4 (1x1 output)
-      make(2, 8, 8, 8, 4, 1, 1),             // pointwise
+      Conv2dShape::make(2, 3, 32, 32, 128, 5, 5),         // lecture conv1 at batch 2
+      Conv2dShape::make(2, 128, 14, 14, 16, 5, 5),        // lecture conv2
+      Conv2dShape::make(3, 5, 9, 11, 7, 3, 3, 1, 2),      // odd sizes, pad + stride
+      Conv2dShape::make(1, 1, 28, 28, 16, 3, 3, 1, 2),    // autoencoder encoder.0, c = 1
+      Conv2dShape::make(2, 32, 7, 7, 64, 7, 7),           // autoencoder encoder.4 (1x1 output)
+      Conv2dShape::make(2, 8, 8, 8, 4, 1, 1),             // pointwise
   };
 }
 
@@ -147,7 +139,7 @@ TEST(ConvGpu, CudnnBf16) {
 TEST(ConvGpu, ImplicitGemmForward) {
   SKIP_WITHOUT_GPU();
   auto all = shapes();
-  all.push_back(make(3, 19, 13, 17, 70, 3, 5, 2, 3));  // nothing a multiple of the 64x64x16 tiles
+  all.push_back(Conv2dShape::make(3, 19, 13, 17, 70, 3, 5, 2, 3));  // nothing a multiple of the 64x64x16 tiles
   for (const auto& sh : all) {
     SCOPED_TRACE(sh.str());
     std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k);
@@ -174,14 +166,14 @@ TEST(ConvGpu, ImplicitGemmForward) {
 
 // Invalid shapes are rejected before anything reaches the device (no GPU needed to throw).
 TEST(ConvGpuHost, ImplicitGemmRejectsInvalidShape) {
-  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(make(1, 3, 2, 2, 4, 3, 3), nullptr, nullptr, nullptr, nullptr),
+  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(Conv2dShape::make(1, 3, 2, 2, 4, 3, 3), nullptr, nullptr, nullptr, nullptr),
                UsageError);
-  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(make(1, 3, 8, 8, 4, 3, 3, 0, 0), nullptr, nullptr, nullptr, nullptr),
+  EXPECT_THROW(cuda::conv2d_forward_implicit_gemm(Conv2dShape::make(1, 3, 8, 8, 4, 3, 3, 0, 0), nullptr, nullptr, nullptr, nullptr),
                UsageError);
 }
 
 TEST(ConvGpu, CudnnRejectsInvalidShape) {
   SKIP_WITHOUT_GPU();
-  EXPECT_THROW(cuda::CudnnConv2d(make(1, 3, 2, 2, 4, 3, 3), DType::fp32), UsageError);
-  EXPECT_THROW(cuda::CudnnConv2d(make(2, 3, 8, 8, 4, 3, 3), DType::fp64), Unsupported);
+  EXPECT_THROW(cuda::CudnnConv2d(Conv2dShape::make(1, 3, 2, 2, 4, 3, 3), DType::fp32), UsageError);
+  EXPECT_THROW(cuda::CudnnConv2d(Conv2dShape::make(2, 3, 8, 8, 4, 3, 3), DType::fp64), Unsupported);
 }

@@ -22,6 +22,14 @@ struct Conv2dShape {
   std::size_t w_size() const { return std::size_t(k) * c * r * s; }
   std::size_t y_size() const { return std::size_t(n) * k * p() * q(); }
   std::string str() const;  // "n64_c3_h32_w32_k128_r5_s5_p0_u1"
+  // The same padding and stride in both directions, as every layer of ours has.
+  static Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int pad = 0, int stride = 1) {
+    Conv2dShape sh;
+    sh.n = n, sh.c = c, sh.h = h, sh.w = w, sh.k = k, sh.r = r, sh.s = s;
+    sh.pad_h = sh.pad_w = pad;
+    sh.stride_h = sh.stride_w = stride;
+    return sh;
+  }
 };
 
 namespace cpu {
