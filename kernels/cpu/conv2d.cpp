@@ -538,6 +538,35 @@ bool use_direct(const Conv2dShape&) { return false; }
 
 // ---- one thread: the images of `sh` (a part of the batch) in chunks ----
 
+// The im2col path's sizes and one thread's workspace: images in chunks of nb, the im2col buffer
+// `col` (none for a pointwise conv) and a [K x nb*PQ] staging buffer `buf` (when nb > 1), in ws.
+struct Im2colPlan {
+  int K, CRS;
+  std::size_t PQ;
+  bool pw;
+  int nb;
+  float* col;
+  float* buf;
+};
+Im2colPlan im2col_plan(const Conv2dShape& sh, std::vector<float>& ws) {
+  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
+  const bool pw = is_pointwise(sh);
+  const int nb = pw ? 1 : chunk_images(sh);
+  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
+  const std::size_t buf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
+  ensure(ws, col_sz + buf_sz);
+  return {K, CRS, PQ, pw, nb, ws.data(), ws.data() + col_sz};
+}
+
+// m images of [K][PQ] -> [K][m*PQ] (the GEMM's layout for a chunk).
+void gather_images(const float* src, int m, int K, std::size_t PQ, float* dst) {
+  const std::size_t ncols = PQ * m;
+  for (int i = 0; i < m; ++i)
+    for (int k = 0; k < K; ++k)
+      std::memcpy(dst + std::size_t(k) * ncols + i * PQ, src + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
+}
+
 // wt: the filters in CRSK order when use_direct(sh) (then the direct kernel runs), else null.
 void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
                     std::vector<float>& ws, const float* wt = nullptr) {
@@ -547,15 +576,7 @@ void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const
     return conv2d_forward_direct_avx2(sh, x, wt, bias, y, ws.data());
   }
 #endif
-  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
-  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
-  const bool pw = is_pointwise(sh);
-  const int nb = pw ? 1 : chunk_images(sh);
-  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
-  const std::size_t ybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
-  ensure(ws, col_sz + ybuf_sz);
-  float* col = ws.data();
-  float* ybuf = ws.data() + col_sz;
+  const auto [K, CRS, PQ, pw, nb, col, ybuf] = im2col_plan(sh, ws);
   for (int i0 = 0; i0 < sh.n; i0 += nb) {
     const int m = std::min(nb, sh.n - i0);
     const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
@@ -638,25 +659,15 @@ void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w
                           const float* wrot, bool crsk) {
   if (wrot && crsk) return forward_serial(rotated_shape(sh), dy, nullptr, nullptr, dx, ws, wrot);
   if (wrot) return forward_serial(rotated_shape(sh), dy, wrot, nullptr, dx, ws);
-  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
-  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
-  const bool pw = is_pointwise(sh);
-  const int nb = pw ? 1 : chunk_images(sh);
-  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
-  const std::size_t dybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
-  ensure(ws, col_sz + dybuf_sz);
-  float* col = ws.data();
-  float* dybuf = ws.data() + col_sz;
+  const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
   for (int i0 = 0; i0 < sh.n; i0 += nb) {
     const int m = std::min(nb, sh.n - i0);
     const float* dyi = dy + std::size_t(i0) * K * PQ;
     float* dxi = dx + std::size_t(i0) * sh.c * sh.h * sh.w;
     const std::size_t ncols = PQ * m;
     const float* a = dyi;
-    if (m > 1) {  // gather [m][K][PQ] -> [K][m*PQ]
-      for (int i = 0; i < m; ++i)
-        for (int k = 0; k < K; ++k)
-          std::memcpy(dybuf + std::size_t(k) * ncols + i * PQ, dyi + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
+    if (m > 1) {
+      gather_images(dyi, m, K, PQ, dybuf);
       a = dybuf;
     }
     // [CRS x K] = W^T, times [K x m*PQ] -> dcol [CRS x m*PQ]
@@ -675,15 +686,7 @@ void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* 
     return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ws.data());
   }
 #endif
-  const int K = sh.k, CRS = sh.c * sh.r * sh.s;
-  const std::size_t PQ = std::size_t(sh.p()) * sh.q();
-  const bool pw = is_pointwise(sh);
-  const int nb = pw ? 1 : chunk_images(sh);
-  const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
-  const std::size_t dybuf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
-  ensure(ws, col_sz + dybuf_sz);
-  float* col = ws.data();
-  float* dybuf = ws.data() + col_sz;
+  const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
   if (db) std::fill(db, db + K, 0.f);
   for (int i0 = 0; i0 < sh.n; i0 += nb) {
     const int m = std::min(nb, sh.n - i0);
@@ -692,9 +695,7 @@ void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* 
     const std::size_t ncols = PQ * m;
     const float* a = dyi;
     if (m > 1) {
-      for (int i = 0; i < m; ++i)
-        for (int k = 0; k < K; ++k)
-          std::memcpy(dybuf + std::size_t(k) * ncols + i * PQ, dyi + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
+      gather_images(dyi, m, K, PQ, dybuf);
       a = dybuf;
     }
     if (db)
