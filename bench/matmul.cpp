@@ -434,9 +434,10 @@ Suite matmul_suite() {
         if (!std::getenv(kProbeEnv) && wanted("fp32")) {
           const auto st = cpu::openblas_core_status();
           const int reps = o.quick ? 3 : 5;
+          const auto cores = cpu::openblas_sgemm_candidates(cpu::read_cpu_flags(), st.library_core);
           for (const auto& sh : shapes) {
             if (!sh.square || sh.m < 1024 || sh.m > 4096) continue;
-            for (const auto& core : cpu::openblas_sgemm_candidates(cpu::read_cpu_flags(), st.library_core)) {
+            for (const auto& core : cores) {
               if (strcasecmp(core.c_str(), st.core.c_str()) == 0) continue;  // that one is impl=openblas
               CaseId id{"matmul", "gemm", dev, "fp32", {}};
               id.with("impl", "openblas-core").with("core", core).with("size", sh.m);
