@@ -371,11 +371,7 @@ class GemmAmpGpu final : public Case {
                                                        : CUBLAS_COMPUTE_32F;
     const void* A = models::is_half(t_) ? static_cast<const void*>(ah_.data()) : a_.data();
     const void* B = models::is_half(t_) ? static_cast<const void*>(bh_.data()) : b_.data();
-    // The handle is shared (kernels/cuda/handles.h): its stream and math mode are whatever its last
-    // user left (the GPU trainer's own stream, say), so both are set here.
-    cublasHandle_t h = cuda::cublas_handle();
-    DLB_CUBLAS_CHECK(cublasSetStream(h, nullptr));
-    DLB_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    cublasHandle_t h = cuda::cublas_handle_on(nullptr);
     DLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, in, n, A, in, n, &zero, c_.data(),
                                   CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT));
   }

@@ -10,9 +10,7 @@ namespace dlb::cuda {
 
 void cublas_gemm(CublasGemmMode mode, const void* a, const void* b, float* c, int m, int n, int k,
                  cudaStream_t stream) {
-  cublasHandle_t h = cublas_handle();
-  DLB_CUBLAS_CHECK(cublasSetStream(h, stream));
-  DLB_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  cublasHandle_t h = cublas_handle_on(stream);
   cudaDataType_t in = CUDA_R_32F;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   switch (mode) {

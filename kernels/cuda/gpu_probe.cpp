@@ -16,10 +16,8 @@ GpuMeasuredPeaks measure_gpu_peaks(int device) {
   DLB_CUDA_CHECK(cudaSetDevice(device));
   const int n = 4096;
   const double flops = 2.0 * n * n * n;
-  cublasHandle_t h = cuda::cublas_handle();
-  // The handle is shared: an earlier user may have left it on its own (possibly destroyed) stream
-  // and another math mode. Our events are on the default stream, so the GEMMs must be too.
-  DLB_CUBLAS_CHECK(cublasSetStream(h, nullptr));
+  // Our events are on the default stream, so the GEMMs must be too.
+  cublasHandle_t h = cuda::cublas_handle_on(nullptr);
   struct DefaultMathOnExit {
     cublasHandle_t h;
     ~DefaultMathOnExit() { cublasSetMathMode(h, CUBLAS_DEFAULT_MATH); }  // also when a GEMM throws

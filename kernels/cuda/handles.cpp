@@ -48,10 +48,18 @@ H per_device(std::map<int, H>& m, Create create, Destroy destroy) {
 }
 }  // namespace
 
-cublasHandle_t cublas_handle() {
+// Callers go through cublas_handle_on(), which binds a stream and the math mode.
+static cublasHandle_t cublas_handle() {
   static thread_local std::map<int, cublasHandle_t> m;
   return per_device(m, [](cublasHandle_t* h) { DLB_CUBLAS_CHECK(cublasCreate(h)); },
                     [](cublasHandle_t h) { cublasDestroy(h); });
+}
+
+cublasHandle_t cublas_handle_on(cudaStream_t stream) {
+  cublasHandle_t h = cublas_handle();
+  DLB_CUBLAS_CHECK(cublasSetStream(h, stream));
+  DLB_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  return h;
 }
 
 cublasLtHandle_t cublaslt_handle() {

@@ -1,5 +1,5 @@
-// Library handles shared by every GPU user (one per device and host thread, created on first use,
-// bound to the default stream unless the caller sets another) and their error checks, which throw.
+// Library handles shared by every GPU user (one per device and host thread, created on first use;
+// each call site binds the stream it works on) and their error checks, which throw.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -9,7 +9,10 @@
 
 namespace dlb::cuda {
 
-cublasHandle_t cublas_handle();      // for the current device
+// The current device's cuBLAS handle bound to `stream` with the default math mode (no TF32 for
+// fp32; tensor cores for half inputs). The handle is shared and keeps whatever its last user set (a
+// stream that may be destroyed by now, PEDANTIC math): every cuBLAS call site takes it through here.
+cublasHandle_t cublas_handle_on(cudaStream_t stream);
 cublasLtHandle_t cublaslt_handle();
 cudnnHandle_t cudnn_handle();
 

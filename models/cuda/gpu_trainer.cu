@@ -123,14 +123,9 @@ class GpuTrainer final : public Trainer {
   }
 
   ~GpuTrainer() override {
-    // The shared cuBLAS and cuDNN handles must not keep pointing at the stream destroyed below (the
-  // next user may not set one: cuDNN's algorithm search runs on the handle's stream).
+    // Work in flight reads the buffers freed after this body. (The shared cuBLAS/cuDNN handles may
+    // keep pointing at the streams destroyed below: every call site binds its own stream first.)
     cudaStreamSynchronize(stream_);
-    try {
-      cublasSetStream(cuda::cublas_handle(), nullptr);
-      cudnnSetStream(cuda::cudnn_handle(), nullptr);
-    } catch (...) {  // no handle could be made: nothing points at the stream
-    }
     for (auto& [n, g] : graphs_) cudaGraphExecDestroy(g);
     for (auto& e : copied_) cudaEventDestroy(e);
     for (auto& e : consumed_) cudaEventDestroy(e);
@@ -499,9 +494,7 @@ class GpuTrainer final : public Trainer {
   // accumulation (tf32: TF32 tensor cores; fp32: plain FMA, no TF32).
   void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda, const void* b,
             int ldb, void* c, int ldc) {
-    cublasHandle_t h = cuda::cublas_handle();  // shared: set its stream and math mode every time
-    DLB_CUBLAS_CHECK(cublasSetStream(h, stream_));
-    DLB_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    cublasHandle_t h = cuda::cublas_handle_on(stream_);
     const cudaDataType_t t = st_ == DType::fp16 ? CUDA_R_16F : st_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
     // The shared handle keeps cuBLAS's default math mode, so COMPUTE_32F never uses TF32 for fp32
     // inputs (and does use tensor cores for half inputs).
