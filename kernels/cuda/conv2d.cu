@@ -251,8 +251,7 @@ CudnnConv2d::~CudnnConv2d() { delete impl_; }
 
 void CudnnConv2d::forward(const void* x, const void* w, const void* bias, void* y, cudaStream_t stream) {
   auto& m = *impl_;
-  cudnnHandle_t h = cudnn_handle();
-  DLB_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = cudnn_handle_on(stream);
   m.ensure(ConvDir::forward, h, x, w, y);
   const Choice& c = m.choice[0];
   DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv, c.math));
@@ -264,8 +263,7 @@ void CudnnConv2d::forward(const void* x, const void* w, const void* bias, void* 
 
 void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, cudaStream_t stream) {
   auto& m = *impl_;
-  cudnnHandle_t h = cudnn_handle();
-  DLB_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = cudnn_handle_on(stream);
   m.ensure(ConvDir::backward_data, h, dy, w, dx);
   const Choice& c = m.choice[1];
   DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv, c.math));
@@ -277,8 +275,7 @@ void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, cudaStr
 
 void CudnnConv2d::backward_filter(const void* x, const void* dy, void* dw, void* db, cudaStream_t stream) {
   auto& m = *impl_;
-  cudnnHandle_t h = cudnn_handle();
-  DLB_CUDNN_CHECK(cudnnSetStream(h, stream));
+  cudnnHandle_t h = cudnn_handle_on(stream);
   m.ensure(ConvDir::backward_filter, h, x, dy, dw);
   const Choice& c = m.choice[2];
   DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv, c.math));

@@ -68,10 +68,16 @@ cublasLtHandle_t cublaslt_handle() {
                     [](cublasLtHandle_t h) { cublasLtDestroy(h); });
 }
 
-cudnnHandle_t cudnn_handle() {
+static cudnnHandle_t cudnn_handle() {
   static thread_local std::map<int, cudnnHandle_t> m;
   return per_device(m, [](cudnnHandle_t* h) { DLB_CUDNN_CHECK(cudnnCreate(h)); },
                     [](cudnnHandle_t h) { cudnnDestroy(h); });
+}
+
+cudnnHandle_t cudnn_handle_on(cudaStream_t stream) {
+  cudnnHandle_t h = cudnn_handle();
+  DLB_CUDNN_CHECK(cudnnSetStream(h, stream));
+  return h;
 }
 
 }  // namespace dlb::cuda

@@ -14,7 +14,7 @@ namespace dlb::cuda {
 // stream that may be destroyed by now, PEDANTIC math): every cuBLAS call site takes it through here.
 cublasHandle_t cublas_handle_on(cudaStream_t stream);
 cublasLtHandle_t cublaslt_handle();
-cudnnHandle_t cudnn_handle();
+cudnnHandle_t cudnn_handle_on(cudaStream_t stream);  // the same for cuDNN (stream only)
 
 [[noreturn]] void throw_cublas_error(cublasStatus_t s, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t s, const char* expr, const char* file, int line);
