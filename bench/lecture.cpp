@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 
 #include "bench/case.h"
+#include "kernels/common/child.h"
 #include "models/data.h"
 #include "models/trainer.h"
 #include "kernels/common/verify.h"
@@ -232,15 +233,11 @@ class PeerCase final : public Case {
     std::string out;
     int st = 0;
     for (const std::string& py : peer_pythons()) {
-      const std::string cmd = "'" + py + "' '" + script + "' --device " + device_ + " --batch " + std::to_string(batch_) +
-                              " --images " + std::to_string(images_) + " --reps " + std::to_string(reps_) + " 2>&1";
-      FILE* f = popen(cmd.c_str(), "r");
-      if (!f) continue;
-      out.clear();
-      char buf[512];
-      while (fgets(buf, sizeof buf, f)) out += buf;
-      st = pclose(f);
-      if (!(WIFEXITED(st) && (WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 127))) break;
+      st = run_child({py, script, "--device", device_, "--batch", std::to_string(batch_), "--images",
+                      std::to_string(images_), "--reps", std::to_string(reps_)},
+                     {}, {}, &out);
+      if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
+      if (st >= 0 && !(WIFEXITED(st) && (WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 127))) break;
     }
     std::istringstream lines(out);
     std::string line;

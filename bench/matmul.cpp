@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/case.h"
+#include "kernels/common/child.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/openblas_core.h"
@@ -153,20 +154,21 @@ class CpuGemmOtherCore final : public Case {
     const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) throw Unsupported("cannot find this executable to run the " + core_ + " probe");
     exe[len] = 0;
-    char tmpl[] = "/tmp/dlbench-core-XXXXXX";
-    if (!mkdtemp(tmpl)) throw Unsupported("no temporary folder for the " + core_ + " probe");
+    // Its results go to a private folder under $TMPDIR (default /tmp), removed whatever happens.
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/dlbench-core-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw Unsupported("no temporary folder for the " + core_ + " probe");
     const std::string dir = tmpl, n = std::to_string(s_.m);
-    const std::string cmd = "env -u DLBENCH_OPENBLAS_CORE OPENBLAS_CORETYPE=" + core_ + " " + kProbeEnv + "=1 '" +
-                            std::string(exe) + "' run --suite matmul --device cpu --dtype fp32 --sizes " + n +
-                            " --filter 'impl=openblas/size=" + n + "$' --repetitions " + std::to_string(reps_) +
-                            " --out '" + dir + "' --no-report >'" + dir + "/log.txt' 2>&1";
-    const int st = std::system(cmd.c_str());
-    json results;
-    std::ifstream(dir + "/results.json") >> results;  // leaves `results` null when missing
     std::string log;
-    std::getline(std::ifstream(dir + "/log.txt"), log, '\0');
+    const int st = run_child({exe, "run", "--suite", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", n,
+                              "--filter", "impl=openblas/size=" + n + "$", "--repetitions", std::to_string(reps_),
+                              "--out", dir, "--no-report"},
+                             {"OPENBLAS_CORETYPE=" + core_, std::string(kProbeEnv) + "=1"}, {"DLBENCH_OPENBLAS_CORE"}, &log);
+    json results;
+    if (std::ifstream f{dir + "/results.json"}) results = json::parse(f, nullptr, false);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+    if (interrupt_requested()) throw Interrupted("the " + core_ + " probe was interrupted");
     if (results.is_object())
       for (const auto& e : results.value("benchmarks", json::array())) {
         if (e.value("run_type", "") != "iteration") continue;
@@ -177,7 +179,7 @@ class CpuGemmOtherCore final : public Case {
       }
     if (secs_.empty()) {
       const auto last = log.find_last_of('\n', log.size() > 1 ? log.size() - 2 : 0);
-      throw Unsupported("the " + core_ + " probe failed (exit " + std::to_string(WEXITSTATUS(st)) +
+      throw Unsupported("the " + core_ + " probe failed (exit " + std::to_string(st < 0 ? -1 : WEXITSTATUS(st)) +
                         "): " + log.substr(last == std::string::npos ? 0 : last + 1));
     }
     if (strcasecmp(ran_.c_str(), core_.c_str()) != 0)

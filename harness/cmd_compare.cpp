@@ -22,6 +22,7 @@ struct CompareFlags {
   std::string alpha = "0.05";
   std::string time = "real";
   bool json = false;
+  bool allow_incomplete = false;
 };
 
 void add_compare_flags(CLI::App* sub, CompareFlags& f) {
@@ -30,6 +31,23 @@ void add_compare_flags(CLI::App* sub, CompareFlags& f) {
   sub->add_option("--time", f.time, "Which time to compare: real (wall clock) or cpu (less sensitive to a loaded machine)")
       ->capture_default_str();
   sub->add_flag("--json", f.json, "Print the comparison as JSON");
+  sub->add_flag("--allow-incomplete", f.allow_incomplete,
+                "Compare runs that did not finish (interrupted or killed) instead of failing (exit 1)");
+}
+
+// A run that did not finish all its planned cases is a failure (exit 1, one line naming it and how
+// far it got) unless --allow-incomplete; then a note says so. Returns true when it was refused.
+bool refuse_incomplete(const nlohmann::json& doc, const std::string& label, const CompareFlags& f, int& rc) {
+  const RunState st = run_state(doc);
+  if (st.complete()) return false;
+  if (f.allow_incomplete) {
+    std::cerr << "dlbench: note: " << label << " is an incomplete run (" << st.describe() << ")\n";
+    return false;
+  }
+  std::cerr << "dlbench: error: " << label << ": incomplete run (" << st.describe()
+            << "); finish it with dlbench run --resume, or pass --allow-incomplete\n";
+  rc = 1;
+  return true;
 }
 
 CompareOptions to_options(const CompareFlags& f) {
@@ -64,6 +82,7 @@ void add_compare_command(CLI::App& app, int& rc) {
       const CompareOptions opts = to_options(*flags);
       const auto base = load_results(files->at(0));
       const auto neu = load_results(files->at(1));
+      if (refuse_incomplete(base, files->at(0), *flags, rc) || refuse_incomplete(neu, files->at(1), *flags, rc)) return;
       rc = report(compare_runs(base, files->at(0), neu, files->at(1), opts), flags->json);
     });
   }
@@ -78,8 +97,13 @@ void add_compare_command(CLI::App& app, int& rc) {
     CLI::App* save = bl->add_subcommand("save", "Save RUN as the baseline of the machine it ran on: DIR/<machine>/results.json");
     save->add_option("run", *save_run, "Results folder or results.json")->required();
     save->add_option("--dir", *save_dir, "Folder of baselines")->required();
-    save->callback([save_run, save_dir, &rc] {
+    auto save_incomplete = std::make_shared<bool>(false);
+    save->add_flag("--allow-incomplete", *save_incomplete, "Save a run that did not finish all its cases");
+    save->callback([save_run, save_dir, save_incomplete, &rc] {
       const auto doc = load_results(*save_run);
+      if (!run_state(doc).complete() && !*save_incomplete)
+        throw InputError(*save_run + ": incomplete run (" + run_state(doc).describe() +
+                         "), not saved as a baseline; pass --allow-incomplete to save it anyway");
       const std::string key = baseline_key(doc, *save_run);
       std::string replaced;
       const std::string folder = save_baseline(doc, key, *save_dir, &replaced);
@@ -102,6 +126,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     check->callback([check_run, check_dir, flags, require, save_missing, &rc] {
       const CompareOptions opts = to_options(*flags);
       const auto doc = load_results(*check_run);
+      if (refuse_incomplete(doc, *check_run, *flags, rc)) return;
       const std::string key = baseline_key(doc, *check_run);
       const auto found = find_baseline(*check_dir, key);
       if (!found) {
@@ -121,6 +146,7 @@ void add_compare_command(CLI::App& app, int& rc) {
       }
       const std::string base_file = *found + "/results.json";
       const auto base = load_results(base_file);
+      if (refuse_incomplete(base, base_file, *flags, rc)) return;
       if (!flags->json) std::cout << "baseline for this machine: " << *found << "\n";
       rc = report(compare_runs(base, base_file, doc, *check_run, opts), flags->json);
     });

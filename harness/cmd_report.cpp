@@ -19,6 +19,8 @@
 
 #include "harness/build_info.h"
 #include "harness/commands.h"
+#include "harness/results.h"
+#include "kernels/common/child.h"
 #include "kernels/common/errors.h"
 
 extern char** environ;
@@ -64,6 +66,7 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
 
   std::cout.flush();
   std::cerr.flush();
+  InterruptScope scope("\ndlbench: interrupted -- stopping the report generator (again to quit now)\n");
   pid_t pid = 0;
   const int err = ::posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
   if (err != 0) {
@@ -71,13 +74,18 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
               << "); set DLBENCH_PYTHON to a python3 with matplotlib\n";
     return 1;
   }
+  track_child(pid);  // a signal to us reaches it (InterruptScope forwards)
+  if (interrupt_requested()) ::kill(pid, SIGINT);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
       std::cerr << "dlbench: error: report: waiting for " << python << " failed (" << std::strerror(errno) << ")\n";
+      untrack_child(pid);
       return 1;
     }
   }
+  untrack_child(pid);
+  if (interrupt_requested()) return 130;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code == 127)  // the exec itself failed in the child
@@ -100,7 +108,15 @@ void add_report_command(CLI::App& app, int& rc) {
   sub->callback([runs, out, &rc] {
     const std::string dir = out->empty() ? default_out(runs->front()) : *out;
     rc = generate_report(*runs, dir);
-    if (rc == 0) std::cout << "report: " << dir << "/index.html\n";
+    if (rc != 0) return;
+    for (const auto& r : *runs) {  // how far each run got: "N of M cases" when it recorded its plan
+      try {
+        const RunState st = run_state(load_results(r));
+        if (st.planned > 0) std::cout << r << ": " << st.done << " of " << st.planned << " cases (" << st.state << ")\n";
+      } catch (const std::exception&) {
+      }
+    }
+    std::cout << "report: " << dir << "/index.html\n";
   });
 }
 

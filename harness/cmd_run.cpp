@@ -6,6 +6,7 @@
 
 #include "bench/case.h"
 #include "harness/commands.h"
+#include "kernels/common/errors.h"
 #include "harness/runner.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
@@ -87,12 +88,30 @@ void add_run_command(CLI::App& app, int& rc) {
       ->check(CLI::Range(1, 1000));
   run->add_option("--min-time", f->min_time, "Minimum seconds per repetition (default 0.1, --quick 0.02)")
       ->check(CLI::Range(1e-6, 3600.0));
-  run->add_option("--out,-o", f->out, "Results folder (default results/<timestamp>-<host>)");
+  auto* out = run->add_option("--out,-o", f->out, "Results folder (default results/<timestamp>-<host>); one that holds results is refused");
+  auto resume = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
+  auto* res = run->add_option("--resume", *resume, "Finish the interrupted run in DIR: its finished cases are kept (same flags, or none)");
+  auto* frc = run->add_flag("--force", *force, "Replace the results already in --out");
+  res->excludes(out)->excludes(frc);
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
-  run->callback([f, &rc] {
+  run->callback([f, run, resume, force, &rc] {
     std::vector<std::string> args = {"dlbench", "run"};
-    rc = run_suites(to_options(*f, args));
+    RunOptions o = to_options(*f, args);
+    if (*force) o.out_mode = OutMode::force;
+    if (!resume->empty()) {
+      o.out_mode = OutMode::resume;
+      o.out = *resume;
+      // No flag that shapes the case set or the timing: take the interrupted run's own.
+      o.stored_options = true;
+      for (const char* flag : {"--suite", "--device", "--quick", "--sizes", "--batch", "--images", "--dtype", "--filter",
+                               "--input", "--cuda-graph", "--peer", "--repetitions", "--min-time"})
+        if (run->count(flag) > 0) o.stored_options = false;
+    } else if (run->count("--resume") > 0) {
+      throw UsageError("--resume: expected a results folder");
+    }
+    rc = run_suites(o);
   });
 
   auto lf = std::make_shared<RunFlags>();

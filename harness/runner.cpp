@@ -13,7 +13,9 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <algorithm>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "bench/case.h"
@@ -22,6 +24,7 @@
 #include "harness/results.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
+#include "kernels/common/child.h"
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
 #include "kernels/cpu/peak.h"
@@ -33,15 +36,6 @@ using bench::Case;
 using bench::CaseSpec;
 
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-
-extern "C" void on_sigint(int) {
-  if (g_interrupted.load()) _exit(130);  // second Ctrl-C: leave now (results.jsonl is already on disk)
-  g_interrupted.store(true);
-  const char msg[] = "\ndlbench: interrupted -- finishing the current case, then writing results (Ctrl-C again to quit now)\n";
-  (void)!write(2, msg, sizeof msg - 1);
-}
 
 class Collector : public benchmark::BenchmarkReporter {
  public:
@@ -248,6 +242,10 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         if (e.value("aggregate_name", "") == "median") record = e;
       if (record.is_null() && !entries.empty()) record = entries.front();
     }
+  } catch (const Interrupted& e) {
+    record = failure_entry(base, e.what());
+    record["interrupted"] = true;
+    entries = {record};
   } catch (const OutOfMemory& e) {
     record = failure_entry(base, e.what());
     record["error"] = "out of memory";
@@ -312,16 +310,77 @@ std::vector<std::string> resolve_devices(const std::string& spec, std::string* n
   return out;
 }
 
-std::string default_out_dir() {
-  char host[128] = {0};
-  gethostname(host, sizeof host - 1);
-  std::time_t t = std::time(nullptr);
-  char ts[32];
-  std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::localtime(&t));
-  return std::string("results/") + ts + "-" + host;
+json options_json(const RunOptions& o, const std::vector<std::string>& devices) {
+  return {{"suites", o.suites},           {"devices", devices},   {"quick", o.quick},
+          {"repetitions", o.repetitions}, {"min_time", o.min_time}, {"max_cv", o.max_cv},
+          {"filter", o.filter},           {"overrides", o.overrides}, {"extra", o.extra}};
 }
 
-int run_suites(const RunOptions& opts) {
+namespace {
+
+// The interrupted run's options, for `run --resume DIR` given no suite flags.
+void apply_stored_options(RunOptions& o, const json& st, const std::string& dir) {
+  try {
+    o.suites = st.at("suites").get<std::vector<std::string>>();
+    std::string dev;
+    for (const auto& d : st.at("devices")) dev += (dev.empty() ? "" : ",") + d.get<std::string>();
+    o.device = dev.empty() ? "cpu" : dev;
+    o.quick = st.at("quick").get<bool>();
+    o.repetitions = st.at("repetitions").get<int>();
+    o.min_time = st.at("min_time").get<double>();
+    o.max_cv = st.at("max_cv").get<double>();
+    o.filter = st.at("filter").get<std::string>();
+    o.overrides = st.at("overrides");
+    o.extra = st.at("extra");
+  } catch (const json::exception&) {
+    throw InputError(dir + "/results.jsonl: its run header has no usable options; give the run's flags with --resume");
+  }
+}
+
+// What must match for a resumed run to be one run: the machine parts that change results.
+json machine_json(const json& fp) {
+  return {{"key", machine_key(fp)},
+          {"logical_cores", fp.at("cpu").value("logical_cores", 0)},
+          {"kernel_threads", fp.at("cpu").value("kernel_threads", 0)},
+          {"openblas_threads", fp.at("openblas").value("threads", 0)}};
+}
+
+void check_same(const json& stored, const json& now, const std::string& what, const std::string& dir) {
+  if (!stored.is_object()) throw InputError(dir + "/results.jsonl: its run header has no " + what);
+  std::vector<std::string> keys;  // the ones a user thinks of first, first
+  for (const char* k : {"suites", "devices", "overrides", "extra", "filter", "quick", "repetitions", "min_time"})
+    if (now.contains(k)) keys.push_back(k);
+  for (const auto& [k, v] : now.items())
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  for (const auto& k : keys) {
+    const json& v = now.at(k);
+    const json old = stored.contains(k) ? stored.at(k) : json();
+    if (old != v)
+      throw UsageError("--resume " + dir + ": the " + what + " differ: " + k + " was " + old.dump() + ", now " + v.dump() +
+                       (what == "options" ? " (give the same flags as that run, or none)" : ""));
+  }
+}
+
+bool is_failure(const json& r) {
+  return r.value("error_occurred", false) && !r.contains("skipped") && r.value("error", "") != "out of memory";
+}
+
+}  // namespace
+
+int run_suites(const RunOptions& given) {
+  RunOptions opts = given;
+  std::unique_ptr<InterruptScope> interrupt_scope;  // SIGINT, SIGTERM, SIGHUP: finish the case, write, exit 130
+  if (!opts.list_only)
+    interrupt_scope = std::make_unique<InterruptScope>(
+        "\ndlbench: interrupted -- finishing the current case, then writing results (again to quit now)\n");
+  // --resume: the folder is locked and read back first (its header may supply the options).
+  std::unique_ptr<ResultsWriter> writer;
+  if (opts.out_mode == OutMode::resume && !opts.list_only) {
+    writer = std::make_unique<ResultsWriter>(opts.out, OutMode::resume);
+    if (opts.stored_options && !writer->stored_header().is_object())
+      throw UsageError("--resume " + opts.out + ": that run died before it recorded its options; give its flags with --resume");
+    if (opts.stored_options) apply_stored_options(opts, writer->stored_header().value("options", json()), opts.out);
+  }
   // 1. Everything that can be wrong with the input is checked before anything runs.
   std::string device_note;
   const auto devices = resolve_devices(opts.device, &device_note);
@@ -351,25 +410,63 @@ int run_suites(const RunOptions& opts) {
     for (auto& c : s->expand(so))
       if (opts.filter.empty() || std::regex_search(c.id.name(), filter)) cases.emplace_back(name, std::move(c));
   }
-  if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
   if (opts.list_only) {
+    if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
     for (const auto& [s, c] : cases) std::cout << c.id.name() << "\n";
     return 0;
   }
+  std::vector<std::string> planned;
+  for (const auto& [s, c] : cases) planned.push_back(c.id.name());
+  if (!writer) writer = std::make_unique<ResultsWriter>(opts.out, opts.out_mode);
+  const bool resuming = opts.out_mode == OutMode::resume && writer->stored_header().is_object();
+  if (resuming) {
+    const json& h = writer->stored_header();
+    check_same(h.value("options", json()), options_json(opts, devices), "options", writer->dir());
+    if (h.value("planned", json()) != json(planned))
+      throw UsageError("--resume " + writer->dir() + ": the planned cases differ from that run's (another dlbench version?)");
+  }
+
+  if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
   TimingPolicy policy;
   policy.repetitions = opts.repetitions > 0 ? opts.repetitions : 5;  // 5 a side: the fewest with which a Mann-Whitney test can reach p < 0.05
   policy.repetitions_given = opts.repetitions > 0;
   policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
   policy.max_cv = opts.max_cv;
   policy.retry_noisy = !opts.quick;
-  ResultsWriter writer(opts.out.empty() ? default_out_dir() : opts.out);
-
   // 2. Context: fingerprint + measured peaks.
   json context = fingerprint(opts.argv);
+  if (resuming) {
+    check_same(writer->stored_header().value("machine", json()), machine_json(context), "machine", writer->dir());
+  } else {
+    char host[128] = {0};
+    gethostname(host, sizeof host - 1);
+    writer->write_header({{"format", 1},
+                          {"planned", planned},
+                          {"options", options_json(opts, devices)},
+                          {"machine", machine_json(context)},
+                          {"argv", opts.argv},
+                          {"host", host},
+                          {"pid", getpid()}});
+  }
   Peaks peaks;
   bool cpu_cases = false;
   for (const auto& [s, c] : cases) cpu_cases |= c.id.device == "cpu";
-  if (cpu_cases) {
+  json stored_peaks;  // resume: the interrupted run measured them already
+  if (resuming) {
+    try {
+      const json prev = load_results(writer->dir() + "/results.json");
+      if (prev.at("context").contains("peaks")) stored_peaks = prev.at("context").at("peaks");
+    } catch (const std::exception&) {
+    }
+  }
+  if (cpu_cases && stored_peaks.is_object() && stored_peaks.contains("cpu_fp32_gflops")) {
+    peaks.cpu_fp32_gflops = stored_peaks.value("cpu_fp32_gflops", 0.0);
+    peaks.cpu_mem_gb_per_s = stored_peaks.value("cpu_mem_gb_per_s", 0.0);
+    peaks.cpu_fma_isa = stored_peaks.value("cpu_fma_isa", "");
+    peaks.threads = stored_peaks.value("threads", 0);
+    peaks.measured = true;
+    context["peaks"] = stored_peaks;
+  } else if (cpu_cases) {
     std::cerr << "dlbench: measuring CPU peaks (FMA, memory bandwidth)...\n";
     peaks = measure_cpu_peaks();
     context["peaks"] = {{"cpu_fp32_gflops", peaks.cpu_fp32_gflops},
@@ -390,11 +487,19 @@ int run_suites(const RunOptions& opts) {
   }
   context["run"] = {{"suites", opts.suites},     {"devices", devices},   {"quick", opts.quick},
                     {"repetitions", policy.repetitions}, {"min_time_s", policy.min_time}, {"filter", opts.filter},
-                    {"cases", cases.size()},     {"interrupted", false}};
-  writer.write_json(context);
+                    {"cases", cases.size()},     {"interrupted", false},
+                    {"planned", planned},        {"state", "running"},   {"resumed", resuming}};
+  writer->write_json(context);
 
-  auto* old_handler = std::signal(SIGINT, on_sigint);
-  std::cerr << "dlbench: " << cases.size() << " case(s) -> " << writer.dir() << "\n";
+  // Resume: the cases already in results.jsonl are kept as they are.
+  std::map<std::string, json> kept;  // run_name -> its record (median entry, else its first)
+  for (const auto& e : writer->entries()) {
+    const std::string n = e.value("run_name", e.value("name", ""));
+    if (!kept.count(n) || e.value("aggregate_name", "") == "median") kept[n] = e;
+  }
+  std::cerr << "dlbench: " << cases.size() << " case(s) -> " << writer->dir();
+  if (!kept.empty()) std::cerr << " (resuming: " << kept.size() << " already done)";
+  std::cerr << "\n";
   if (cases.empty())
     std::cerr << "dlbench: nothing to run for --suite/--device/--filter as given (see: dlbench list)\n";
 
@@ -403,15 +508,24 @@ int run_suites(const RunOptions& opts) {
   int failed = 0;
   std::map<std::string, std::vector<json>> summary;  // suite -> one record per case
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (g_interrupted.load()) break;
+    if (interrupt_requested()) break;
     const auto& [suite_name, spec] = cases[i];
+    if (auto k = kept.find(spec.id.name()); k != kept.end()) {
+      failed += is_failure(k->second);
+      summary[suite_name].push_back(k->second);
+      continue;
+    }
     std::cerr << progress_prefix(i, cases.size()) << spec.id.name() << " " << std::flush;
     json record;
     const auto entries = run_case(spec, i, policy, peaks, record);
-    if (record.value("error_occurred", false) && !record.contains("skipped") && record.value("error", "") != "out of memory")
-      ++failed;
-    writer.append(entries);
-    writer.write_json(context);
+    // A case that failed because the run was interrupted (its child process stopped) is not a result.
+    if (record.value("interrupted", false) || (interrupt_requested() && record.value("error_occurred", false))) {
+      std::cerr << "interrupted (not recorded)\n";
+      break;
+    }
+    failed += is_failure(record);
+    writer->append(entries);
+    writer->write_json(context);
     summary[suite_name].push_back(record);
 
     // Progress line, finished.
@@ -433,11 +547,15 @@ int run_suites(const RunOptions& opts) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::cerr << line.str() << eta(elapsed, i + 1, cases.size()) << "\n";
   }
-  std::signal(SIGINT, old_handler);
-  const bool interrupted = g_interrupted.load();
+  const bool interrupted = interrupt_requested();
+  std::set<std::string> done;
+  for (const auto& e : writer->entries()) done.insert(e.value("run_name", e.value("name", "")));
+  std::size_t n_done = 0;
+  for (const auto& p : planned) n_done += done.count(p);
   context["run"]["interrupted"] = interrupted;
+  context["run"]["state"] = interrupted ? "interrupted" : n_done == planned.size() ? "complete" : "incomplete";
   context["run"]["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  writer.write_json(context);
+  writer->write_json(context);
 
   // 4. Tables: a generic one per suite, then the suite's own (the lecture layout, ...).
   for (const auto& name : opts.suites) {
@@ -460,15 +578,17 @@ int run_suites(const RunOptions& opts) {
     print_table(std::cout, {"Case", "Verified", "Median time", "Throughput", "% of peak"}, rows);
     if (suites[name]->summarize) suites[name]->summarize(it->second, std::cout);
   }
-  std::cout << "\nresults: " << writer.dir() << "/results.json (" << writer.entries().size() << " entries)\n";
+  std::cout << "\nresults: " << writer->dir() << "/results.json (" << writer->entries().size() << " entries)\n";
   if (failed) std::cerr << "dlbench: " << failed << " case(s) failed\n";
   if (interrupted) {
-    std::cerr << "dlbench: interrupted; results so far are in " << writer.dir() << "\n";
+    std::cerr << "dlbench: interrupted; results so far are in " << writer->dir() << "\n";
     return 130;
   }
   if (opts.report && !cases.empty()) {
-    const std::string rep = writer.dir() + "/report";
-    if (generate_report({writer.dir()}, rep) == 0) std::cout << "report:  " << rep << "/index.html\n";
+    const std::string rep = writer->dir() + "/report";
+    const int rc = generate_report({writer->dir()}, rep);
+    if (rc == 0) std::cout << "report:  " << rep << "/index.html\n";
+    if (rc == 130 || interrupt_requested()) return 130;
   }
   return failed ? 1 : 0;
 }

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/results.h"
+
 namespace dlb::bench {
 struct CaseSpec;
 }
@@ -26,7 +28,13 @@ struct RunOptions {
   bool report = true;                // write the HTML report at the end
   bool list_only = false;            // print the cases, run nothing
   std::vector<std::string> argv;
+  OutMode out_mode = OutMode::fresh;  // --force: replace; --resume: add the missing cases
+  bool stored_options = false;        // --resume with no suite flags: take the interrupted run's
 };
+
+// The options a run is resumed by (stored in the results.jsonl header): what decides its case set
+// and how the cases are timed.
+nlohmann::json options_json(const RunOptions& o, const std::vector<std::string>& devices);
 
 // "cpu" | "cuda" | "cuda:N" | "all" -> the devices that exist. UsageError for unknown or absent ones
 // (except "all", which quietly means cpu when there is no GPU).
@@ -52,7 +60,8 @@ struct Peaks;
 std::vector<nlohmann::json> run_case(const bench::CaseSpec& spec, std::size_t index, const TimingPolicy& policy,
                                      const Peaks& peaks, nlohmann::json& record);
 
-// Returns the exit code: 0, 1 if any case failed verification, 130 if interrupted.
+// Returns the exit code: 0, 1 if any case failed verification, 130 if interrupted (SIGINT, SIGTERM,
+// SIGHUP: the current case finishes or, when it runs a child process, is abandoned and not recorded).
 int run_suites(const RunOptions& opts);
 
 // Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) for an iteration of `seconds`

@@ -118,7 +118,7 @@ def load_json_file(path):
 def load_jsonl_file(path):
     text = read_text(path)
     lines = text.split("\n")
-    entries, note = [], "results.json missing: read from results.jsonl (interrupted run?)"
+    entries, note, header = [], "results.json missing: read from results.jsonl (interrupted run?)", None
     last = max((i for i, l in enumerate(lines) if l.strip()), default=-1)
     for i, line in enumerate(lines):
         if not line.strip():
@@ -133,11 +133,14 @@ def load_jsonl_file(path):
             raise InputError(f"{path}: invalid JSON on line {i + 1} ({msg})")
         if not isinstance(e, dict):
             raise InputError(f"{path}: not a dlbench results file (line {i + 1} is not an object)")
+        if isinstance(e.get("dlbench_run"), dict):  # the run header: planned cases and options
+            header = e["dlbench_run"]
+            continue
         entries.append(e)
     if not entries and not text.strip():
         raise InputError(f"{path}: empty file (no results)")
     check_entries(path, entries)
-    return {}, entries, note
+    return ({"run": header} if header else {}), entries, note
 
 
 def load_run(arg):
@@ -583,8 +586,14 @@ def sec_machines(page, runs):
     for r in runs:
         if r.note:
             page.text(f"{r.label}: {r.note}", "warn")
-        if (r.context.get("run") or {}).get("interrupted") is True:
+        run = r.context.get("run") or {}
+        if run.get("interrupted") is True:
             page.text(f"{r.label}: this run was interrupted; only the cases that finished are here.", "warn")
+        planned = run.get("planned") if isinstance(run.get("planned"), list) else []
+        if planned:  # "N of M cases": N finished of the M the run planned
+            done = len({c.name for c in r.cases} & set(planned))
+            page.text(f"{r.label}: {done} of {len(planned)} cases" + ("" if done == len(planned) else " (incomplete run)"),
+                      "" if done == len(planned) else "warn")
     page.table(Table("machines", "Machine fingerprints", ["Field"] + [r.label for r in runs], rows))
 
 
