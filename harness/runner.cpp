@@ -356,8 +356,8 @@ void check_same(const json& stored, const json& now, const std::string& what, co
     const json& v = now.at(k);
     const json old = stored.contains(k) ? stored.at(k) : json();
     if (old != v)
-      throw UsageError("--resume " + dir + ": the " + what + " differ: " + k + " was " + old.dump() + ", now " + v.dump() +
-                       (what == "options" ? " (give the same flags as that run, or none)" : ""));
+      throw UsageError("--resume " + dir + ": different " + what + ": " + k + " was " + old.dump() + ", now " + v.dump() +
+                       (what == "flags" ? " (give the same flags as that run, or none)" : ""));
   }
 }
 
@@ -421,7 +421,7 @@ int run_suites(const RunOptions& given) {
   const bool resuming = opts.out_mode == OutMode::resume && writer->stored_header().is_object();
   if (resuming) {
     const json& h = writer->stored_header();
-    check_same(h.value("options", json()), options_json(opts, devices), "options", writer->dir());
+    check_same(h.value("options", json()), options_json(opts, devices), "flags", writer->dir());
     if (h.value("planned", json()) != json(planned))
       throw UsageError("--resume " + writer->dir() + ": the planned cases differ from that run's (another dlbench version?)");
   }
