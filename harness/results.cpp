@@ -87,6 +87,16 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
   const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", started " + now_utc() + "\n";
   if (::ftruncate(lock_, 0) == 0) (void)!::pwrite(lock_, who.data(), who.size(), 0);
 
+  try {
+    open_results(mode);
+  } catch (...) {  // no destructor runs for a constructor that throws: release the lock here
+    if (jsonl_ >= 0) ::close(jsonl_);
+    ::close(lock_);
+    throw;
+  }
+}
+
+void ResultsWriter::open_results(OutMode mode) {
   const std::string js = dir_ + "/results.json", jl = dir_ + "/results.jsonl";
   const bool has = fs::exists(js) || fs::exists(jl);
   if (mode == OutMode::fresh && has)

@@ -41,6 +41,7 @@ class ResultsWriter {
   const std::vector<nlohmann::json>& entries() const { return entries_; }
 
  private:
+  void open_results(OutMode mode);
   void read_back();  // resume: header and entries of results.jsonl; a cut-off last line is dropped
   std::string dir_;
   int jsonl_ = -1, lock_ = -1;
