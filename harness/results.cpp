@@ -208,7 +208,7 @@ RunState run_state(const nlohmann::json& doc) {
   else if (run->contains("cases") && run->at("cases").is_number_unsigned()) r.planned = run->at("cases").get<std::size_t>();
   const std::string st = run->contains("state") && run->at("state").is_string() ? run->at("state").get<std::string>() : "";
   const bool marked = run->contains("interrupted") && run->at("interrupted").is_boolean() && run->at("interrupted").get<bool>();
-  if (st == "interrupted" || marked) r.state = "interrupted";
+  if (st == "interrupted" || (st.empty() && marked)) r.state = "interrupted";
   else if (r.planned > 0 && r.done < r.planned) r.state = "incomplete";
   else if (st == "running") r.state = "incomplete";
   return r;

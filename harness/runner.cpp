@@ -552,8 +552,9 @@ int run_suites(const RunOptions& given) {
   for (const auto& e : writer->entries()) done.insert(e.value("run_name", e.value("name", "")));
   std::size_t n_done = 0;
   for (const auto& p : planned) n_done += done.count(p);
-  context["run"]["interrupted"] = interrupted;
-  context["run"]["state"] = interrupted ? "interrupted" : n_done == planned.size() ? "complete" : "incomplete";
+  const bool all_done = n_done == planned.size();  // a signal during the last case still leaves a complete run
+  context["run"]["interrupted"] = interrupted && !all_done;
+  context["run"]["state"] = all_done ? "complete" : interrupted ? "interrupted" : "incomplete";
   context["run"]["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   writer->write_json(context);
 
