@@ -17,7 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -143,6 +145,22 @@ class CpuGemm final : public Case {
 // The child's environment marker: a probe run adds no probes of its own.
 constexpr const char* kProbeEnv = "DLBENCH_CORE_PROBE";
 
+// Removes TMP/dlbench-core-<pid>-* folders whose run (pid) is gone.
+void remove_stale_probe_dirs(const std::string& tmp) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string n = e.path().filename().string(), prefix = "dlbench-core-";
+    if (n.rfind(prefix, 0) != 0) continue;
+    const std::size_t dash = n.find('-', prefix.size());
+    if (dash == std::string::npos) continue;
+    const std::string pid = n.substr(prefix.size(), dash - prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(std::stoi(pid), 0) == 0 || errno == EPERM) continue;  // still running
+    std::error_code rm;
+    std::filesystem::remove_all(e.path(), rm);
+  }
+}
+
 // sgemm n x n x n under another OpenBLAS core: setup() runs `dlbench run --suite matmul --device cpu
 // --sizes n --filter impl=openblas/size=n$` with OPENBLAS_CORETYPE=<core> and reads its results.json
 // (verification outcome, the core that really ran, per-repetition times); run() replays the times.
@@ -154,9 +172,13 @@ class CpuGemmOtherCore final : public Case {
     const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) throw Unsupported("cannot find this executable to run the " + core_ + " probe");
     exe[len] = 0;
-    // Its results go to a private folder under $TMPDIR (default /tmp), removed whatever happens.
+    // Its results go to a private folder under $TMPDIR (default /tmp), removed when it ends; one left
+    // by a run that was killed (SIGKILL, a second Ctrl-C) is removed by the next probe: its name holds
+    // the pid of the run that made it.
     const char* tmpdir = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/dlbench-core-XXXXXX";
+    const std::string tmp = tmpdir && *tmpdir ? tmpdir : "/tmp";
+    remove_stale_probe_dirs(tmp);
+    std::string tmpl = tmp + "/dlbench-core-" + std::to_string(getpid()) + "-XXXXXX";
     if (!mkdtemp(tmpl.data())) throw Unsupported("no temporary folder for the " + core_ + " probe");
     const std::string dir = tmpl, n = std::to_string(s_.m);
     std::string log;

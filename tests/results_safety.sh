@@ -11,7 +11,8 @@
 #               baseline save refuses it, report says "N of M cases"
 #   signals     SIGTERM and SIGHUP behave like Ctrl-C: exit 130, results.json "state": "interrupted"
 #   child       Ctrl-C while the OpenBLAS core probe (a child dlbench) runs: exit 130, the case is not
-#               recorded as FAILED, the child is gone and its temporary folder removed (77: no probe here)
+#               recorded as FAILED, the child is gone and its temporary folder removed; after SIGKILL the
+#               probe dies with the run and the next probe removes its folder (77: no probe here)
 set -u
 mode=$1 bin=$2 work=$3
 case $bin in /*) ;; */*) bin=$PWD/$bin ;; esac
@@ -162,6 +163,22 @@ child)
   [ -z "$(ls "$work/tmp")" ] || fail "temporary folder left: $(ls "$work/tmp")"
   ! kill -0 "$child" 2>/dev/null || fail "the probe (pid $child) outlived the run"
   echo "ok: probe interrupted, exit 130, nothing recorded or left behind"
+  # SIGKILL of the run: its probe dies with it, and the next probe removes the folder it left
+  TMPDIR=$work/tmp "$bin" run --suite matmul --device cpu --sizes 1024 --dtype fp32 --filter openblas-core --no-report \
+    --out "$work/k" >/dev/null 2>"$work/long.err" &
+  pid=$!
+  for _ in $(seq 1 600); do ls "$work/tmp" | grep -q dlbench-core && break; sleep 0.05; done
+  sleep 0.5
+  child=$(grep -l "^[0-9]* ([^)]*) [A-Z] $pid " /proc/[0-9]*/stat 2>/dev/null | head -1 | cut -d/ -f3)
+  [ -n "$child" ] || fail "no child process of the run"
+  kill -KILL $pid; wait $pid 2>/dev/null
+  for _ in $(seq 1 300); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+  ! kill -0 "$child" 2>/dev/null || fail "the probe (pid $child) outlived a killed run by 30 s"
+  [ -n "$(ls "$work/tmp")" ] || fail "expected the killed run's probe folder to be left (nothing could remove it)"
+  TMPDIR=$work/tmp "$bin" run --suite matmul --device cpu --sizes 1024 --dtype fp32 --filter openblas-core --no-report \
+    --repetitions 2 --out "$work/n" >/dev/null 2>"$work/long.err" || { cat "$work/long.err"; fail "the next probe run failed"; }
+  [ -z "$(ls "$work/tmp")" ] || fail "stale probe folder not removed by the next run: $(ls "$work/tmp")"
+  echo "ok: SIGKILL: the probe died with the run; its folder was removed by the next probe"
   ;;
 *) fail "unknown mode $mode" ;;
 esac
