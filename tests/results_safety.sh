@@ -9,7 +9,8 @@
 #               nothing to resume, and finishes an interrupted run
 #   incomplete  an interrupted run: compare and baseline check exit 1 unless --allow-incomplete,
 #               baseline save refuses it, report says "N of M cases"
-#   signals     SIGTERM and SIGHUP behave like Ctrl-C: exit 130, results.json "state": "interrupted"
+#   signals     SIGTERM and SIGHUP behave like Ctrl-C: exit 130, results.json "state": "interrupted";
+#               SIGTERM to `dlbench report` stops its generator child too
 #   child       Ctrl-C while the OpenBLAS core probe (a child dlbench) runs: exit 130, the case is not
 #               recorded as FAILED, the child is gone and its temporary folder removed; after SIGKILL the
 #               probe dies with the run and the next probe removes its folder (77: no probe here)
@@ -144,6 +145,21 @@ signals)
     grep -q 'interrupted; results so far' "$work/long.err" || fail "SIG$sig: no interrupted message"
     echo "ok: SIG$sig -> exit 130, results.json interrupted"
   done
+  # the report generator (a python child): SIGTERM to dlbench reaches it, exit 130, no child left
+  "$py" -c 'import matplotlib' 2>/dev/null || { echo "note: no matplotlib for $py; report not checked"; exit 0; }
+  "$bin" report "$work/TERM" --out "$work/rep" >/dev/null 2>"$work/long.err" &
+  pid=$!
+  child=""
+  for _ in $(seq 1 200); do
+    child=$(grep -l "^[0-9]* ([^)]*) [A-Z] $pid " /proc/[0-9]*/stat 2>/dev/null | head -1 | cut -d/ -f3)
+    [ -n "$child" ] && break
+    sleep 0.02
+  done
+  [ -n "$child" ] || fail "no report generator process seen"
+  stop TERM
+  for _ in $(seq 1 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+  ! kill -0 "$child" 2>/dev/null || fail "the report generator (pid $child) outlived dlbench report"
+  echo "ok: SIGTERM during report generation -> exit 130, generator gone"
   ;;
 child)
   "$bin" run --suite matmul --device cpu --sizes 1024 --dtype fp32 --filter openblas-core --list 2>/dev/null | grep -q . ||
