@@ -34,8 +34,9 @@ def cases(path):
             out.setdefault(e["run_name"], []).append(line)
     return header, out
 header, now = cases(sys.argv[1])
-for name, lines in now.items():
-    if len(lines) != len(set(lines)): sys.exit(f"{name} recorded twice")
+for name, lines in now.items():  # each entry of a case (a repetition, an aggregate) once
+    keys = [(e["name"], e.get("repetition_index")) for e in map(json.loads, lines)]
+    if len(keys) != len(set(keys)): sys.exit(f"{name} recorded twice")
 if sys.argv[2] and open(sys.argv[2]).read():
     _, before = cases(sys.argv[2])
     for name, lines in before.items():
