@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fault_resume.sh DLBENCH WORK [KILLS]: the fault test. A small CPU matmul sweep (62 quick cases) is
+# fault_resume.sh DLBENCH WORK [KILLS]: the fault test. A small CPU matmul sweep (124 quick cases) is
 # killed KILLS times (default 20) at random moments with SIGKILL, SIGTERM or SIGINT, each time
 # followed by `run --resume`; then one last --resume (with no flags: the stored options) finishes it.
 # After every kill: each results.jsonl line is valid JSON, no case that had finished is lost or
@@ -10,7 +10,7 @@ bin=$1 work=$2 kills=${3:-20}
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 rm -rf "$work" && mkdir -p "$work" || exit 1
 out=$work/run
-sizes=$(seq -s, 8 4 130)
+sizes=$(seq -s, 8 2 130)
 args=(--suite matmul --device cpu --sizes "$sizes" --dtype fp32 --repetitions 3 --min-time 0.002 --no-report)
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -79,8 +79,8 @@ wait "$pid"; rc=$?
 "$bin" run --resume "$out" --no-report >/dev/null 2>"$work/err" || { cat "$work/err"; fail "final bare --resume failed"; }
 got=$(check "$work/prev.jsonl") || fail "final: $got"
 read -r done planned <<<"$got"
-[ "$planned" = 62 ] && [ "$done" = "$planned" ] || fail "final case set: $done of $planned"
+[ "$planned" = 124 ] && [ "$done" = "$planned" ] || fail "final case set: $done of $planned"
 grep -q '"state": "complete"' "$out/results.json" || fail "results.json not marked complete"
-"$py" -c "import json,sys; d=json.load(open(sys.argv[1])); n={e['run_name'] for e in d['benchmarks']}; sys.exit(0 if len(n)==62 else 1)" \
-  "$out/results.json" || fail "results.json does not hold the 62 cases"
+"$py" -c "import json,sys; d=json.load(open(sys.argv[1])); n={e['run_name'] for e in d['benchmarks']}; sys.exit(0 if len(n)==124 else 1)" \
+  "$out/results.json" || fail "results.json does not hold the 124 cases"
 echo "ok: $kills kills ($sigkills SIGKILL, $kill130 exited 130 on SIGTERM/SIGINT), 0 finished cases lost, $done of $planned cases"
