@@ -62,7 +62,11 @@ bool write_all(int fd, const std::string& s) {
 }  // namespace
 
 ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir)) {
-  if (dir_.empty()) {
+  const std::string flag = mode == OutMode::resume ? "--resume " : "--out ";
+  if (mode == OutMode::resume) {
+    std::error_code ec;
+    if (!fs::is_directory(dir_, ec)) throw UsageError(flag + dir_ + ": " + (fs::exists(dir_, ec) ? "not a folder" : "no such folder"));
+  } else if (dir_.empty()) {
     dir_ = make_default_dir();
   } else {
     std::error_code ec;
@@ -72,7 +76,7 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
   // The lock: held while this process lives; the file says who holds it.
   const std::string lock = dir_ + "/.dlbench.lock";
   lock_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_ < 0) throw UsageError("--out " + dir_ + ": cannot create " + lock + " (" + std::strerror(errno) + ")");
+  if (lock_ < 0) throw UsageError(flag + dir_ + ": cannot create " + lock + " (" + std::strerror(errno) + ")");
   if (::flock(lock_, LOCK_EX | LOCK_NB) != 0) {
     char buf[256] = {0};
     const ssize_t n = ::pread(lock_, buf, sizeof buf - 1, 0);
@@ -80,7 +84,7 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
     while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
     ::close(lock_);
     lock_ = -1;
-    throw UsageError("--out " + dir_ + ": in use by another dlbench run (" + who + ")");
+    throw UsageError(flag + dir_ + ": in use by another dlbench run (" + who + ")");
   }
   char host[128] = {0};
   gethostname(host, sizeof host - 1);

@@ -87,7 +87,10 @@ unique)
   echo "ok: $(ls results | tr '\n' ' ')"
   ;;
 resume)
-  expect 2 "nothing to resume" run --resume "$work/none" --no-report
+  expect 2 "no such folder" run --resume "$work/none" --no-report
+  [ ! -e "$work/none" ] || fail "--resume created the folder it was to resume"
+  mkdir -p "$work/empty"
+  expect 2 "nothing to resume" run --resume "$work/empty" --no-report
   mkdir -p "$work/old" && echo '{"name":"matmul/gemm/cpu/fp32/impl=openblas/size=8","run_name":"x"}' >"$work/old/results.jsonl"
   expect 2 "no run header" run --resume "$work/old" --no-report
   start_long "$work/r"
