@@ -18,6 +18,7 @@
 
 #include "bench/case.h"
 #include "harness/commands.h"
+#include "harness/cpu_load.h"
 #include "harness/fingerprint.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
@@ -190,6 +191,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       const bench::Work w = c->work();
       const bool manual = c->manual_time();
       const std::string fn = spec.id.name();
+      double foreign_cpu = std::nan("");
       auto time_it = [&](int r) {
         Collector col;
         Case* cp = c.get();
@@ -209,7 +211,9 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         else b->UseRealTime();
         if (c->iterations() > 0) b->Iterations(c->iterations());
         else b->MinTime(policy.min_time)->MinWarmUpTime(std::min(0.05, policy.min_time));
+        const ForeignCpuProbe load;  // other processes' share of the CPUs while timing (compare reads it)
         benchmark::RunSpecifiedBenchmarks(&col);
+        foreign_cpu = load.fraction();
         benchmark::ClearRegisteredBenchmarks();
         return col.runs_;
       };
@@ -233,6 +237,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         e["real_time"] = r.GetAdjustedRealTime();
         e["cpu_time"] = r.GetAdjustedCPUTime();
         e["time_unit"] = "us";
+        if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
         if (r.error_occurred) {
           e["error_occurred"] = true;
           e["error_message"] = r.error_message;
