@@ -402,7 +402,7 @@ Suite conv_suite() {
         for (Op op : ops_of(l)) {
           if (dev == "cpu") {
             add(dev, DType::fp32, "im2col", op, l, sh,
-                [op, name = l.name, sh] { return std::make_unique<CpuConv>(op, name, sh); });
+                [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh); });
             continue;
           }
 #ifdef DLB_HAVE_CUDA

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/bootstrap.sh [build|report|test|dataset-fashion-mnist]...: installs the Debian packages a step
+# ci/bootstrap.sh [build|report|test|asan|dataset-fashion-mnist]...: installs the Debian packages a step
 # needs, only those missing, and says which (once). Used by ./dlbench and by CI.
 set -euo pipefail
 
@@ -7,6 +7,7 @@ declare -A PKGS=(
   [build]="cmake make g++ pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev"
   [report]="python3 python3-matplotlib"
   [test]="python3 python3-matplotlib python3-pil chromium"
+  [asan]="clang libclang-rt-14-dev"
   [dataset-fashion-mnist]="dataset-fashion-mnist"
 )
 

@@ -1,6 +1,7 @@
 // Baselines per machine (see baseline.h).
 #include "harness/baseline.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "harness/compare.h"
 #include "harness/results.h"
@@ -47,7 +49,62 @@ std::string baseline_key(const json& doc, const std::string& label) {
   const std::string key = machine_key_or_empty(doc);
   if (key.empty())
     throw InputError(label + ": no machine fingerprint in its context (a results.jsonl alone?); cannot key a baseline");
-  return key;
+  const json& ctx = doc["context"];
+  auto count = [&](const char* obj, const char* field) -> long long {
+    if (!ctx.contains(obj) || !ctx[obj].is_object() || !ctx[obj].contains(field)) return -1;
+    const json& v = ctx[obj][field];
+    return v.is_number_integer() ? v.get<long long>() : -1;
+  };
+  std::string k = key;
+  if (const long long n = count("cpu", "logical_cores"); n >= 0) k += " | " + std::to_string(n) + " cores";
+  if (const long long n = count("openblas", "threads"); n >= 0) k += " | OpenBLAS " + std::to_string(n) + " threads";
+  if (const long long n = count("cpu", "kernel_threads"); n >= 0) k += " | " + std::to_string(n) + " kernel threads";
+  return k;
+}
+
+namespace {
+std::vector<std::string> key_parts(const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t bar = key.find(" | ", at);
+    parts.push_back(key.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) return parts;
+    at = bar + 3;
+  }
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? std::string("nothing") : s;
+}
+}  // namespace
+
+std::string nearest_baseline_difference(const std::string& dir, const std::string& key) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  const auto mine = key_parts(key);
+  std::string best_folder, best_key;
+  long best = -1;
+  for (const auto& ent : fs::directory_iterator(dir, ec)) {
+    if (!ent.is_directory(ec)) continue;
+    const std::string other = read_first_line(ent.path() / "key.txt");
+    if (other.empty()) continue;
+    long shared = 0;
+    for (const auto& p : key_parts(other))
+      for (const auto& q : mine) shared += p == q;
+    if (shared > best || (shared == best && ent.path().string() < best_folder))
+      best = shared, best_folder = ent.path().string(), best_key = other;
+  }
+  if (best < 0) return "";
+  std::vector<std::string> theirs_only, mine_only;
+  const auto theirs = key_parts(best_key);
+  for (const auto& p : theirs)
+    if (std::find(mine.begin(), mine.end(), p) == mine.end()) theirs_only.push_back(p);
+  for (const auto& p : mine)
+    if (std::find(theirs.begin(), theirs.end(), p) == theirs.end()) mine_only.push_back(p);
+  return best_folder + " has " + join(theirs_only) + " (this run: " + join(mine_only) + ")";
 }
 
 std::string baseline_slug(const std::string& key) {

@@ -21,6 +21,7 @@ struct CompareFlags {
   std::string threshold = "5%";
   std::string alpha = "0.05";
   std::string time = "real";
+  std::string max_busy = "10%";
   bool json = false;
   bool allow_incomplete = false;
 };
@@ -29,6 +30,9 @@ void add_compare_flags(CLI::App* sub, CompareFlags& f) {
   sub->add_option("--threshold", f.threshold, "Change of the median that matters: 5% or 0.05")->capture_default_str();
   sub->add_option("--alpha", f.alpha, "Significance level of the Mann-Whitney U test")->capture_default_str();
   sub->add_option("--time", f.time, "Which time to compare: real (wall clock) or cpu (less sensitive to a loaded machine)")
+      ->capture_default_str();
+  sub->add_option("--max-busy", f.max_busy,
+                  "A change measured while other processes used more than this share of the CPUs is NOISY, not judged (100% turns it off)")
       ->capture_default_str();
   sub->add_flag("--json", f.json, "Print the comparison as JSON");
   sub->add_flag("--allow-incomplete", f.allow_incomplete,
@@ -55,6 +59,7 @@ CompareOptions to_options(const CompareFlags& f) {
   o.threshold = parse_threshold(f.threshold);
   o.alpha = parse_alpha(f.alpha);
   o.time = parse_time_field(f.time);
+  o.max_busy = parse_max_busy(f.max_busy);
   return o;
 }
 
@@ -130,14 +135,18 @@ void add_compare_command(CLI::App& app, int& rc) {
       const std::string key = baseline_key(doc, *check_run);
       const auto found = find_baseline(*check_dir, key);
       if (!found) {
-        if (*require) throw InputError("no baseline for this machine: " + key + " (in " + *check_dir + ")");
+        const std::string nearest = nearest_baseline_difference(*check_dir, key);
+        if (*require)
+          throw InputError("no baseline for this machine: " + key + " (in " + *check_dir + ")" +
+                           (nearest.empty() ? "" : "; nearest: " + nearest));
         std::string saved;
         if (*save_missing) saved = save_baseline(doc, key, *check_dir);
         if (flags->json) {
-          std::cout << nlohmann::json{{"baseline", nullptr}, {"machine", key}, {"saved", saved}, {"regression", false}}.dump(2)
+          std::cout << nlohmann::json{{"baseline", nullptr}, {"machine", key}, {"nearest", nearest}, {"saved", saved}, {"regression", false}}.dump(2)
                     << "\n";
         } else {
           std::cout << "no baseline for this machine: " << key << "\n";
+          if (!nearest.empty()) std::cout << "  nearest baseline: " << nearest << "\n";
           if (!saved.empty()) std::cout << "saved this run as its baseline: " << saved << "\n";
           else std::cout << "(save one with: dlbench baseline save " << *check_run << " --dir " << *check_dir << ")\n";
         }

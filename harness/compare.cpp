@@ -135,6 +135,10 @@ std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, Ti
       }
       a.seen_iteration = true;
       if (r.state == CaseRun::State::skipped) r.state = CaseRun::State::timed, r.message.clear();
+      if (e.contains("foreign_cpu") && e["foreign_cpu"].is_number()) {
+        const double f = e["foreign_cpu"].get<double>();
+        if (std::isfinite(f) && !(f <= r.foreign_cpu)) r.foreign_cpu = std::fmin(1.0, std::fmax(0.0, f));
+      }
       r.times_us.push_back(to_us(t, unit, where));
     } catch (const json::exception& ex) {  // a key of the wrong type: a foreign or damaged file
       throw InputError(where + ": unexpected content (" + std::string(ex.what()) + ")");
@@ -209,14 +213,34 @@ CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const Compa
   c.p = mw.p;
   c.exact = mw.exact;
   c.noise = std::max(base->cv, neu->cv);
+  if (std::isfinite(base->foreign_cpu) || std::isfinite(neu->foreign_cpu))
+    c.busy = std::fmax(base->foreign_cpu, neu->foreign_cpu);  // fmax: the known one when one is NaN
   const bool significant = mw.p < opts.alpha;
   const double thr = opts.threshold + 1e-9;  // "beyond": exactly +10.0% at a 10% threshold is not, despite rounding
   const std::string within = "within " + fmt_pct(opts.threshold);
-  if (significant && change > thr) {
+  // A clean shift: every NEW repetition beyond every BASE one by more than threshold + noise.
+  const auto [bmin, bmax] = std::minmax_element(base->times_us.begin(), base->times_us.end());
+  const auto [nmin, nmax] = std::minmax_element(neu->times_us.begin(), neu->times_us.end());
+  const double margin = 1 + thr + (std::isfinite(c.noise) ? c.noise : 0);
+  const bool enough = c.n_base >= 3 && c.n_new >= 3;
+  const bool sep_slower = enough && *nmin > *bmax * margin, sep_faster = enough && *nmax * margin < *bmin;
+  c.separated = sep_slower || sep_faster;
+  // The median's own uncertainty: standard error of a median of n normal repetitions is
+  // 1.2533 sigma / sqrt(n); of the change, the two sides combined. A change must clear the threshold
+  // by that much, so a threshold-sized wobble of noisy medians is not called SLOWER at 5 vs 5.
+  const double se_margin = 1.2533 * (std::isfinite(c.noise) ? c.noise : 0) *
+                           std::sqrt(1.0 / static_cast<double>(c.n_base) + 1.0 / static_cast<double>(c.n_new));
+  if (std::fabs(change) > thr && std::isfinite(c.busy) && c.busy > opts.max_busy) {
+    c.verdict = Verdict::noisy;
+    c.note = "machine busy: other processes used " + fmt_pct(c.busy) + " of the CPUs (limit --max-busy " +
+             fmt_pct(opts.max_busy) + "); rerun on a quiet machine";
+  } else if ((significant && change > thr + se_margin) || sep_slower) {
     c.verdict = Verdict::slower;
     c.fatal = true;
-  } else if (significant && change < -thr) {
+    if (!significant) c.note = "every repetition slower than every BASE one by more than threshold + noise";
+  } else if ((significant && change < -thr - se_margin) || sep_faster) {
     c.verdict = Verdict::faster;
+    if (!significant) c.note = "every repetition faster than every BASE one by more than threshold + noise";
   } else if (std::fabs(change) > thr) {
     c.verdict = Verdict::noisy;
     if (stats::mann_whitney_min_p(c.n_new, c.n_base) >= opts.alpha)
@@ -257,7 +281,7 @@ std::string Comparison::regression_line() const {
   std::string line = "regression:";
   if (!slower.empty())
     line += " " + std::to_string(slower.size()) + " case(s) slower than +" + fmt_pct(opts.threshold) + " with p < " +
-            fmt_number(opts.alpha, 3) + ": " + list(slower);
+            fmt_number(opts.alpha, 3) + " or every repetition slower: " + list(slower);
   if (!failed.empty()) line += std::string(slower.empty() ? "" : ";") + " " + std::to_string(failed.size()) + " case(s) failed in NEW: " + list(failed);
   for (char& ch : line)
     if (ch == '\n' || ch == '\r') ch = ' ';  // one line, whatever the error messages hold
@@ -311,17 +335,19 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   out << "NEW:  " << c.new_label << " (" << c.new_about << ")\n";
   out << "time: " << (c.opts.time == TimeField::cpu ? "cpu_time" : "real_time") << " medians; threshold "
       << fmt_pct(c.opts.threshold) << ", alpha " << fmt_number(c.opts.alpha, 3)
-      << "; p: two-sided Mann-Whitney U over the repetitions ((z): normal approximation); noise: larger cv of the two sides\n";
+      << ", max busy " << fmt_pct(c.opts.max_busy)
+      << "; p: two-sided Mann-Whitney U over the repetitions ((z): normal approximation); noise: larger cv of the two "
+         "sides; busy: largest share of the CPUs other processes used while either side was timed\n";
   if (c.different_machines) out << "note: BASE and NEW come from different machines (a hardware comparison, not a regression check)\n";
   out << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& k : c.cases) {
     const std::string reps = k.n_base || k.n_new ? std::to_string(k.n_base) + "/" + std::to_string(k.n_new) : "-";
     rows.push_back({k.name, fmt_seconds(k.base_us * 1e-6), fmt_seconds(k.new_us * 1e-6), fmt_change(k.ratio), reps,
-                    fmt_p(k.p, k.exact), fmt_pct(k.noise), verdict_name(k.verdict),
+                    fmt_p(k.p, k.exact), fmt_pct(k.noise), fmt_pct(k.busy), verdict_name(k.verdict),
                     k.note});
   }
-  print_table(out, {"case", "BASE median", "NEW median", "change", "reps", "p", "noise (cv)", "verdict", "note"}, rows);
+  print_table(out, {"case", "BASE median", "NEW median", "change", "reps", "p", "noise (cv)", "busy", "verdict", "note"}, rows);
   out << "\n";
   if (c.shared)
     out << "geomean NEW/BASE over " << c.shared << " shared case(s): " << fmt_number(c.geomean_ratio, 4) << " ("
@@ -349,12 +375,14 @@ json comparison_json(const Comparison& c) {
     cases.push_back({{"name", k.name},         {"verdict", verdict_name(k.verdict)}, {"base_median_us", num(k.base_us)},
                      {"new_median_us", num(k.new_us)}, {"ratio", num(k.ratio)},      {"p", num(k.p)},
                      {"exact", k.exact},       {"n_base", k.n_base},                {"n_new", k.n_new},
-                     {"noise", num(k.noise)},  {"regression", k.fatal},             {"note", k.note}});
+                     {"noise", num(k.noise)},  {"busy", num(k.busy)},              {"separated", k.separated},
+                     {"regression", k.fatal},  {"note", k.note}});
   return {{"base", {{"path", c.base_label}, {"about", c.base_about}}},
           {"new", {{"path", c.new_label}, {"about", c.new_about}}},
           {"time", c.opts.time == TimeField::cpu ? "cpu_time" : "real_time"},
           {"threshold", c.opts.threshold},
           {"alpha", c.opts.alpha},
+          {"max_busy", c.opts.max_busy},
           {"cases", cases},
           {"shared", c.shared},
           {"skipped_both", c.skipped_both},
@@ -383,6 +411,16 @@ double parse_threshold(const std::string& text, const std::string& flag) {
     if (v >= 1) throw UsageError(bad + "ambiguous; write a percentage (" + text + "%) or a fraction below 1 (0.05)");
   }
   if (v < 0) throw UsageError(bad + "must not be negative");
+  return v;
+}
+
+double parse_max_busy(const std::string& text, const std::string& flag) {
+  double v = 0;
+  const bool pct = !text.empty() && text.back() == '%';
+  const bool ok = parse_number(pct ? text.substr(0, text.size() - 1) : text, v);
+  if (pct) v /= 100;
+  if (!ok || !(v >= 0 && v <= 1))
+    throw UsageError(flag + " '" + text + "': expected a share of the CPUs from 0% to 100% (e.g. 10% or 0.1)");
   return v;
 }
 

@@ -2,11 +2,18 @@
 // matched by run_name, per case the median change, a Mann-Whitney U test over the repetitions and
 // the run's own noise band, then a verdict.
 //
-// Verdicts (thr = --threshold, a = --alpha, change = median NEW / median BASE - 1):
-//   SLOWER  p < a and change > +thr                  -> a regression (exit 1)
-//   FASTER  p < a and change < -thr
-//   NOISY   |change| > thr but p >= a (the repetitions cannot confirm it), or the noise band
-//           (the larger cv of the two sides' repetitions) is wider than thr, so SAME can't be trusted
+// Verdicts (thr = --threshold, a = --alpha, change = median NEW / median BASE - 1, noise = the larger
+// cv of the two sides' repetitions, busy = the larger share of the CPUs other processes used while
+// either side was timed, "foreign_cpu" in the records):
+//   NOISY   |change| > thr while busy > --max-busy (10%): the machine was shared, and repetitions in
+//           one process cannot tell that from a slower case (on 2 busy cores back-to-back A/A runs
+//           differ by +30..+800%); checked first
+//   SLOWER  change > +thr and p < a, or (3+ repetitions a side) every NEW repetition is slower than
+//           every BASE repetition by more than thr + noise (a clean shift that few repetitions
+//           cannot make significant, e.g. 2x at 3 vs 3)  -> a regression (exit 1)
+//   FASTER  the same, the other way
+//   NOISY   |change| > thr but neither of the above (the repetitions cannot confirm it), or the noise
+//           band is wider than thr, so SAME can't be trusted
 //   SAME    otherwise
 //   NEW     timed in NEW, absent (or failed / skipped) in BASE
 //   GONE    timed in BASE, absent or skipped in NEW (a GPU case on a CPU-only runner); also a case
@@ -36,6 +43,8 @@ struct CaseRun {
   double median_us = std::numeric_limits<double>::quiet_NaN();
   double cv = 0;                 // of the repetitions (the "cv" aggregate when only aggregates exist)
   std::string message;           // error_message of a failed / skipped case
+  // Largest share (0..1) of the CPUs other processes used while the case was timed; NaN: unknown.
+  double foreign_cpu = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The cases of a loaded results document (load_results), in file order. `label` names the source in
@@ -49,6 +58,7 @@ const char* verdict_name(Verdict v);  // "FASTER", "SLOWER", "SAME", "NOISY", "N
 struct CompareOptions {
   double threshold = 0.05;  // relative change of the median that matters
   double alpha = 0.05;      // significance level of the Mann-Whitney test
+  double max_busy = 0.10;   // above this foreign CPU share on either side a change is NOISY, not judged
   TimeField time = TimeField::real;
 };
 
@@ -62,6 +72,8 @@ struct CaseComparison {
   bool exact = false;                                         // p from the exact distribution
   std::size_t n_base = 0, n_new = 0;                          // repetitions
   double noise = std::numeric_limits<double>::quiet_NaN();    // noise band: max(cv BASE, cv NEW)
+  double busy = std::numeric_limits<double>::quiet_NaN();     // max(foreign_cpu BASE, NEW); NaN: unknown
+  bool separated = false;                                     // every NEW repetition beyond every BASE one by thr + noise
   bool fatal = false;                                         // counts toward exit 1
   std::string note;
 };
@@ -93,6 +105,8 @@ nlohmann::json comparison_json(const Comparison& c);
 // "5%" or "0.05" -> 0.05. Negative, non-numeric, or a bare number >= 1 (ambiguous: "5" might mean
 // 5% or 500%) -> UsageError naming `flag`.
 double parse_threshold(const std::string& text, const std::string& flag = "--threshold");
+// "10%" or "0.1" in [0, 1] (a share of the CPUs; 100% turns the check off) -> UsageError otherwise.
+double parse_max_busy(const std::string& text, const std::string& flag = "--max-busy");
 // A level in (0, 1) -> UsageError otherwise.
 double parse_alpha(const std::string& text, const std::string& flag = "--alpha");
 // "real" | "cpu" -> UsageError otherwise.

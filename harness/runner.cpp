@@ -20,6 +20,7 @@
 
 #include "bench/case.h"
 #include "harness/commands.h"
+#include "harness/cpu_load.h"
 #include "harness/fingerprint.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
@@ -184,6 +185,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       const bench::Work w = c->work();
       const bool manual = c->manual_time();
       const std::string fn = spec.id.name();
+      double foreign_cpu = std::nan("");
       auto time_it = [&](int r) {
         Collector col;
         Case* cp = c.get();
@@ -203,7 +205,9 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         else b->UseRealTime();
         if (c->iterations() > 0) b->Iterations(c->iterations());
         else b->MinTime(policy.min_time)->MinWarmUpTime(std::min(0.05, policy.min_time));
+        const ForeignCpuProbe load;  // other processes' share of the CPUs while timing (compare reads it)
         benchmark::RunSpecifiedBenchmarks(&col);
+        foreign_cpu = load.fraction();
         benchmark::ClearRegisteredBenchmarks();
         return col.runs_;
       };
@@ -227,6 +231,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         e["real_time"] = r.GetAdjustedRealTime();
         e["cpu_time"] = r.GetAdjustedCPUTime();
         e["time_unit"] = "us";
+        if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
         if (r.error_occurred) {
           e["error_occurred"] = true;
           e["error_message"] = r.error_message;

@@ -3,6 +3,7 @@
 // element (4 read + 2 written), so a cast of n floats costs about 6n / memory bandwidth.
 #include "kernels/cpu/bf16_cast.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace dlb::cpu {
@@ -14,7 +15,11 @@ bool has_avx2() {
   return v;
 }
 bool has_f16c() {
-  static const bool v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // CPUID leaf 1, ECX bit 29: clang (14) has no "f16c" for __builtin_cpu_supports.
+  static const bool v = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx");
+  }();
   return v;
 }
 
