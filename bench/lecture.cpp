@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 
 #include "bench/case.h"
+#include "bench/napkin.h"
 #include "models/data.h"
 #include "models/trainer.h"
 #include "kernels/common/verify.h"
@@ -206,6 +207,15 @@ class TrainingCase final : public Case {
     // Napkin math: forward + backward-data + backward-filter of every conv/linear = 3x forward
     // (2x for the first layer) -> 2 * 61 MFLOP per image for Net(128) on 32x32.
     const double flops = model_->train_flops(1) * double(images_);
+    // Roofline keys for one epoch: full steps plus the partial last one (bench/napkin.h).
+    const std::size_t full = images_ / std::size_t(batch_), last = images_ % std::size_t(batch_);
+    napkin::Cost epoch = napkin::train_step(*model_, batch_);
+    epoch.flops *= double(full), epoch.bytes *= double(full);
+    if (last) {
+      const auto tail = napkin::train_step(*model_, int(last));
+      epoch.flops += tail.flops, epoch.bytes += tail.bytes;
+    }
+    napkin::put(r, epoch);
     const double t = r.value("real_time", 0.0) * 1e-6;
     if (t > 0) r["train_gflops"] = flops / t * 1e-9;
     r["mean_loss"] = last_loss_;
