@@ -6,8 +6,10 @@
 Writes DIR/index.html, DIR/*.png and every table also as DIR/<table>.csv and DIR/<table>.md.
 Reads results.json (Google Benchmark layout: context + benchmarks); a folder without it but with
 results.jsonl (an interrupted run) is read from the jsonl. Sections appear only when there is data:
-machines, lecture table, throughput vs batch, GFLOP/s vs size, transfer GB/s, AMP, comparison,
-and every case of every suite. Failed, skipped and unverified cases are listed as such and never
+an opening answer (GPU against CPU: speed-up at batch 64 and 2, crossover; also across results
+folders from different machines), machines, crossover, lecture table, throughput vs batch, per-layer
+profile, memory and energy, roofline, GFLOP/s vs size, transfer GB/s, AMP, dist, comparison, and every
+case of every suite. Failed, skipped and unverified cases are listed as such and never
 drawn as numbers. Bad input exits 2 with one line `dlbench: error: <file>: ...` on stderr.
 Python 3 standard library + matplotlib (Agg) only. The sections live in the dlbench_report package
 beside this file, one module each; this file is the entry point the harness runs.
@@ -21,9 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from dlbench_report.cases import sec_cases, sec_compare  # noqa: E402
 from dlbench_report.common import InputError, label_runs, load_run, one_line  # noqa: E402
+from dlbench_report.dist import sec_dist  # noqa: E402
 from dlbench_report.kernels import sec_gflops  # noqa: E402
-from dlbench_report.lecture import sec_amp, sec_batch, sec_lecture  # noqa: E402
+from dlbench_report.lecture import opening_answer, sec_amp, sec_batch, sec_crossover, sec_lecture  # noqa: E402
 from dlbench_report.machines import sec_machines  # noqa: E402
+from dlbench_report.profile import sec_memory_energy, sec_profile  # noqa: E402
+from dlbench_report.roofline import sec_roofline  # noqa: E402
 from dlbench_report.style import Page  # noqa: E402
 from dlbench_report.transfers import sec_transfer  # noqa: E402
 
@@ -54,8 +59,10 @@ def build(args):
         if re.match(r"^fig\d\d+_.*\.png$", f):
             os.remove(os.path.join(out, f))
     page = Page(out)
+    opening_answer(page, runs)
     sec_machines(page, runs)
-    for sec in (sec_lecture, sec_batch, sec_gflops, sec_transfer, sec_amp, sec_compare, sec_cases):
+    for sec in (sec_crossover, sec_lecture, sec_batch, sec_profile, sec_memory_energy, sec_roofline, sec_gflops,
+                sec_transfer, sec_amp, sec_dist, sec_compare, sec_cases):
         sec(page, runs)
     title = "dlbench report: " + ", ".join(r.label for r in runs)
     tmp = os.path.join(out, ".index.html.tmp")

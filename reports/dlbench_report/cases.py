@@ -1,6 +1,6 @@
 """Sections: comparison of several results folders, and every case of every suite."""
 from .common import METRICS, fmt, fmt_time
-from .style import Cell, Table, case_throughput, plt_new
+from .style import Cell, Table, case_throughput, plt_new, ratio_axis, wrap_label
 
 def sec_compare(page, runs):
     if len(runs) < 2:
@@ -63,13 +63,13 @@ def sec_compare(page, runs):
             if not qs:
                 continue
             shown = qs[:60]
-            fig, (ax,) = plt_new(9, max(2.2, 0.28 * len(shown) + 1.2))
+            fig, (ax,) = plt_new(9, max(2.2, 0.28 * sum(wrap_label(n, 60).count(chr(10)) + 1 for n, _ in shown) + 1.2))
             ys = range(len(shown))
             ax.barh(list(ys), [q for _, q in shown], color=["#1b7f3b" if q >= 1 else "#b3261e" for _, q in shown])
             ax.axvline(1.0, color="#333", linewidth=1)
-            ax.set_xscale("log")
+            ratio_axis(ax, [q for _, q in shown])
             ax.set_yticks(list(ys))
-            ax.set_yticklabels([n for n, _ in shown], fontsize=7)
+            ax.set_yticklabels([wrap_label(n, 60) for n, _ in shown], fontsize=7)
             ax.invert_yaxis()
             ax.set_xlabel(f"throughput ratio {lab} / {base.label}")
             ax.set_title(f"{s}: {lab} against {base.label}")

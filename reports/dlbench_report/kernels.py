@@ -1,6 +1,6 @@
 """Section: GFLOP/s against size for the kernel suites (matmul, conv) with the device peaks."""
 from .common import fmt, fp32_peak, series_label
-from .style import batch_axis, dedupe_legend, mark_failed, plt_new
+from .style import batch_axis, dedupe_legend, mark_failed, plt_new, zero_based
 
 def shape_kind(c):
     """How a case is placed on an x axis: by 'size', by an m x n x k shape, by 'layer', or 'other'."""
@@ -83,7 +83,7 @@ def sec_gflops(page, runs):
             ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
         else:
             batch_axis(ax)
-        ax.set_yscale("log")
+        zero_based(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"GFLOP/s ({dtype})")
         ax.set_title(f"{suite} {op} {dtype}" + (f" by {xlabel}" if shape != "size" else ""))

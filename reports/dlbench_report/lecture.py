@@ -2,7 +2,7 @@
 import math
 
 from .common import LECTURE_FIGURES, LECTURE_HW, device_kind, device_name, fmt, num, series_label
-from .style import Cell, Table, batch_axis, case_throughput, dedupe_legend, mark_failed, plt_new
+from .style import Cell, Table, batch_axis, case_throughput, dedupe_legend, mark_failed, plt_new, wrap_label, zero_based
 
 def sec_lecture(page, runs):
     cases = [c for r in runs for c in r.cases if c.suite == "lecture" and c.metric in (None, "imgs_per_s")]
@@ -134,7 +134,7 @@ def sec_batch(page, runs):
     if not groups:
         return
     page.section("Throughput against batch size",
-                 "Images per second against batch size (log axes), one line per device and setting; the dotted "
+                 "Images per second against batch size (log batch axis, throughput from zero), one line per device and setting; the dotted "
                  "vertical lines mark where the GPU curve crosses the CPU curve.")
     multi_run = len({c.run.label for c in cases}) > 1
     xrows = []
@@ -173,7 +173,7 @@ def sec_batch(page, runs):
                               ", ".join(f"{x:.3g}" for x in xs) or "-"])
         mark_failed(ax, failed_x)
         batch_axis(ax)
-        ax.set_yscale("log")
+        zero_based(ax)
         ax.set_xlabel("batch size")
         ax.set_ylabel("imgs/s")
         ax.set_title(series_label([suite, op, model]))
@@ -238,8 +238,133 @@ def sec_amp(page, runs):
         if what == "speedup":
             ax.axhline(1.0, color="#333", linewidth=1)
         ax.set_xticks(range(len(settings)))
-        ax.set_xticklabels(settings, rotation=25, ha="right", fontsize=7)
+        ax.set_xticklabels([wrap_label(s, 28) for s in settings], rotation=25, ha="right", fontsize=7)
         ax.set_ylabel("speedup over fp32 (x)" if what == "speedup" else "peak device memory (MiB)")
         ax.set_title("AMP speedup" if what == "speedup" else "AMP peak memory")
         dedupe_legend(ax, loc="best")
     page.figure(fig, "amp", "Speedup over fp32 and peak device memory per dtype.", notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The opening answer: GPU against CPU per model, across results folders (a CPU run from this machine
+# beside a committed GPU run from another works the same as one run with both devices).
+
+def training_series(runs):
+    """{model: [(run, device, {batch: imgs/s})]} of our fp32 training cases (lecture, train) in the
+    lecture's setting (pageable input, no CUDA graph; peers excluded)."""
+    out = {}
+    for r in runs:
+        series = {}
+        for c in r.cases:
+            if not (c.ok and c.metric == "imgs_per_s" and c.suite in ("lecture", "train") and c.dtype == "fp32"
+                    and isinstance(c.params.get("batch"), (int, float))):
+                continue
+            if c.params.get("impl", "ours") != "ours" or str(c.params.get("input", "pageable")) != "pageable" \
+                    or c.get("cuda_graph") in (True, 1):
+                continue
+            model = str(c.get("model", "net128"))
+            pts = series.setdefault((model, c.device), {})
+            pts[c.params["batch"]] = max(pts.get(c.params["batch"], 0), c.value)
+        for (model, dev), pts in series.items():
+            out.setdefault(model, []).append((r, dev, pts))
+    return out
+
+
+def is_fixture(run):
+    return bool(run.context.get("fixture"))
+
+
+def cross_rows(runs):
+    """One row per model x (CPU series, GPU series): speed-ups at batch 64 and 2, crossover."""
+    rows = []
+    for model, ss in training_series(runs).items():
+        cpus = [s for s in ss if s[1] == "cpu"]
+        gpus = [s for s in ss if s[1] != "cpu"]
+        if not cpus or not gpus:
+            continue
+        cr, _, cpts = cpus[0]  # the first folder's CPU (this machine's, by the command's order)
+        for gr, gdev, gpts in gpus:
+            xs, summary = crossover(cpts, gpts)
+            sp = {b: gpts[b] / cpts[b] for b in (64, 2) if b in cpts and b in gpts and cpts[b]}
+            rows.append({"model": model, "cpu_run": cr, "gpu_run": gr, "gpu": gdev, "cpu_pts": cpts, "gpu_pts": gpts,
+                         "xs": xs, "summary": summary, "sp": sp})
+    return rows
+
+
+def opening_answer(page, runs):
+    rows = cross_rows(runs)
+    if rows:
+        for x in rows:
+            gname, cname = device_name(x["gpu_run"], x["gpu"]), device_name(x["cpu_run"], "cpu")
+            where = "on this machine" if x["gpu_run"] is x["cpu_run"] else \
+                f"with the CPU from {x['cpu_run'].label} and the GPU from {x['gpu_run'].label} (another machine)"
+            sp = " and ".join(f"{x['sp'][b]:.2f} times as fast at batch {b}" for b in (64, 2) if b in x["sp"]) \
+                or "not measured at batch 64 or 2"
+            shared = sorted(set(x["cpu_pts"]) & set(x["gpu_pts"]))
+            if x["xs"]:
+                cross = f"crossover at batch ~{', ~'.join(f'{v:.3g}' for v in x['xs'])} ({x['summary']})"
+            elif shared and all(x["gpu_pts"][b] > x["cpu_pts"][b] for b in shared):
+                cross = f"the GPU is ahead at every batch size both measured ({shared[0]} to {shared[-1]}), so the " \
+                        f"crossover lies below batch {shared[0]}"
+            elif shared:
+                cross = f"the CPU is ahead at every batch size both measured ({shared[0]} to {shared[-1]}): no crossover"
+            else:
+                cross = "the runs share no batch size, so no crossover can be stated"
+            fix = " The GPU figures are a committed fixture standing in for a real run, not a measurement." \
+                if is_fixture(x["gpu_run"]) else ""
+            page.answer(f"{x['model']}: {where}, the GPU ({gname}, {x['gpu']}) is {sp} as the CPU ({cname}); "
+                        f"{cross}.{fix}")
+        return
+    ss = training_series(runs)
+    if not ss:
+        return
+    for model, series in ss.items():
+        for r, dev, pts in series:
+            at = ", ".join(f"{fmt(pts[b], 4)} imgs/s at batch {b}" for b in (64, 2) if b in pts) or \
+                ", ".join(f"{fmt(v, 4)} imgs/s at batch {b}" for b, v in sorted(pts.items())[:3])
+            lec = " (the lecture's desktop CPU: 1474 and 860)" if dev == "cpu" and model == "net128" else ""
+            page.answer(f"{model} on {device_name(r, dev)} ({dev}, {r.label}): {at}{lec}. Only "
+                        f"{'the CPU' if dev == 'cpu' else 'this GPU'} was measured, so there is no crossover here: "
+                        "pass a run with the other device too, e.g. `dlbench report RUN "
+                        "reports/baselines/<gpu>/lecture.json`.")
+        break  # one model is the answer; the rest are in the tables
+
+
+def sec_crossover(page, runs):
+    """The cross-machine table and plot (also for one run with both devices)."""
+    rows = cross_rows(runs)
+    if not rows:
+        return
+    page.section("GPU against CPU: crossover",
+                 "Per model: the GPU's training throughput over the CPU's at batch 64 and 2, and the batch size "
+                 "where the GPU overtakes the CPU (log-log interpolation between measured batch sizes). The CPU and "
+                 "the GPU may come from different results folders (machines).")
+    t = []
+    for x in rows:
+        t.append([x["model"], f"{device_name(x['cpu_run'], 'cpu')} ({x['cpu_run'].label})",
+                  f"{device_name(x['gpu_run'], x['gpu'])} ({x['gpu_run'].label}"
+                  + (", FIXTURE)" if is_fixture(x["gpu_run"]) else ")"),
+                  *(f"{x['sp'][b]:.2f}x" if b in x["sp"] else "-" for b in (64, 2)),
+                  ", ".join(f"{v:.3g}" for v in x["xs"]) or "-", x["summary"]])
+    page.table(Table("crossover_machines", "GPU speed-up over the CPU and crossover batch",
+                     ["Model", "CPU", "GPU", "Speed-up at batch 64", "Speed-up at batch 2", "Crossover batch",
+                      "Verdict"], t))
+    for x in rows:
+        fig, (ax,) = plt_new(8, 4.4)
+        for pts, lab, mk in ((x["cpu_pts"], f"CPU ({x['cpu_run'].label})", "o-"),
+                             (x["gpu_pts"], f"GPU {x['gpu']} ({x['gpu_run'].label})", "s-")):
+            bs = sorted(pts)
+            ax.plot(bs, [pts[b] for b in bs], mk, label=lab)
+        for v in x["xs"]:
+            ax.axvline(v, color="#b3261e", linestyle=":", linewidth=1.5)
+            ax.annotate(f"crossover ~{v:.3g}", (v, 0.96), xycoords=("data", "axes fraction"), rotation=90,
+                        ha="right", va="top", fontsize=8, color="#b3261e")
+        batch_axis(ax)
+        zero_based(ax)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("train throughput (imgs/s)")
+        ax.set_title(f"{x['model']}: GPU against CPU")
+        dedupe_legend(ax, loc="best")
+        page.figure(fig, f"crossover_{x['model']}", f"{x['model']}: training throughput of the CPU and the GPU "
+                    "against batch size" + (" (GPU: committed fixture, not a measurement)" if is_fixture(x["gpu_run"])
+                                            else "") + ".")

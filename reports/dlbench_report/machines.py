@@ -33,6 +33,8 @@ def sec_machines(page, runs):
             vals.append("-" if v in (None, "") else str(v))
         rows.append([name] + vals)
     for r in runs:
+        if r.context.get("fixture"):
+            page.text(f"{r.label}: FIXTURE, not a measurement: {r.context.get('fixture')}", "warn")
         if r.note:
             page.text(f"{r.label}: {r.note}", "warn")
         if (r.context.get("run") or {}).get("interrupted") is True:

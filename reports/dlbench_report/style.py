@@ -25,6 +25,7 @@ class Table:
 class Page:
     def __init__(self, out):
         self.out, self.parts, self.toc, self.slugs, self.figs = out, [], [], set(), 0
+        self.lead = []  # the paragraphs that open the page, above the contents (the short answer)
 
     def uniq(self, slug):
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", slug).strip("_") or "table"
@@ -40,6 +41,10 @@ class Page:
         self.parts.append(f'<h2 id="{esc(anchor)}">{esc(title)}</h2>')
         if intro:
             self.parts.append(f"<p>{esc(intro)}</p>")
+
+    def answer(self, s, cls="answer"):
+        """A paragraph of the opening answer, shown first on the page."""
+        self.lead.append(f'<p class="{esc(cls)}">{esc(s)}</p>')
 
     def text(self, s, cls=""):
         c = f' class="{esc(cls)}"' if cls else ""
@@ -58,6 +63,8 @@ class Page:
                 cls = getattr(cell, "cls", "")
                 num_like = isinstance(cell, str) and re.match(r"^[-+]?[0-9][0-9,.]*(x| [A-Za-z/%]+)?$", cell)
                 cls = (cls + " num").strip() if num_like else cls
+                if not num_like and any(len(w) > 40 for w in str(cell).split()):
+                    cls = (cls + " wrap").strip()  # a long case name wraps instead of widening the table
                 h.append(f'<td class="{esc(cls)}">{esc(cell)}</td>' if cls else f"<td>{esc(cell)}</td>")
             h.append("</tr>")
         h.append("</tbody></table></div>")
@@ -101,7 +108,7 @@ class Page:
         sources = ", ".join(r.path for r in runs)
         return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-                f"<h1>{esc(title)}</h1><p class=\"files\">From {esc(sources)}</p>"
+                f"<h1>{esc(title)}</h1>{''.join(self.lead)}<p class=\"files\">From {esc(sources)}</p>"
                 f"<nav><ul>{toc}</ul></nav>{''.join(self.parts)}"
                 f"<footer>dlbench report · failed, skipped and unverified cases are listed, never plotted "
                 f"as numbers</footer></body></html>\n")
@@ -119,6 +126,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}div
 td.good{color:#1b7f3b}p.files{font-size:12px;color:#556}p.warn{background:#fff3cd;padding:6px;
 border-left:4px solid #e0a800}nav ul{columns:3;font-size:14px}figure{margin:14px 0}
 figure img{max-width:100%;border:1px solid #dde}figcaption{font-size:13px;color:#334}
+p.answer{font-size:16px;background:#eef4fb;border-left:5px solid #2f6db5;padding:10px 12px}
+td.wrap{overflow-wrap:anywhere;min-width:16em}
 footer{margin-top:40px;font-size:12px;color:#667}details{margin:8px 0}summary{cursor:pointer;font-weight:bold}
 """
 
@@ -184,6 +193,44 @@ def dedupe_legend(ax, **kw):
             ll.append(b)
     if hh:
         ax.legend(hh, ll, fontsize=8, **kw)
+
+
+def wrap_label(s, width=38):
+    """A long case name on several lines, broken after '/' or ',' (never inside a key=value)."""
+    s = str(s)
+    if len(s) <= width:
+        return s
+    lines, cur = [], ""
+    for part in re.split(r"(?<=[/,])", s):
+        if cur and len(cur) + len(part) > width:
+            lines.append(cur)
+            cur = ""
+        cur += part
+    lines.append(cur)
+    return "\n".join(lines)
+
+
+def zero_based(ax):
+    """Throughput on a linear axis that starts at zero (so bar and line heights compare)."""
+    ax.set_yscale("linear")
+    ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1e-9))
+
+
+def ratio_axis(ax, values, axis="x"):
+    """A log ratio axis with readable ticks (0.5x, 1x, 2x ...) over the range of `values`."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    vals = [v for v in values if v and v > 0] or [1.0]
+    lo, hi = min(min(vals), 1.0) / 1.15, max(max(vals), 1.0) * 1.15
+    cands = [0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 4, 5, 10, 20, 50, 100]
+    ticks = [t for t in cands if lo <= t <= hi]
+    if len(ticks) > 9:  # keep every other one, always 1x
+        ticks = sorted(set(ticks[::2]) | {1})
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
+    a.set_major_locator(FixedLocator(ticks))
+    a.set_minor_locator(NullLocator())
+    a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
 
 
 def batch_axis(ax):

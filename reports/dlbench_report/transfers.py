@@ -1,6 +1,6 @@
 """Section: host <-> device transfer bandwidth against copy size."""
 from .common import fmt, fmt_bytes, series_label
-from .style import Table, dedupe_legend, mark_failed, plt_new
+from .style import Table, dedupe_legend, mark_failed, plt_new, zero_based
 
 def sec_transfer(page, runs):
     cases = [c for r in runs for c in r.cases if c.suite == "transfer" and c.metric == "gb_per_s"
@@ -52,6 +52,7 @@ def sec_transfer(page, runs):
             lambda v, _: fmt_bytes(v) if v >= 1 else ""))
         for lab in ax.get_xticklabels():
             lab.set_fontsize(7)
+        zero_based(ax)
         ax.set_xlabel("copy size")
         ax.set_ylabel("GB/s")
         ax.set_title(d)
