@@ -7,7 +7,14 @@ from .common import device_name, fmt, gpu_facts, num
 from .style import Table, dedupe_legend, plt_new, wrap_label
 
 MARKERS = {"matmul": "o", "conv": "s", "lecture": "D", "train": "^", "amp": "v"}
-COLORS = {"matmul": "#2f6db5", "conv": "#e07b00", "lecture": "#1b7f3b", "train": "#7b3fa0", "amp": "#b3261e"}
+PALETTE = ["#2f6db5", "#e07b00", "#1b7f3b", "#7b3fa0", "#b3261e", "#008b8b", "#9c6b30", "#d4a017", "#5a7d9a"]
+
+
+def series(c):
+    """Legend label of a point: suite and op (training cases: the suite), plus impl when recorded."""
+    base = f"{c.suite} training" if c.suite in ("lecture", "train") else f"{c.suite} {c.op}"
+    impl = c.params.get("impl", c.rec.get("impl"))
+    return base + (f" ({impl})" if isinstance(impl, str) and impl not in ("ours", "") else "")
 
 
 def tag(c):
@@ -67,9 +74,13 @@ def sec_roofline(page, runs):
             ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, 0.5), xycoords=("data", "axes fraction"), rotation=90,
                         fontsize=7, color="#666", ha="right", va="center")
         rows = []
+        labels = []
+        for c, _, _ in ps:
+            if series(c) not in labels:
+                labels.append(series(c))
         for c, inten, gf in sorted(ps, key=lambda t: t[1]):
-            ax.plot([inten], [gf], MARKERS.get(c.suite, "x"), markersize=6, alpha=0.8, color=COLORS.get(c.suite, "#555"),
-                    label=f"{c.suite} {c.op}" if c.suite not in ("lecture", "train") else f"{c.suite} training")
+            ax.plot([inten], [gf], MARKERS.get(c.suite, "x"), markersize=6, alpha=0.8,
+                    color=PALETTE[labels.index(series(c)) % len(PALETTE)], label=series(c))
             if len(ps) <= 40 and tag(c):
                 ax.annotate(tag(c), (inten, gf), xytext=(4, 3), textcoords="offset points", fontsize=6, color="#333")
             roof = min(peak, bw * inten) if (peak and bw) else None
