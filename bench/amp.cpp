@@ -241,6 +241,13 @@ class TrainAmpGpuCase final : public Case {
                          });
   }
 
+  bool profile(ProfileResult& out) override {
+    return profile_trainer_step(*tr_, *m_, epoch_, batch_, dev_,
+                                "profile amp " + model_ + " " + dev_ + " " + dtype_name(dtype_) + " batch " +
+                                    std::to_string(batch_),
+                                out);
+  }
+
   double run() override {
     tr_->train_epoch(epoch_, batch_);  // returns after the device finished
     return 0;

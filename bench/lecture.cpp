@@ -148,34 +148,9 @@ class TrainingCase final : public Case {
                                  (device_ == "cpu" ? " vs the fp64 reference)" : " vs the CPU's fp32)"));
   }
 
-  // One step from the current weights on the case's first images: the unprofiled loss and
-  // gradients first (Trainer::gradients changes no weights), then the profiled step, whose loss
-  // (and on the CPU its gradients, left in the host model) must agree.
   bool profile(ProfileResult& out) override {
-    const int n = static_cast<int>(std::min<std::size_t>(batch_, data_->size()));
-    models::Batch b{data_->images.data(), data_->labels.data(), nullptr, n};
-    const float ref_loss = trainer_->gradients(b);
-    std::vector<std::vector<float>> ref_grads;
-    for (auto* p : model_->params()) ref_grads.push_back(p->grad);
-    std::unique_ptr<models::Profiler> prof;
-#ifdef DLB_HAVE_CUDA
-    if (device_ != "cpu")
-      prof = models::make_cuda_profiler("profile " + model_name_ + " " + device_ + " batch " + std::to_string(batch_));
-#endif
-    if (!prof) prof = std::make_unique<models::WallProfiler>();
-    const float loss = trainer_->profile_step(*data_, batch_, *prof);
-    out.regions = prof->regions();
-    out.device = device_;
-    double worst = std::abs(loss - ref_loss) / std::max(1e-12f, std::abs(ref_loss));
-    if (device_ == "cpu") {
-      auto ps = model_->params();
-      for (std::size_t i = 0; i < ps.size(); ++i)
-        worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref_grads[i].data(), ps[i]->size()));
-    }
-    out.max_rel_err = worst;
-    out.verified = std::isfinite(loss) && worst <= (device_ == "cpu" ? 1e-5 : 1e-4);
-    out.check = device_ == "cpu" ? "loss and gradients equal an unprofiled step's" : "loss equals an unprofiled step's";
-    return true;
+    return profile_trainer_step(*trainer_, *model_, *data_, batch_, device_,
+                                "profile " + model_name_ + " " + device_ + " batch " + std::to_string(batch_), out);
   }
 
   double run() override {

@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -11,9 +13,39 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "kernels/common/verify.h"
+
 namespace dlb::bench {
 
 using json = nlohmann::json;
+
+bool profile_trainer_step(models::Trainer& t, models::Sequential& m, const models::Dataset& d, int batch,
+                          const std::string& device, const std::string& label, ProfileResult& out) {
+  const int n = static_cast<int>(std::min<std::size_t>(std::size_t(batch), d.size()));
+  const models::Batch b{d.images.data(), d.labels.data(), nullptr, n};
+  const float ref_loss = t.gradients(b);
+  std::vector<std::vector<float>> ref_grads;
+  for (auto* p : m.params()) ref_grads.push_back(p->grad);
+  std::unique_ptr<models::Profiler> prof;
+#ifdef DLB_HAVE_CUDA
+  if (device != "cpu") prof = models::make_cuda_profiler(label);
+#endif
+  (void)label;
+  if (!prof) prof = std::make_unique<models::WallProfiler>();
+  const float loss = t.profile_step(d, batch, *prof);
+  out.regions = prof->regions();
+  out.device = device;
+  double worst = std::abs(double(loss) - ref_loss) / std::max(1e-12, std::abs(double(ref_loss)));
+  if (device == "cpu") {
+    auto ps = m.params();
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref_grads[i].data(), ps[i]->size()));
+  }
+  out.max_rel_err = worst;
+  out.verified = std::isfinite(loss) && worst <= (device == "cpu" ? 1e-5 : 1e-4);
+  out.check = device == "cpu" ? "loss and gradients equal an unprofiled step's" : "loss equals an unprofiled step's";
+  return true;
+}
 
 json chrome_trace(const std::string& case_name, const ProfileResult& p) {
   json ev = json::array();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/profiler.h"
+#include "models/trainer.h"
 
 namespace dlb::bench {
 
@@ -21,6 +22,14 @@ struct ProfileResult {
   double max_rel_err = 0;
   std::string check;                    // what was compared
 };
+
+// The profile step of a training case (lecture, train, amp on a GPU): from the trainer's current
+// weights on the first `batch` images of `d`, the unprofiled loss and gradients first
+// (Trainer::gradients changes no weights), then Trainer::profile_step, whose loss (and on the CPU its
+// gradients, left in the host model) must agree: 1e-5 relative on the CPU, 1e-4 on a GPU. GPU
+// regions by CUDA events with NVTX ranges, the case as an NVTX range named `label`.
+bool profile_trainer_step(models::Trainer& t, models::Sequential& m, const models::Dataset& d, int batch,
+                          const std::string& device, const std::string& label, ProfileResult& out);
 
 // The Chrome trace of one case: complete ("X") events, one per region, on one thread per clock.
 nlohmann::json chrome_trace(const std::string& case_name, const ProfileResult& p);

@@ -118,3 +118,16 @@ TEST(Profile, TraceAndSummaryFromRegions) {
   }
   EXPECT_EQ(complete, 7);
 }
+
+TEST(Profile, TrainerStepCheckedAgainstAnUnprofiledStep) {
+  auto m = models::make_net(16);
+  m->init(0);
+  const auto d = small_data(8);
+  auto t = models::make_trainer(*m, models::default_optimizer("net128"), models::TrainOptions{});
+  bench::ProfileResult r;
+  ASSERT_TRUE(bench::profile_trainer_step(*t, *m, d, 4, "cpu", "test", r));
+  EXPECT_TRUE(r.verified) << r.max_rel_err;
+  EXPECT_LE(r.max_rel_err, 1e-5);
+  EXPECT_EQ(r.device, "cpu");
+  EXPECT_EQ(r.regions.front().clock, "wall");
+}
