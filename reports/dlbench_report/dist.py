@@ -61,34 +61,39 @@ def sec_dist(page, runs):
                                                           "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
                                                           "in-place time (us)", "in-place algbw", "in-place busbw",
                                                           "in-place #wrong"], rows))
-        fig, (ax,) = plt_new(8, 4.4)
-        failed, notes = [], []
-        lines = {}
-        for c in cs:
-            key = (c.run.label if multi_run else "", c.device, c.dtype, f"{ival(c, 'ranks')} ranks",
-                   "in-place" if num(c.get("inplace")) else "")
-            lines.setdefault(key, []).append(c)
-        for key, lc in lines.items():
-            ok = sorted([c for c in lc if c.ok and num(c.get("busbw_gb_per_s")) is not None],
-                        key=lambda c: num(c.get("bytes")) or 0)
-            for c in lc:
-                if not c.ok:
-                    failed.append(num(c.get("bytes")) or 1)
-                    notes.append(f"not plotted: {c.short()}: {c.status}")
-            if ok:
-                ax.plot([num(c.get("bytes")) for c in ok], [num(c.get("busbw_gb_per_s")) for c in ok],
-                        "--" if key[4] else "-", marker="o", markersize=3, label=series_label(list(key)))
-        mark_failed(ax, failed)
-        ax.set_xscale("log", base=2)
-        from matplotlib.ticker import FuncFormatter
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))
-        for lab in ax.get_xticklabels():
-            lab.set_fontsize(7)
-        zero_based(ax)
-        ax.set_xlabel("message size")
-        ax.set_ylabel("busbw (GB/s)")
-        ax.set_title(f"{op}: bus bandwidth against size")
-        dedupe_legend(ax, loc="best")
+        # One panel per device (a CPU's MPI and a GPU's NCCL differ by 10-100x: one axis would flatten one).
+        devs = sorted({c.device for c in cs}, key=lambda d: (d != "cpu", d))[:3]
+        fig, axes = plt_new(7.5 if len(devs) > 1 else 8, 4.4, ncols=len(devs))
+        notes = [] if len({c.device for c in cs}) <= 3 else ["devices not drawn (more than three)"]
+        for dev, ax in zip(devs, axes):
+            failed, lines = [], {}
+            for c in cs:
+                if c.device != dev:
+                    continue
+                key = (c.run.label if multi_run else "", c.dtype, f"{ival(c, 'ranks')} ranks",
+                       "in-place" if num(c.get("inplace")) else "")
+                lines.setdefault(key, []).append(c)
+            for key, lc in lines.items():
+                ok = sorted([c for c in lc if c.ok and num(c.get("busbw_gb_per_s")) is not None],
+                            key=lambda c: num(c.get("bytes")) or 0)
+                for c in lc:
+                    if not c.ok:
+                        failed.append(num(c.get("bytes")) or 1)
+                        notes.append(f"not plotted: {c.short()}: {c.status}")
+                if ok:
+                    ax.plot([num(c.get("bytes")) for c in ok], [num(c.get("busbw_gb_per_s")) for c in ok],
+                            "--" if key[3] else "-", marker="o", markersize=3, label=series_label(list(key)))
+            mark_failed(ax, failed)
+            ax.set_xscale("log", base=2)
+            from matplotlib.ticker import FuncFormatter
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v) if v >= 1 else ""))
+            for lab in ax.get_xticklabels():
+                lab.set_fontsize(7)
+            zero_based(ax)
+            ax.set_xlabel("message size")
+            ax.set_ylabel("busbw (GB/s)")
+            ax.set_title(f"{op} on {dev}")
+            dedupe_legend(ax, loc="best")
         page.figure(fig, f"dist_{op}", f"{op}: busbw against message size (solid out-of-place, dashed in-place).",
                     notes)
 
@@ -123,6 +128,10 @@ def sec_dist(page, runs):
         lc.sort(key=lambda c: num(c.get("ranks")) or 0)
         ax.plot([num(c.get("ranks")) for c in lc], [100 * num(c.get("efficiency")) for c in lc], "o-",
                 label=series_label(list(key)))
+    ranks = sorted({num(c.get("ranks")) for lc in lines.values() for c in lc})
+    if ranks:
+        ax.set_xticks(ranks)
+        ax.set_xticklabels([f"{r:g}" for r in ranks])
     ax.axhline(100, color="#333", linewidth=1, linestyle=":")
     zero_based(ax)
     ax.set_ylim(0, max(110, ax.get_ylim()[1]))

@@ -110,6 +110,8 @@ if check(p.returncode == 0, f"dlbench report RUN FIXTURE exited {p.returncode}: 
     check("times as fast at batch 64" in page and "at batch 2" in page, "no speed-up at batch 64 and 2 in the answer")
     check("crossover" in page.lower() and "GPU against CPU: crossover" in page, "no crossover section")
     check("committed fixture" in page and "FIXTURE" in page, "the fixture is not labelled as one")
+    check("GPU cuda:0 (gpu_fixture) ms" in page and "CPU (run) ms" in page,
+          "the per-layer table does not put the CPU and the GPU side by side")
     first = page.index('class="answer"')
     check(first < page.index("<nav>"), "the answer does not open the report")
 
