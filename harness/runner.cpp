@@ -25,6 +25,7 @@
 #include "harness/tables.h"
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
+#include "kernels/common/nvtx.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
@@ -217,6 +218,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
   // "case"); where the reset is refused it is the process's peak so far (scope "process", monotone).
   const bool rss_per_case = reset_peak_rss();
   json meters = json::object();
+  const NvtxRange nvtx_case(spec.id.name());  // nsys / ncu timelines show which case ran
   json base = base_entry(spec.id, index);
   std::vector<json> entries;
   std::unique_ptr<Case> c;

@@ -1,10 +1,10 @@
 // CudaProfiler (see models/profiler.h): a region is a pair of CUDA events on the trainer's stream
-// and an NVTX push/pop (nvtx3, header-only, from the CUDA toolkit). Never run on a GPU yet.
+// and an NVTX push/pop (kernels/common/nvtx.h). Never run on a GPU yet.
 #include <cuda_runtime.h>
-#include <nvtx3/nvToolsExt.h>
 
 #include <vector>
 
+#include "kernels/common/nvtx.h"
 #include "kernels/cuda/cuda_util.h"
 #include "models/profiler.h"
 
@@ -14,9 +14,9 @@ namespace {
 
 class CudaProfiler final : public Profiler {
  public:
-  explicit CudaProfiler(const std::string& label) { nvtxRangePushA(label.c_str()); }
+  explicit CudaProfiler(const std::string& label) { nvtx_push(label); }
   ~CudaProfiler() override {
-    nvtxRangePop();
+    nvtx_pop();
     for (auto& r : recs_) {
       cudaEventDestroy(r.start);
       cudaEventDestroy(r.stop);
@@ -40,7 +40,7 @@ class CudaProfiler final : public Profiler {
     r.region.depth = int(open_.size());
     DLB_CUDA_CHECK(cudaEventCreate(&r.start));
     DLB_CUDA_CHECK(cudaEventCreate(&r.stop));
-    nvtxRangePushA(name.c_str());
+    nvtx_push(name);
     DLB_CUDA_CHECK(cudaEventRecord(r.start, stream_));
     open_.push_back(recs_.size());
     recs_.push_back(r);
@@ -51,7 +51,7 @@ class CudaProfiler final : public Profiler {
     Rec& r = recs_[open_.back()];
     open_.pop_back();
     DLB_CUDA_CHECK(cudaEventRecord(r.stop, stream_));
-    nvtxRangePop();
+    nvtx_pop();
   }
 
   std::vector<Region> regions() override {
