@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "bench/case.h"
+#include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/gemm_ref.h"
@@ -185,6 +186,7 @@ class TrainAmpCase final : public Case {
   void annotate(json& e) const override {
     parity_.annotate(e);
     e["params"] = m_->num_params();
+    napkin::put(e, napkin::train_step(*m_, batch_));  // fp32 bytes: an upper bound under autocast
     if (dtype_ == DType::bf16)
       e["bf16_path"] = "bf16-rounded operands and outputs, fp32 OpenBLAS sgemm (" + cpu::bf16_gemm_path() + ")";
     note_time(e, "train/cpu/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
@@ -241,6 +243,13 @@ class TrainAmpGpuCase final : public Case {
                          });
   }
 
+  bool profile(ProfileResult& out) override {
+    return profile_trainer_step(*tr_, *m_, epoch_, batch_, dev_,
+                                "profile amp " + model_ + " " + dev_ + " " + dtype_name(dtype_) + " batch " +
+                                    std::to_string(batch_),
+                                out);
+  }
+
   double run() override {
     tr_->train_epoch(epoch_, batch_);  // returns after the device finished
     return 0;
@@ -251,6 +260,7 @@ class TrainAmpGpuCase final : public Case {
     parity_.annotate(e);
     e["steps_per_iteration"] = nbatches_;
     e["params"] = m_->num_params();
+    napkin::put(e, napkin::train_step(*m_, batch_), nbatches_);  // fp32 bytes: an upper bound under autocast
     e["trainer"] = tr_->describe();
     e["peak_device_bytes"] = tr_->peak_device_bytes();
     if (dtype_ == DType::fp16) e["loss_scale"] = tr_->loss_scale();

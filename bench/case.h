@@ -14,6 +14,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
+#include "bench/profile.h"
 
 namespace dlb::bench {
 
@@ -62,6 +63,9 @@ class Case {
   // Extra keys for the record after timing (chosen algorithm, peak_device_bytes, pct_of_peak when
   // the case knows its own ceiling, ...).
   virtual void annotate(json& record) const { (void)record; }
+  // --profile (training suites): one extra, untimed step after timing, recorded region by region
+  // and checked against an unprofiled step (bench/profile.h). False: nothing to profile here.
+  virtual bool profile(ProfileResult& out) { (void)out; return false; }
   // Free big buffers before the next case is set up.
   virtual void teardown() {}
 };

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/case.h"
+#include "bench/napkin.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm_ref.h"
 
@@ -85,6 +86,7 @@ void annotate_shape(json& r, const std::string& layer, const Conv2dShape& s) {
   r["n"] = s.n, r["c"] = s.c, r["h"] = s.h, r["w"] = s.w, r["k"] = s.k, r["r"] = s.r, r["s"] = s.s;
   r["pad"] = s.pad_h, r["stride"] = s.stride_h, r["batch"] = s.n;
   r["p"] = s.p(), r["q"] = s.q();
+  napkin::put(r, napkin::conv2d(s, napkin::elem_bytes(r.value("dtype", "fp32"))));
 }
 
 std::vector<float> host_floats(std::size_t n, const char* what) {

@@ -23,6 +23,7 @@
 
 #include "bench/case.h"
 #include "kernels/common/child.h"
+#include "bench/napkin.h"
 #include "models/data.h"
 #include "models/trainer.h"
 #include "kernels/common/verify.h"
@@ -148,6 +149,11 @@ class TrainingCase final : public Case {
                                  (device_ == "cpu" ? " vs the fp64 reference)" : " vs the CPU's fp32)"));
   }
 
+  bool profile(ProfileResult& out) override {
+    return profile_trainer_step(*trainer_, *model_, *data_, batch_, device_,
+                                "profile " + model_name_ + " " + device_ + " batch " + std::to_string(batch_), out);
+  }
+
   double run() override {
     if (lecture_)
       std::cout << "(" << device_label(device_) << ") Begin training (" << model_->num_params() << " model params)\n"
@@ -177,6 +183,15 @@ class TrainingCase final : public Case {
     // Napkin math: forward + backward-data + backward-filter of every conv/linear = 3x forward
     // (2x for the first layer) -> 2 * 61 MFLOP per image for Net(128) on 32x32.
     const double flops = model_->train_flops(1) * double(images_);
+    // Roofline keys for one epoch: full steps plus the partial last one (bench/napkin.h).
+    const std::size_t full = images_ / std::size_t(batch_), last = images_ % std::size_t(batch_);
+    napkin::Cost epoch = napkin::train_step(*model_, batch_);
+    epoch.flops *= double(full), epoch.bytes *= double(full);
+    if (last) {
+      const auto tail = napkin::train_step(*model_, int(last));
+      epoch.flops += tail.flops, epoch.bytes += tail.bytes;
+    }
+    napkin::put(r, epoch);
     const double t = r.value("real_time", 0.0) * 1e-6;
     if (t > 0) r["train_gflops"] = flops / t * 1e-9;
     r["mean_loss"] = last_loss_;

@@ -32,6 +32,7 @@
 
 #include "bench/case.h"
 #include "kernels/common/child.h"
+#include "bench/napkin.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/openblas_core.h"
@@ -81,6 +82,7 @@ std::vector<float> host_floats(std::size_t n, const char* what) {
 
 void annotate_shape(json& r, const Shape& s) {
   r["m"] = s.m, r["n"] = s.n, r["k"] = s.k;
+  napkin::put(r, napkin::gemm(s.m, s.n, s.k, napkin::elem_bytes(r.value("dtype", "fp32"))));
 }
 
 // ---------------------------------------------------------------- CPU

@@ -16,7 +16,7 @@ namespace dlb::harness {
 namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
-  bool quick = false, no_report = false, list = false, cuda_graph = false;
+  bool quick = false, no_report = false, list = false, cuda_graph = false, profile = false;
   int repetitions = 0;
   double min_time = 0;
 };
@@ -32,6 +32,8 @@ void add_common(CLI::App* sub, RunFlags& f) {
   sub->add_option("--filter", f.filter, "Only cases whose name matches this regular expression");
   sub->add_option("--input", f.input, "Training input pipeline: pageable | pinned | prefetch | resident | all");
   sub->add_flag("--cuda-graph", f.cuda_graph, "Capture the GPU training step in a CUDA graph");
+  sub->add_flag("--profile", f.profile,
+                "Training suites: after timing, one more step per case recorded per layer (traces/<case>.json)");
   sub->add_option("--peer", f.peer, "Also run a peer implementation (pytorch) and print it beside ours");
 }
 
@@ -71,6 +73,7 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
     o.extra["input"] = parse_words(f.input, "--input");
   }
   if (f.cuda_graph) o.extra["cuda_graph"] = true;
+  if (f.profile) o.extra["profile"] = true;
   if (!f.peer.empty()) {
     if (f.peer != "pytorch") throw UsageError("--peer '" + f.peer + "': unknown peer (expected pytorch)");
     o.extra["peer"] = f.peer;

@@ -22,12 +22,14 @@
 #include "harness/commands.h"
 #include "harness/cpu_load.h"
 #include "harness/fingerprint.h"
+#include "harness/meters.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
 #include "kernels/common/child.h"
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
+#include "kernels/common/nvtx.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
@@ -165,8 +167,53 @@ void add_throughput(json& e, double seconds, double flops, double bytes, double 
   if (peak > 0) e["pct_of_peak"] = 100.0 * v / peak;
 }
 
+namespace {
+
+// Energy counters of a case's device now: RAPL (CPU cases) or NVML (GPU cases). Empty when not readable.
+struct EnergyMark {
+  RaplReading rapl;
+  std::optional<std::uint64_t> gpu_mj;
+  std::string why_not;
+};
+EnergyMark energy_mark(const std::string& device) {
+  EnergyMark m;
+  if (bench::is_gpu(device)) {
+    m.gpu_mj = nvml_energy_mj(bench::gpu_index(device), &m.why_not);
+  } else {
+    m.rapl = read_rapl(powercap_root());
+    m.why_not = m.rapl.why_not;
+  }
+  return m;
+}
+
+// Keys for the records: energy_j per timed iteration and imgs_per_j (training cases), or energy_note
+// "not readable here (...)". RAPL counts the whole CPU package, other processes included.
+json energy_keys(const EnergyMark& a, const EnergyMark& b, double iterations, double items) {
+  if (!a.why_not.empty() || !b.why_not.empty() || !(iterations > 0))
+    return {{"energy_note", a.why_not.empty() ? b.why_not : a.why_not}};
+  double j = 0;
+  json out;
+  if (a.gpu_mj) {
+    j = double(*b.gpu_mj - *a.gpu_mj) * 1e-3;
+    out["energy_source"] = "nvml total energy";
+  } else {
+    j = rapl_joules(a.rapl, b.rapl);
+    out["energy_source"] = "rapl package";
+  }
+  out["energy_j"] = j / iterations;
+  if (items > 0 && j > 0) out["imgs_per_j"] = items * iterations / j;
+  return out;
+}
+
+}  // namespace
+
 std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const TimingPolicy& policy, const Peaks& peaks,
                            json& record) {
+  // Host memory: VmHWM reset before setup, so the peak read after timing is this case's own (scope
+  // "case"); where the reset is refused it is the process's peak so far (scope "process", monotone).
+  const bool rss_per_case = reset_peak_rss();
+  json meters = json::object();
+  const NvtxRange nvtx_case(spec.id.name());  // nsys / ncu timelines show which case ran
   json base = base_entry(spec.id, index);
   std::vector<json> entries;
   std::unique_ptr<Case> c;
@@ -212,9 +259,31 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         return col.runs_;
       };
       const int r0 = !policy.repetitions_given && c->repetitions() > 0 ? c->repetitions() : policy.repetitions;
+      EnergyMark e0 = energy_mark(spec.id.device);
       auto runs = time_it(r0);
       // Noise-aware: a noisy first pass is redone once with twice the repetitions.
-      if (policy.retry_noisy && r0 > 1 && r0 < 20 && cv_of_iterations(runs) > policy.max_cv) runs = time_it(std::min(20, 2 * r0));
+      if (policy.retry_noisy && r0 > 1 && r0 < 20 && cv_of_iterations(runs) > policy.max_cv) {
+        e0 = energy_mark(spec.id.device);
+        runs = time_it(std::min(20, 2 * r0));
+      }
+      const EnergyMark e1 = energy_mark(spec.id.device);
+      double iters = 0;
+      for (const auto& r : runs)
+        if (r.run_type != benchmark::BenchmarkReporter::Run::RT_Aggregate && !r.error_occurred) iters += double(r.iterations);
+      meters = energy_keys(e0, e1, iters, w.items);
+      if (const auto rss = peak_rss_bytes()) {
+        meters["host_peak_rss_bytes"] = *rss;
+        meters["host_peak_rss_scope"] = rss_per_case ? "case" : "process";
+      }
+      // --profile: one more step, untimed, after the timing (bench/profile.h).
+      if (!policy.trace_dir.empty()) {
+        try {
+          bench::ProfileResult pr;
+          if (c->profile(pr)) meters["profile"] = bench::write_profile(policy.trace_dir, fn, pr);
+        } catch (const std::exception& ex) {
+          meters["profile"] = {{"error", ex.what()}};
+        }
+      }
       for (const auto& r : runs) {
         json e = base;
         const bool agg = r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate;
@@ -239,6 +308,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
           add_throughput(e, r.GetAdjustedRealTime() * 1e-6, w.flops, w.bytes, w.items, metric,
                          peak_for(e, metric, peaks));
         }
+        if (!r.error_occurred) e.update(meters);
         c->annotate(e);
         entries.push_back(e);
       }
@@ -438,6 +508,8 @@ int run_suites(const RunOptions& given) {
   policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
   policy.max_cv = opts.max_cv;
   policy.retry_noisy = !opts.quick;
+  if (opts.extra.value("profile", false)) policy.trace_dir = writer->dir();
+
   // 2. Context: fingerprint + measured peaks.
   json context = fingerprint(opts.argv);
   if (resuming) {
@@ -551,6 +623,11 @@ int run_suites(const RunOptions& given) {
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     std::cerr << line.str() << eta(elapsed, i + 1, cases.size()) << "\n";
+    if (record.contains("profile")) {
+      const json& p = record["profile"];
+      if (p.contains("error")) std::cerr << "dlbench: profile of " << spec.id.name() << " failed: " << p["error"].get<std::string>() << "\n";
+      else bench::print_profile(std::cout, spec.id.name(), p);
+    }
   }
   const bool interrupted = interrupt_requested();
   std::set<std::string> done;

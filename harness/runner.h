@@ -51,6 +51,7 @@ struct TimingPolicy {
   double min_time = 0.1;
   double max_cv = 0.05;
   bool retry_noisy = true;
+  std::string trace_dir;  // --profile: the results folder (traces go to its traces/); "" = no profiling
 };
 
 struct Peaks;

@@ -2,6 +2,7 @@
 #include "models/net.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -77,6 +78,17 @@ double Sequential::train_flops(int n) const {
   return f;
 }
 
+std::string Sequential::layer_name(std::size_t i) const {
+  const auto ps = layers_.at(i)->params();
+  if (!ps.empty()) return ps[0]->name.substr(0, ps[0]->name.find('.'));
+  const std::string kind = layers_[i]->kind();
+  int ordinal = 0;
+  for (std::size_t j = 0; j <= i; ++j) ordinal += layers_[j]->kind() == kind;
+  std::string base = kind == "MaxPool2d" ? "pool" : kind;
+  for (char& c : base) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return base + std::to_string(ordinal);
+}
+
 void Sequential::plan(int n) {
   if (!shapes_.empty() && shapes_[0].n == n) return;
   shapes_.assign(layers_.size() + 1, Shape{});
@@ -117,6 +129,7 @@ const std::vector<float>& Sequential::predict(const float* x, int n) {
 }
 
 float Sequential::forward_backward(const Batch& b) {
+  if (prof_) return forward_backward_profiled(b);
   predict(b.x, b.n);
   const Shape& o = shapes_.back();
   const float loss = loss_forward_backward(loss_, acts_.back().data(), b, o.size(), int(o.per_item()), dout_.data());
@@ -128,6 +141,54 @@ float Sequential::forward_backward(const Batch& b) {
       --i;
       continue;
     }
+    layers_[i]->backward(shapes_[i], xin, acts_[i].data(), dy, i == 0 ? nullptr : grads_[i].data());
+  }
+  return loss;
+}
+
+// The same arithmetic as forward_backward(), one region per layer (a fused ReLU + MaxPool2d pass is
+// one region, "relu1+pool1") and direction. Region FLOPs: forward as Layer::forward_flops, backward
+// twice that (data + weight gradients; the first layer computes no input gradient: once).
+float Sequential::forward_backward_profiled(const Batch& b) {
+  Profiler* p = prof_;
+  plan(b.n);
+  auto fused_name = [&](std::size_t i) { return layer_name(i) + "+" + layer_name(i + 1); };
+  {
+    ProfileScope fw(p, "forward", "phase");
+    const float* cur = b.x;
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      if (fused_[i]) {
+        const std::string nm = fused_name(i);
+        ProfileScope r(p, "forward " + nm, "forward", nm, layers_[i + 1]->forward_flops(shapes_[i + 1]));
+        ++i;
+        static_cast<MaxPool2d*>(layers_[i].get())->forward_relu(shapes_[i - 1], cur, acts_[i].data());
+      } else {
+        const std::string nm = layer_name(i);
+        ProfileScope r(p, "forward " + nm, "forward", nm, layers_[i]->forward_flops(shapes_[i]));
+        layers_[i]->forward(shapes_[i], cur, acts_[i].data());
+      }
+      cur = acts_[i].data();
+    }
+  }
+  const Shape& o = shapes_.back();
+  float loss = 0;
+  {
+    ProfileScope r(p, "loss", "loss");
+    loss = loss_forward_backward(loss_, acts_.back().data(), b, o.size(), int(o.per_item()), dout_.data());
+  }
+  ProfileScope bw(p, "backward", "phase");
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    const float* xin = i == 0 ? b.x : acts_[i - 1].data();
+    const float* dy = i + 1 == layers_.size() ? dout_.data() : grads_[i + 1].data();
+    if (i > 0 && fused_[i - 1]) {
+      const std::string nm = fused_name(i - 1);
+      ProfileScope r(p, "backward " + nm, "backward", nm, 2 * layers_[i]->forward_flops(shapes_[i]));
+      static_cast<MaxPool2d*>(layers_[i].get())->backward_relu(shapes_[i - 1], acts_[i].data(), dy, grads_[i - 1].data());
+      --i;
+      continue;
+    }
+    const std::string nm = layer_name(i);
+    ProfileScope r(p, "backward " + nm, "backward", nm, (i == 0 ? 1 : 2) * layers_[i]->forward_flops(shapes_[i]));
     layers_[i]->backward(shapes_[i], xin, acts_[i].data(), dy, i == 0 ? nullptr : grads_[i].data());
   }
   return loss;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/layers.h"
+#include "models/profiler.h"
 
 namespace dlb::models {
 
@@ -47,6 +48,11 @@ class Sequential {
   // after the first, which needs no input gradient). Napkin math for GFLOP/s.
   double train_flops(int n) const;
 
+  // The layer's name in profiles: its parameters' prefix ("conv1", "fc2"), else kind + ordinal ("relu1").
+  std::string layer_name(std::size_t i) const;
+  // --profile: forward_backward() reports a region per layer and direction and the loss (null: off).
+  void set_profiler(Profiler* p) { prof_ = p; }
+
   // Fast fp32 path: zero_grad(); forward_backward() leaves gradients in Param::grad and returns the
   // loss. predict() runs forward only and returns the output (logits / reconstruction).
   void zero_grad();
@@ -70,7 +76,9 @@ class Sequential {
   // fused_[i]: layer i is a ReLU followed by a MaxPool2d, run as one MaxPool2d::forward_relu /
   // backward_relu pass (acts_[i] and grads_[i + 1] then stay empty: nothing reads them).
   std::vector<char> fused_;
+  Profiler* prof_ = nullptr;
   void plan(int n);
+  float forward_backward_profiled(const Batch& b);
 };
 
 // Loss on host buffers, fp32 and fp64 (the gradient is written when d is non-null).

@@ -115,6 +115,37 @@ class CpuTrainer final : public Trainer {
     return m_.loss() == LossKind::mse ? loss / d.size() : double(right) / d.size();
   }
 
+  float profile_step(const Dataset& d, int batch, Profiler& p) override {
+    check_dataset(m_, d, batch);
+    cpu::BlasThreadsScope blas(blas_threads());
+    const int n = int(std::min<std::size_t>(batch, d.size()));
+    std::vector<std::uint32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0u);
+    x_.resize(std::size_t(n) * d.c * d.h * d.w);
+    y_.resize(n);
+    float loss = 0;
+    ProfileScope step(&p, "step", "step");
+    {
+      ProfileScope r(&p, "data copy", "copy");
+      gather_batch(d, idx, 0, n, x_.data(), y_.data());
+    }
+    {
+      ProfileScope r(&p, "zero_grad", "optimizer");
+      m_.zero_grad();
+    }
+    m_.set_profiler(&p);
+    try {
+      loss = m_.forward_backward(Batch{x_.data(), y_.data(), nullptr, n});
+    } catch (...) {
+      m_.set_profiler(nullptr);
+      throw;
+    }
+    m_.set_profiler(nullptr);
+    ProfileScope r(&p, "optimizer", "optimizer");
+    opt_.step();
+    return loss;
+  }
+
   float gradients(const Batch& b) override {
     cpu::BlasThreadsScope blas(blas_threads());
     m_.zero_grad();
@@ -138,6 +169,10 @@ class CpuTrainer final : public Trainer {
 };
 
 }  // namespace
+
+float Trainer::profile_step(const Dataset&, int, Profiler&) {
+  throw Unsupported("--profile: this trainer (" + describe() + ") records no regions");
+}
 
 std::unique_ptr<Trainer> make_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o) {
   if (o.device == "cpu") {

@@ -11,6 +11,7 @@
 #include "models/amp.h"
 #include "models/data.h"
 #include "models/net.h"
+#include "models/profiler.h"
 
 namespace dlb::models {
 
@@ -54,6 +55,11 @@ class Trainer {
   virtual std::size_t peak_device_bytes() const { return 0; }
   // The loss scaler's current scale (1 when the run does not scale: fp32, tf32, bf16, the CPU).
   virtual float loss_scale() { return 1.0f; }
+  // --profile: one training step on the first `batch` images of `d` (in order), each part reported to
+  // `p`: "step" around data copy, zero_grad, forward (a region per layer), loss, backward (a region
+  // per layer), optimizer and, on a GPU, the final synchronisation. Untimed; it updates the weights
+  // like any step. Returns the step's loss.
+  virtual float profile_step(const Dataset& d, int batch, Profiler& p);
   virtual std::string describe() const = 0;  // "cpu (OpenBLAS, 2 threads)", "cuda:0 (pinned, graph)"
 };
 

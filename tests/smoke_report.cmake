@@ -28,3 +28,10 @@ add_test(NAME smoke.report_after_run
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/report/after_run.sh $<TARGET_FILE:dlbench> ${DLB_REPORT_OUT}/run)
 set_tests_properties(smoke.report_content smoke.report_bad_input smoke.report_chromium smoke.report_after_run
                      PROPERTIES LABELS smoke TIMEOUT 600)
+
+# Issue 16: --profile traces, per-layer table, roofline, opening answer, cross-machine crossover
+# against the committed GPU fixture (tests/profile/check_profile.py; one quick CPU lecture run).
+add_test(NAME smoke.profile_lecture
+         COMMAND ${DLB_REPORT_PY} ${CMAKE_CURRENT_SOURCE_DIR}/profile/check_profile.py $<TARGET_FILE:dlbench>
+                 ${DLB_REPORT_DATA}/gpu_fixture/lecture.json ${DLB_REPORT_OUT}/profile)
+set_tests_properties(smoke.profile_lecture PROPERTIES LABELS smoke TIMEOUT 600)

@@ -1,6 +1,7 @@
 // CPU-only build: the CUDA facts say why there is no GPU backend.
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
+#include "kernels/common/nvtx.h"
 
 namespace dlb {
 
@@ -14,5 +15,8 @@ const CudaInfo& cuda_info() {
 }
 
 GpuMeasuredPeaks measure_gpu_peaks(int) { return {}; }
+
+void nvtx_push(const std::string&) {}
+void nvtx_pop() {}
 
 }  // namespace dlb

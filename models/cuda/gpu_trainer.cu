@@ -31,6 +31,8 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <numeric>
+#include <optional>
 
 #include "kernels/common/errors.h"
 #include "kernels/cuda/amp_kernels.h"
@@ -169,6 +171,43 @@ class GpuTrainer final : public Trainer {
     for (const auto& s : slots_)
       DLB_CUDA_CHECK(cudaMemcpy(s.host->grad.data(), grads_.data() + s.offset, s.host->size() * sizeof(float),
                                 cudaMemcpyDeviceToHost));
+    return read_loss();
+  }
+
+  // One step from the case's first images with a region per part (CUDA events + NVTX, profiler.h).
+  // Zero-grad is no kernel here (backward writes the gradients), so it has no region.
+  float profile_step(const Dataset& d, int batch, Profiler& p) override {
+    check(d, batch);
+    const int n = int(std::min<std::size_t>(batch, d.size()));
+    const std::size_t item = std::size_t(d.c) * d.h * d.w;
+    plan(n);
+    std::vector<std::uint32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0u);
+    host_x_.resize(std::size_t(n) * item), host_y_.resize(n);
+    p.bind_stream(stream_);
+    zero_loss();
+    prof_ = &p;
+    try {
+      ProfileScope st(&p, "step", "step");
+      {
+        ProfileScope r(&p, "data copy", "copy");
+        gather_batch(d, idx, 0, n, host_x_.data(), host_y_.data());
+        copy_in(host_x_.data(), host_y_.data(), n, item, stream_);
+      }
+      forward(n);
+      loss_and_backward(n);
+      {
+        ProfileScope r(&p, "optimizer", "optimizer");
+        finish_gradients();
+        optimize();
+      }
+      ProfileScope r(&p, "sync", "sync");
+      DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    } catch (...) {
+      prof_ = nullptr;
+      throw;
+    }
+    prof_ = nullptr;
     return read_loss();
   }
 
@@ -509,9 +548,13 @@ class GpuTrainer final : public Trainer {
     std::size_t pi = 0;  // index into slots_
     if (half_) to_half(x_.data(), xh_.data(), shapes_[0].size());
     const void* cur = input();
+    std::optional<ProfileScope> phase;
+    if (prof_) phase.emplace(prof_, "forward", "phase");
     for (std::size_t i = 0; i < layers.size(); ++i) {
       Layer* l = layers[i];
       const Shape& in = shapes_[i];
+      std::optional<ProfileScope> region;
+      if (prof_) region.emplace(prof_, "forward " + m_.layer_name(i), "forward", m_.layer_name(i), l->forward_flops(in));
       void* y = act(i);
       const std::string k = l->kind();
       if (k == "Conv2d") {
@@ -556,16 +599,26 @@ class GpuTrainer final : public Trainer {
     const Shape& o = shapes_.back();
     const float* scale = scaling_ ? amp_.data() : nullptr;  // the loss gradient carries the scale
     void* dlogits = dout_.front().data();
-    if (m_.loss() == LossKind::cross_entropy)
-      cuda::softmax_xent(act(acts_.size() - 1), y_.data(), n, int(o.per_item()), dlogits, scalars_.data(), st_, scale,
-                         stream_);
-    else
-      cuda::mse(act(acts_.size() - 1), x_.data(), o.size(), dlogits, scalars_.data(), st_, scale, stream_);
+    {
+      std::optional<ProfileScope> region;
+      if (prof_) region.emplace(prof_, "loss", "loss");
+      if (m_.loss() == LossKind::cross_entropy)
+        cuda::softmax_xent(act(acts_.size() - 1), y_.data(), n, int(o.per_item()), dlogits, scalars_.data(), st_, scale,
+                           stream_);
+      else
+        cuda::mse(act(acts_.size() - 1), x_.data(), o.size(), dlogits, scalars_.data(), st_, scale, stream_);
+    }
     const auto layers = m_.layers();
     std::size_t pi = slots_.size();
+    std::optional<ProfileScope> phase;
+    if (prof_) phase.emplace(prof_, "backward", "phase");
     for (std::size_t i = layers.size(); i-- > 0;) {
       Layer* l = layers[i];
       const Shape& in = shapes_[i];
+      std::optional<ProfileScope> region;
+      if (prof_)
+        region.emplace(prof_, "backward " + m_.layer_name(i), "backward", m_.layer_name(i),
+                       (i == 0 ? 1 : 2) * l->forward_flops(in));
       const void* xin = i == 0 ? input() : act(i - 1);
       const void* y = act(i);
       const void* dy = i + 1 == layers.size() ? dlogits : dxs(i + 1);
@@ -619,6 +672,8 @@ class GpuTrainer final : public Trainer {
     if (half_) from_half(gh_.data(), grads_.data(), grads_.size());
     if (scaling_) cuda::amp_unscale_check(grads_.data(), grads_.size(), amp_.data() + 1, amp_.data() + 3, stream_);
   }
+
+  Profiler* prof_ = nullptr;  // set during profile_step only
 
   void optimize() {
     // One launch over the flat buffers: the padding between slices holds zeros in every buffer.

@@ -1,0 +1,164 @@
+// Chrome traces and per-layer summaries of profiled steps (see profile.h).
+#include "bench/profile.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <stdexcept>
+
+#include "kernels/common/verify.h"
+
+namespace dlb::bench {
+
+using json = nlohmann::json;
+
+bool profile_trainer_step(models::Trainer& t, models::Sequential& m, const models::Dataset& d, int batch,
+                          const std::string& device, const std::string& label, ProfileResult& out) {
+  const int n = static_cast<int>(std::min<std::size_t>(std::size_t(batch), d.size()));
+  const models::Batch b{d.images.data(), d.labels.data(), nullptr, n};
+  const float ref_loss = t.gradients(b);
+  std::vector<std::vector<float>> ref_grads;
+  for (auto* p : m.params()) ref_grads.push_back(p->grad);
+  std::unique_ptr<models::Profiler> prof;
+#ifdef DLB_HAVE_CUDA
+  if (device != "cpu") prof = models::make_cuda_profiler(label);
+#endif
+  (void)label;
+  if (!prof) prof = std::make_unique<models::WallProfiler>();
+  const float loss = t.profile_step(d, batch, *prof);
+  out.regions = prof->regions();
+  out.device = device;
+  double worst = std::abs(double(loss) - ref_loss) / std::max(1e-12, std::abs(double(ref_loss)));
+  if (device == "cpu") {
+    auto ps = m.params();
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref_grads[i].data(), ps[i]->size()));
+  }
+  out.max_rel_err = worst;
+  out.verified = std::isfinite(loss) && worst <= (device == "cpu" ? 1e-5 : 1e-4);
+  out.check = device == "cpu" ? "loss and gradients equal an unprofiled step's" : "loss equals an unprofiled step's";
+  return true;
+}
+
+json chrome_trace(const std::string& case_name, const ProfileResult& p) {
+  json ev = json::array();
+  // Metadata: the process is the case, the thread the device's clock.
+  ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", case_name}}}});
+  const std::string clock = p.regions.empty() ? "wall" : p.regions.front().clock;
+  ev.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", 1},
+                {"args", {{"name", p.device + (clock == "cuda_event" ? " (CUDA events)" : " (wall clock)")}}}});
+  for (const auto& r : p.regions) {
+    json args = {{"depth", r.depth}, {"clock", r.clock}};
+    if (!r.layer.empty()) args["layer"] = r.layer;
+    if (r.flops > 0) {
+      args["flops"] = r.flops;
+      if (r.dur_us > 0) args["gflops"] = r.flops / (r.dur_us * 1e-6) * 1e-9;
+    }
+    ev.push_back({{"ph", "X"}, {"name", r.name}, {"cat", r.cat}, {"pid", 1}, {"tid", 1}, {"ts", r.start_us},
+                  {"dur", r.dur_us}, {"args", args}});
+  }
+  return {{"traceEvents", ev},
+          {"displayTimeUnit", "ms"},
+          {"otherData", {{"case", case_name}, {"device", p.device}, {"verified", p.verified}, {"check", p.check}}}};
+}
+
+json profile_summary(const ProfileResult& p) {
+  double step_us = 0;
+  for (const auto& r : p.regions)
+    if (r.depth == 0) step_us += r.dur_us;
+  // Leaves: regions with no region inside them.
+  std::vector<bool> leaf(p.regions.size(), true);
+  for (std::size_t i = 0; i + 1 < p.regions.size(); ++i) leaf[i] = p.regions[i + 1].depth <= p.regions[i].depth;
+  struct Row {
+    std::string kind;
+    double fw = 0, bw = 0, ms = 0, flops = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Row> rows;
+  for (std::size_t i = 0; i < p.regions.size(); ++i) {
+    const auto& r = p.regions[i];
+    if (!leaf[i] || r.depth == 0) continue;
+    const std::string key = r.layer.empty() ? r.name : r.layer;
+    if (!rows.count(key)) order.push_back(key);
+    Row& row = rows[key];
+    row.kind = r.layer.empty() ? r.cat : "layer";
+    const double ms = r.dur_us * 1e-3;
+    if (r.cat == "forward") row.fw += ms;
+    if (r.cat == "backward") row.bw += ms;
+    row.ms += ms;
+    row.flops += r.flops;
+  }
+  json out = json::array();
+  double sum = 0;
+  auto pct = [&](double ms) { return step_us > 0 ? 100.0 * ms / (step_us * 1e-3) : 0.0; };
+  for (const auto& k : order) {
+    const Row& r = rows[k];
+    json j = {{"region", k}, {"kind", r.kind}, {"ms", r.ms}, {"pct_of_step", pct(r.ms)}};
+    if (r.kind == "layer") j["forward_ms"] = r.fw, j["backward_ms"] = r.bw;
+    if (r.flops > 0 && r.ms > 0) j["gflops"] = r.flops / (r.ms * 1e-3) * 1e-9, j["flops"] = r.flops;
+    out.push_back(j);
+    sum += r.ms;
+  }
+  const double rest = step_us * 1e-3 - sum;
+  out.push_back({{"region", "unaccounted"}, {"kind", "other"}, {"ms", rest}, {"pct_of_step", pct(rest)}});
+  return {{"step_ms", step_us * 1e-3},
+          {"clock", p.regions.empty() ? "wall" : p.regions.front().clock},
+          {"device", p.device},
+          {"verified", p.verified},
+          {"max_rel_err", p.max_rel_err},
+          {"check", p.check},
+          {"rows", out}};
+}
+
+json write_profile(const std::string& dir, const std::string& case_name, const ProfileResult& p) {
+  const std::string tdir = dir + "/traces";
+  if (::mkdir(tdir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw std::runtime_error(tdir + ": cannot create the traces folder (" + std::strerror(errno) + ")");
+  std::string file = case_name;
+  for (char& c : file)
+    if (c == '/' || c == ' ' || c == ':') c = '_';
+  const std::string rel = "traces/" + file + ".json", path = dir + "/" + rel, tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << chrome_trace(case_name, p).dump() << "\n";
+    if (!f.flush()) throw std::runtime_error(tmp + ": cannot write the trace");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(path + ": cannot write the trace (" + std::strerror(errno) + ")");
+  json s = profile_summary(p);
+  s["trace"] = rel;
+  return s;
+}
+
+void print_profile(std::ostream& out, const std::string& case_name, const json& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "profile %s: one step %.3f ms (%s)%s -> %s\n", case_name.c_str(),
+                s.value("step_ms", 0.0), s.value("clock", "").c_str(), s.value("verified", false) ? "" : " NOT VERIFIED",
+                s.value("trace", "").c_str());
+  out << buf;
+  std::snprintf(buf, sizeof buf, "  %-16s %10s %10s %10s %7s %9s\n", "region", "fwd ms", "bwd ms", "ms", "% step",
+                "GFLOP/s");
+  out << buf;
+  for (const auto& r : s.value("rows", json::array())) {
+    auto num = [&](const char* k) {
+      char b[32];
+      if (!r.contains(k)) return std::string("-");
+      std::snprintf(b, sizeof b, "%.3f", r[k].get<double>());
+      return std::string(b);
+    };
+    std::snprintf(buf, sizeof buf, "  %-16s %10s %10s %10.3f %6.1f%% %9s\n", r.value("region", "").c_str(),
+                  num("forward_ms").c_str(), num("backward_ms").c_str(), r.value("ms", 0.0),
+                  r.value("pct_of_step", 0.0), r.contains("gflops") ? num("gflops").c_str() : "-");
+    out << buf;
+  }
+  out.flush();
+}
+
+}  // namespace dlb::bench

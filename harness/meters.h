@@ -1,0 +1,40 @@
+// What a case costs besides time: host memory (peak RSS) and energy (CPU package RAPL counters,
+// GPU NVML total-energy counter), read around a case by the run loop. Each reader says "not
+// readable here" (an empty optional / a reason) instead of failing when the machine hides it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlb::harness {
+
+// Peak resident set size of this process in bytes (VmHWM of /proc/self/status), or nullopt.
+std::optional<std::uint64_t> peak_rss_bytes();
+// Resets VmHWM to the current RSS (writes "5" to /proc/self/clear_refs; Linux >= 4.0). True when it
+// worked: the next peak_rss_bytes() is then this case's own peak, not the process's since start.
+bool reset_peak_rss();
+
+// RAPL through powercap: every top-level package zone ROOT/intel-rapl:N (N without ':' sub-zones)
+// with energy_uj and max_energy_range_uj. ROOT defaults to /sys/class/powercap; $DLBENCH_POWERCAP_ROOT
+// overrides it (tests point it at a fake tree).
+struct RaplZone {
+  std::string path, name;
+  std::uint64_t max_range_uj = 0;
+};
+struct RaplReading {
+  std::vector<RaplZone> zones;
+  std::vector<std::uint64_t> uj;  // one per zone
+  std::string why_not;            // non-empty when nothing is readable
+};
+std::string powercap_root();
+RaplReading read_rapl(const std::string& root);
+// Joules between two readings of the same zones, each counter's wraparound at max_energy_range_uj
+// taken into account (at most one wrap per zone between the readings).
+double rapl_joules(const RaplReading& a, const RaplReading& b);
+
+// NVML's total energy (millijoules since the driver loaded) of GPU `index`, libnvidia-ml.so.1 opened
+// with dlopen (no link-time dependency). nullopt with `why` set when absent. Never run on a GPU.
+std::optional<std::uint64_t> nvml_energy_mj(int index, std::string* why);
+
+}  // namespace dlb::harness

@@ -1,0 +1,133 @@
+// --profile pieces without the CLI: the model's region hook (models/profiler.h through
+// Sequential::forward_backward), the CPU trainer's profiled step, and the Chrome trace and per-layer
+// summary built from regions (bench/profile.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "bench/profile.h"
+#include "models/data.h"
+#include "models/trainer.h"
+
+using namespace dlb;
+using nlohmann::json;
+
+namespace {
+
+models::Dataset small_data(int n) {
+  models::Split s = models::synthetic_cifar10(std::size_t(n), 0, 0);
+  return std::move(s.train);
+}
+
+}  // namespace
+
+TEST(Profile, TrainerStepHasARegionPerLayerAndDirection) {
+  auto m = models::make_net(16);
+  m->init(0);
+  const auto d = small_data(8);
+  auto t = models::make_trainer(*m, models::default_optimizer("net128"), models::TrainOptions{});
+  models::WallProfiler p;
+  const float loss = t->profile_step(d, 4, p);
+  EXPECT_TRUE(std::isfinite(loss));
+  const auto rs = p.regions();
+  ASSERT_FALSE(rs.empty());
+  EXPECT_EQ(rs.front().name, "step");
+  EXPECT_EQ(rs.front().depth, 0);
+  std::set<std::string> names;
+  for (const auto& r : rs) {
+    names.insert(r.name);
+    EXPECT_GE(r.dur_us, 0.0) << r.name;
+    if (r.depth > 0) {  // nested inside the step
+      EXPECT_GE(r.start_us, rs.front().start_us) << r.name;
+      EXPECT_LE(r.start_us + r.dur_us, rs.front().start_us + rs.front().dur_us + 1e-3) << r.name;
+    }
+  }
+  for (const char* n : {"data copy", "zero_grad", "forward", "loss", "backward", "optimizer", "forward conv1",
+                        "backward conv1", "forward conv2", "backward conv2", "forward fc1", "backward fc1",
+                        "forward fc3", "backward fc3", "forward relu1+pool1", "backward relu1+pool1"})
+    EXPECT_TRUE(names.count(n)) << "no region " << n;
+  // Forward regions carry the layer's FLOPs; backward twice that except the first layer (once).
+  double fw1 = 0, bw1 = 0, fw2 = 0, bw2 = 0;
+  for (const auto& r : rs) {
+    if (r.name == "forward conv1") fw1 = r.flops;
+    if (r.name == "backward conv1") bw1 = r.flops;
+    if (r.name == "forward conv2") fw2 = r.flops;
+    if (r.name == "backward conv2") bw2 = r.flops;
+  }
+  EXPECT_GT(fw1, 0);
+  EXPECT_DOUBLE_EQ(bw1, fw1);
+  EXPECT_DOUBLE_EQ(bw2, 2 * fw2);
+}
+
+TEST(Profile, ProfiledStepEqualsUnprofiledStep) {
+  const auto d = small_data(8);
+  auto a = models::make_net(16), b = models::make_net(16);
+  a->init(0);
+  b->init(0);
+  auto ta = models::make_trainer(*a, models::default_optimizer("net128"), models::TrainOptions{});
+  auto tb = models::make_trainer(*b, models::default_optimizer("net128"), models::TrainOptions{});
+  models::WallProfiler p;
+  const float la = ta->profile_step(d, 4, p);
+  const float lb = tb->gradients(models::Batch{d.images.data(), d.labels.data(), nullptr, 4});
+  EXPECT_FLOAT_EQ(la, lb);
+  auto pa = a->params(), pb = b->params();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    for (std::size_t j = 0; j < pa[i]->size(); ++j) ASSERT_FLOAT_EQ(pa[i]->grad[j], pb[i]->grad[j]) << pa[i]->name;
+}
+
+TEST(Profile, TraceAndSummaryFromRegions) {
+  bench::ProfileResult r;
+  r.device = "cpu";
+  r.verified = true;
+  auto add = [&](const char* name, const char* cat, const char* layer, int depth, double t, double dur, double flops) {
+    models::Region g;
+    g.name = name, g.cat = cat, g.layer = layer, g.depth = depth, g.start_us = t, g.dur_us = dur, g.flops = flops;
+    g.clock = "wall";
+    r.regions.push_back(g);
+  };
+  add("step", "step", "", 0, 0, 1000, 0);
+  add("data copy", "copy", "", 1, 0, 100, 0);
+  add("forward", "phase", "", 1, 100, 300, 0);
+  add("forward fc1", "forward", "fc1", 2, 100, 300, 3e6);
+  add("loss", "loss", "", 1, 400, 100, 0);
+  add("backward", "phase", "", 1, 500, 400, 0);
+  add("backward fc1", "backward", "fc1", 2, 500, 400, 6e6);
+  const json s = bench::profile_summary(r);
+  EXPECT_DOUBLE_EQ(s["step_ms"].get<double>(), 1.0);
+  const auto& rows = s["rows"];
+  ASSERT_EQ(rows.size(), 4u);  // data copy, fc1, loss, unaccounted
+  EXPECT_EQ(rows[1]["region"], "fc1");
+  EXPECT_DOUBLE_EQ(rows[1]["forward_ms"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(rows[1]["backward_ms"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(rows[1]["pct_of_step"].get<double>(), 70.0);
+  EXPECT_NEAR(rows[1]["gflops"].get<double>(), 9e6 / 0.7e-3 * 1e-9, 1e-9);
+  EXPECT_EQ(rows[3]["region"], "unaccounted");
+  EXPECT_NEAR(rows[3]["ms"].get<double>(), 0.1, 1e-12);
+
+  const json t = bench::chrome_trace("suite/op/cpu/fp32/batch=2", r);
+  int complete = 0;
+  for (const auto& e : t["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph"));
+    if (e["ph"] == "X") {
+      ++complete;
+      EXPECT_TRUE(e["ts"].is_number());
+      EXPECT_TRUE(e["dur"].is_number());
+      EXPECT_EQ(e["pid"], 1);
+    }
+  }
+  EXPECT_EQ(complete, 7);
+}
+
+TEST(Profile, TrainerStepCheckedAgainstAnUnprofiledStep) {
+  auto m = models::make_net(16);
+  m->init(0);
+  const auto d = small_data(8);
+  auto t = models::make_trainer(*m, models::default_optimizer("net128"), models::TrainOptions{});
+  bench::ProfileResult r;
+  ASSERT_TRUE(bench::profile_trainer_step(*t, *m, d, 4, "cpu", "test", r));
+  EXPECT_TRUE(r.verified) << r.max_rel_err;
+  EXPECT_LE(r.max_rel_err, 1e-5);
+  EXPECT_EQ(r.device, "cpu");
+  EXPECT_EQ(r.regions.front().clock, "wall");
+}
