@@ -281,9 +281,9 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
 std::vector<std::string> resolve_devices(const std::string& spec, std::string* note) {
   const CudaInfo& cu = cuda_info();
   std::vector<std::string> out;
-  auto add = [&](const std::string& d) {
+  auto add = [&](const std::string& d) {  // a device named twice (cpu,all; cuda,cuda:0) is a usage error
     for (const auto& x : out)
-      if (x == d) return;
+      if (x == d) throw UsageError("--device '" + spec + "': " + d + " is listed twice");
     out.push_back(d);
   };
   for (const std::string& d : parse_words(spec, "--device")) {
@@ -334,6 +334,7 @@ int run_suites(const RunOptions& opts) {
     }
   }
   std::vector<std::pair<std::string, CaseSpec>> cases;  // (suite, case)
+  std::size_t expanded = 0;                              // before --filter
   std::map<std::string, const bench::Suite*> suites;
   for (const auto& name : opts.suites) {
     const bench::Suite* s = bench::find_suite(name);
@@ -348,9 +349,15 @@ int run_suites(const RunOptions& opts) {
     so.quick = opts.quick;
     so.devices = devices;
     so.extra = opts.extra;
-    for (auto& c : s->expand(so))
+    for (auto& c : s->expand(so)) {
+      ++expanded;
       if (opts.filter.empty() || std::regex_search(c.id.name(), filter)) cases.emplace_back(name, std::move(c));
+    }
   }
+  if (cases.empty())  // bad usage: nothing would run, and an empty results folder helps no one
+    throw UsageError(expanded > 0 ? "--filter '" + opts.filter + "' matches none of the " + std::to_string(expanded) +
+                                        " cases (see: dlbench list --suite ...)"
+                                  : "nothing to run for --suite/--device as given (see: dlbench list)");
   if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
   if (opts.list_only) {
     for (const auto& [s, c] : cases) std::cout << c.id.name() << "\n";
