@@ -161,8 +161,8 @@ class CpuGemmOtherCore final : public Case {
                             " --filter 'impl=openblas/size=" + n + "$' --repetitions " + std::to_string(reps_) +
                             " --out '" + dir + "' --no-report >'" + dir + "/log.txt' 2>&1";
     const int st = std::system(cmd.c_str());
-    json results;
-    std::ifstream(dir + "/results.json") >> results;  // leaves `results` null when missing
+    std::ifstream in(dir + "/results.json");
+    const json results = json::parse(in, nullptr, false);  // discarded (not an object) when missing or cut short
     std::string log;
     std::getline(std::ifstream(dir + "/log.txt"), log, '\0');
     std::error_code ec;

@@ -13,6 +13,7 @@
 #include "harness/sweep.h"
 #include "kernels/common/device.h"
 #include "kernels/common/errors.h"
+#include "kernels/cpu/gemm.h"
 #include "models/amp.h"
 #include "models/data.h"
 #include "models/trainer.h"
@@ -74,6 +75,10 @@ int run_train(const TrainFlags& f) {
   o.input = models::parse_input_mode(f.input);
   o.cuda_graph = f.cuda_graph;
 
+  if (o.device == "cpu") {  // OpenBLAS's buffers, taken while there is room (kernels/cpu/gemm.h)
+    const std::string no_room = cpu::openblas_reserve_buffers(true);
+    if (!no_room.empty()) throw UsageError("cannot train on the CPU: " + no_room);
+  }
   models::Split data = models::load_dataset(f.dataset);
   models::Dataset& train = data.train;
   if (limit > 0 && std::size_t(limit) > train.size())

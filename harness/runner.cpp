@@ -15,6 +15,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <system_error>
 
 #include "bench/case.h"
 #include "harness/commands.h"
@@ -24,6 +25,7 @@
 #include "harness/tables.h"
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
@@ -377,12 +379,24 @@ int run_suites(const RunOptions& opts) {
   bool cpu_cases = false;
   for (const auto& [s, c] : cases) cpu_cases |= c.id.device == "cpu";
   if (cpu_cases) {
+    bool pool = false;  // the training and conv kernels call OpenBLAS from every pool thread
+    for (const auto& [s, c] : cases) pool |= c.id.device == "cpu" && s != "matmul" && s != "transfer";
+    const std::string no_room = cpu::openblas_reserve_buffers(pool);
+    if (!no_room.empty()) throw UsageError("cannot run CPU cases: " + no_room);
     std::cerr << "dlbench: measuring CPU peaks (FMA, memory bandwidth)...\n";
-    peaks = measure_cpu_peaks();
-    context["peaks"] = {{"cpu_fp32_gflops", peaks.cpu_fp32_gflops},
-                        {"cpu_mem_gb_per_s", peaks.cpu_mem_gb_per_s},
-                        {"cpu_fma_isa", peaks.cpu_fma_isa},
-                        {"threads", peaks.threads}};
+    try {  // out of memory here (ulimit -v) marks the peaks unknown; the cases still run
+      peaks = measure_cpu_peaks();
+      context["peaks"] = {{"cpu_fp32_gflops", peaks.cpu_fp32_gflops},
+                          {"cpu_mem_gb_per_s", peaks.cpu_mem_gb_per_s},
+                          {"cpu_fma_isa", peaks.cpu_fma_isa},
+                          {"threads", peaks.threads}};
+    } catch (const std::exception& e) {
+      const bool oom = dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const OutOfMemory*>(&e) ||
+                       dynamic_cast<const std::system_error*>(&e);  // a thread that could not start
+      peaks = Peaks{};
+      context["peaks"] = {{"error", oom ? "out of memory" : e.what()}};
+      std::cerr << "dlbench: CPU peaks not measured (" << (oom ? "out of memory" : e.what()) << "); no % of peak\n";
+    }
   }
   // GPU ceilings: theoretical ones are in context.cuda.gpus; add what cuBLAS measures on each GPU used.
   for (const auto& d : devices) {
