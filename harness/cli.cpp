@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
 
@@ -83,6 +84,9 @@ int cli_main(int argc, char** argv) {
     return 2;
   } catch (const OutOfMemory& e) {
     std::cerr << "dlbench: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {  // a path that cannot be looked at (ELOOP, EACCES)
+    std::cerr << "dlbench: error: " << e.path1().string() << ": " << e.code().message() << "\n";
     return 2;
   } catch (const nlohmann::json::exception& e) {  // a field of an input file the loader did not vet
     std::cerr << "dlbench: error: an input file holds a value of an unexpected type (" << e.what() << ")\n";

@@ -53,6 +53,31 @@ void check_python_env() {
     throw bad("not an executable file (set it to a python3 with matplotlib)");
 }
 
+void check_python_runs_report() {
+  check_python_env();
+  const char* p = std::getenv("DLBENCH_PYTHON");
+  if (!p || !*p) return;  // the default interpreter is tried when the report is written
+  // A run takes minutes to hours: an interpreter that cannot import matplotlib is refused before it.
+  std::string py = p;
+  std::vector<std::string> args = {py, "-c", "import matplotlib"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int err = ::posix_spawnp(&pid, py.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  if (err == 0)
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  if (err != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw UsageError("DLBENCH_PYTHON=" + py + ": cannot import matplotlib (set it to a python3 with matplotlib, or pass --no-report)");
+}
+
 namespace {
 
 std::string report_python() {
@@ -159,7 +184,7 @@ void add_report_command(CLI::App& app, int& rc) {
   sub->callback([runs, out, sub, &rc] {
     if (sub->count("--out") && out->empty()) throw UsageError("--out: empty folder name");
     check_python_env();
-    for (const auto& r : *runs) load_results(r);  // every input checked here: report.py never meets a FIFO
+    for (const auto& r : *runs) check_results_input(r);  // report.py never meets a FIFO, device or huge file
     const std::string dir = out->empty() ? default_out(runs->front()) : *out;
     rc = generate_report(*runs, dir);
     if (rc == 0) std::cout << "report: " << dir << "/index.html\n";

@@ -130,7 +130,8 @@ void add_run_command(CLI::App& app, int& rc) {
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
   run->callback([f, run, &rc] {
     f->given = given_flags(run);
-    if (!f->no_report || f->given.count("--peer")) check_python_env();  // before hours of cases, not after
+    if (!f->no_report) check_python_runs_report();  // before hours of cases, not after
+    else if (f->given.count("--peer")) check_python_env();
     std::vector<std::string> args = {"dlbench", "run"};
     rc = run_suites(to_options(*f, args));
   });

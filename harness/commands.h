@@ -18,6 +18,8 @@ bool check_environment();
 
 // $DLBENCH_PYTHON, when set, names an executable (UsageError otherwise); see cmd_report.cpp.
 void check_python_env();
+// The same, and when DLBENCH_PYTHON is set, that it imports matplotlib (before a run, not after).
+void check_python_runs_report();
 
 void add_run_command(CLI::App& app, int& rc);      // run, list
 void add_info_command(CLI::App& app, int& rc);     // info

@@ -101,6 +101,22 @@ std::string read_input_file(const std::string& file) {
   return text;
 }
 
+void check_results_input(const std::string& path) {
+  std::error_code ec;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) {
+    file = path + "/results.json";
+    if (!fs::exists(file, ec)) file = path + "/results.jsonl";
+    if (!fs::exists(file, ec)) return;  // the reader says what is missing
+  } else if (!fs::exists(path, ec)) {
+    return;
+  }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) <= max_input_bytes())
+    return;
+  read_input_file(file);  // throws the InputError that names what is wrong
+}
+
 namespace {
 // Field types and times of a loaded results document; throws InputError naming the file and entry.
 void check_results(const nlohmann::json& doc, const std::string& file) {
@@ -149,12 +165,13 @@ void check_results(const nlohmann::json& doc, const std::string& file) {
 
 nlohmann::json load_results(const std::string& path) {
   std::string file = path;
-  if (fs::is_directory(path)) {
+  std::error_code ec;  // a symlink loop or an unreadable folder is bad input too, not an exception
+  if (fs::is_directory(path, ec)) {
     file = path + "/results.json";
-    if (!fs::exists(file) && fs::exists(path + "/results.jsonl")) file = path + "/results.jsonl";
-    if (!fs::exists(file)) throw InputError(path + ": no results.json or results.jsonl in this folder");
-  } else if (!fs::exists(path)) {
-    throw InputError(path + ": no such file or folder");
+    if (!fs::exists(file, ec) && fs::exists(path + "/results.jsonl", ec)) file = path + "/results.jsonl";
+    if (!fs::exists(file, ec)) throw InputError(path + ": no results.json or results.jsonl in this folder");
+  } else if (!fs::exists(path, ec)) {
+    throw InputError(path + ": " + (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file or folder"));
   }
   const std::string text = read_input_file(file);
   if (text.empty()) throw InputError(file + ": empty file");

@@ -48,4 +48,8 @@ std::uint64_t max_input_bytes();
 // max_input_bytes(). Throws InputError naming the file.
 std::string read_input_file(const std::string& path);
 
+// The same checks without reading: for a results folder, on the results.json (else results.jsonl) in
+// it. For readers of their own (report.py) that must never meet a FIFO, device or huge file.
+void check_results_input(const std::string& path);
+
 }  // namespace dlb::harness
