@@ -1,6 +1,6 @@
 // Suite "lecture" (the default): the lecture's experiment. Net(hidden_num_chans=128) trained with
 // CrossEntropy and SGD(lr 0.001, momentum 0.9) for one epoch of CIFAR-shaped images (50,000 by
-// default, axis "images"; --sizes N overrides it) at batch 64, 4 and 2 on every device. A timed
+// default, axis "images"; --images N overrides it) at batch 64, 4 and 2 on every device. A timed
 // iteration is one epoch -> imgs/s. Before timing, one step's loss and gradients are checked: the
 // CPU against the fp64 reference path, a GPU against the CPU path from the same weights and batch.
 // The training cases themselves are shared with suite "train" (add_training_cases). Axis "dtype"
@@ -451,7 +451,7 @@ Suite lecture_suite() {
   s.name = "lecture";
   s.description =
       "The lecture: Net(hidden_num_chans=128) training throughput, one epoch of CIFAR-shaped images (axis images; "
-      "--sizes N sets it), batch 64, 4, 2 on every device; --input, --cuda-graph, --peer pytorch";
+      "--images N sets it), batch 64, 4, 2 on every device; --input, --cuda-graph, --peer pytorch";
   s.expand = [](const SuiteOptions& o) {
     std::vector<CaseSpec> cases;
     auto images_axis = o.axes.contains("size") ? axis_ints(o, "size") : axis_ints(o, "images", {o.quick ? 1024 : 50000});

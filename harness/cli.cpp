@@ -3,11 +3,19 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/commands.h"
+#include "harness/results.h"
+#include "harness/sweep.h"
 #include "kernels/common/errors.h"
+#include "kernels/cpu/openblas_core.h"
+#include "kernels/cpu/threads.h"
 
 namespace dlb::harness {
 
@@ -18,6 +26,20 @@ bool is_subcommand(CLI::App& app, const std::string& name) {
   return false;
 }
 }  // namespace
+
+bool check_environment() {
+  try {
+    if (const char* v = std::getenv("DLB_CPU_THREADS"); v && *v)
+      parse_int(v, "DLB_CPU_THREADS", 1, cpu::kMaxKernelThreads);
+    max_input_bytes();
+    const std::string why = cpu::openblas_core_env_problem();
+    if (!why.empty()) throw UsageError("DLBENCH_OPENBLAS_CORE=" + std::string(std::getenv("DLBENCH_OPENBLAS_CORE")) + ": " + why);
+  } catch (const UsageError& e) {
+    std::cerr << "dlbench: error: " << e.what() << "\n";
+    return false;
+  }
+  return true;
+}
 
 int cli_main(int argc, char** argv) {
   CLI::App app{"dlbench: CPU (OpenBLAS) vs GPU (cuBLAS, cuDNN, own CUDA kernels) deep-learning benchmarks.\n"
@@ -46,6 +68,11 @@ int cli_main(int argc, char** argv) {
       if (argc < 2) msg = "no subcommand given (try: dlbench --help)";
       else if (argv[1][0] != '-' && !is_subcommand(app, argv[1]))
         msg = std::string("unknown subcommand '") + argv[1] + "' (try: dlbench --help)";
+      else if (argv[1][0] == '-')
+        msg = std::string("unknown option '") + argv[1] + "' before the subcommand (try: dlbench --help)";
+      else if (std::string(argv[1]) == "baseline" && (argc < 3 || (std::string(argv[2]) != "save" && std::string(argv[2]) != "check")))
+        msg = argc < 3 ? "baseline: expected save or check (try: dlbench baseline --help)"
+                       : std::string("baseline: unknown subcommand '") + argv[2] + "' (expected save or check)";
       std::cerr << "dlbench: error: " << msg << "\n";
       return 2;
     }
@@ -57,6 +84,12 @@ int cli_main(int argc, char** argv) {
     return 2;
   } catch (const OutOfMemory& e) {
     std::cerr << "dlbench: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {  // a path that cannot be looked at (ELOOP, EACCES)
+    std::cerr << "dlbench: error: " << e.path1().string() << ": " << e.code().message() << "\n";
+    return 2;
+  } catch (const nlohmann::json::exception& e) {  // a field of an input file the loader did not vet
+    std::cerr << "dlbench: error: an input file holds a value of an unexpected type (" << e.what() << ")\n";
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "dlbench: error: out of memory\n";

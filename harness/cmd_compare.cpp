@@ -3,6 +3,8 @@
 // or failed in NEW (with one line on stderr naming them); 2 bad usage or input (one line).
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
+
 #include <iostream>
 #include <memory>
 
@@ -11,6 +13,7 @@
 #include "harness/compare.h"
 #include "harness/history.h"
 #include "harness/results.h"
+#include "harness/sweep.h"
 #include "kernels/common/errors.h"
 
 namespace dlb::harness {
@@ -63,6 +66,15 @@ CompareOptions to_options(const CompareFlags& f) {
   return o;
 }
 
+// --dir of baseline save/check: a folder, or a path that does not exist yet (save creates it); never a
+// file, FIFO or device, and never empty.
+void check_baseline_dir(const std::string& dir) {
+  if (dir.empty()) throw UsageError("--dir: empty folder name");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    throw UsageError("--dir " + dir + ": not a folder (a baseline folder holds one folder per machine)");
+}
+
 // Prints the comparison; returns the exit code (1 with one stderr line on a regression).
 int report(const Comparison& c, bool as_json) {
   if (as_json) std::cout << comparison_json(c).dump(2) << "\n";
@@ -105,6 +117,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     auto save_incomplete = std::make_shared<bool>(false);
     save->add_flag("--allow-incomplete", *save_incomplete, "Save a run that did not finish all its cases");
     save->callback([save_run, save_dir, save_incomplete, &rc] {
+      check_baseline_dir(*save_dir);
       const auto doc = load_results(*save_run);
       if (!run_state(doc).complete() && !*save_incomplete)
         throw InputError(*save_run + ": incomplete run (" + run_state(doc).describe() +
@@ -130,6 +143,8 @@ void add_compare_command(CLI::App& app, int& rc) {
     check->add_flag("--save-missing", *save_missing, "No baseline for this machine: save RUN as its baseline");
     check->callback([check_run, check_dir, flags, require, save_missing, &rc] {
       const CompareOptions opts = to_options(*flags);
+      if (*require && *save_missing) throw UsageError("baseline check: --require and --save-missing contradict each other");
+      check_baseline_dir(*check_dir);
       const auto doc = load_results(*check_run);
       if (refuse_incomplete(doc, *check_run, *flags, rc)) return;
       const std::string key = baseline_key(doc, *check_run);
@@ -166,7 +181,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     auto dir = std::make_shared<std::string>();
     auto threshold = std::make_shared<std::string>("5%");
     auto time = std::make_shared<std::string>("real");
-    auto min_segment = std::make_shared<int>(3);
+    auto min_segment = std::make_shared<std::string>("3");
     auto as_json = std::make_shared<bool>(false);
     CLI::App* sub = app.add_subcommand("history", "Trend over many runs of one machine, with a step flag for sustained shifts");
     sub->add_option("dir", *dir, "Folder holding one results folder per run")->required();
@@ -178,8 +193,7 @@ void add_compare_command(CLI::App& app, int& rc) {
       HistoryOptions o;
       o.threshold = parse_threshold(*threshold);
       o.time = parse_time_field(*time);
-      if (*min_segment < 1 || *min_segment > 1000) throw UsageError("--min-segment " + std::to_string(*min_segment) + ": expected 1..1000");
-      o.min_segment = static_cast<std::size_t>(*min_segment);
+      o.min_segment = static_cast<std::size_t>(parse_int(*min_segment, "--min-segment", 1, 1000));
       const History h = load_history(*dir, o);
       if (*as_json) std::cout << history_json(h).dump(2) << "\n";
       else print_history(std::cout, h, o);

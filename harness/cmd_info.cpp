@@ -3,6 +3,8 @@
 
 #include <iostream>
 #include <memory>
+#include <new>
+#include <system_error>
 
 #include "harness/commands.h"
 #include "harness/fingerprint.h"
@@ -19,11 +21,17 @@ void add_info_command(CLI::App& app, int& rc) {
   info->callback([json_out, peaks, &rc] {
     auto fp = fingerprint({"dlbench", "info"});
     if (*peaks) {
-      const Peaks p = measure_cpu_peaks();
-      fp["peaks"] = {{"cpu_fp32_gflops", p.cpu_fp32_gflops},
-                     {"cpu_mem_gb_per_s", p.cpu_mem_gb_per_s},
-                     {"cpu_fma_isa", p.cpu_fma_isa},
-                     {"threads", p.threads}};
+      try {  // out of memory (ulimit -v) or no thread to run on: the peaks are unknown, said so
+        const Peaks p = measure_cpu_peaks();
+        fp["peaks"] = {{"cpu_fp32_gflops", p.cpu_fp32_gflops},
+                       {"cpu_mem_gb_per_s", p.cpu_mem_gb_per_s},
+                       {"cpu_fma_isa", p.cpu_fma_isa},
+                       {"threads", p.threads}};
+      } catch (const std::bad_alloc&) {
+        fp["peaks"] = {{"error", "out of memory"}};
+      } catch (const std::system_error& e) {
+        fp["peaks"] = {{"error", std::string("out of memory (") + e.what() + ")"}};
+      }
     }
     if (*json_out) std::cout << fp.dump(2) << "\n";
     else std::cout << fingerprint_text(fp);

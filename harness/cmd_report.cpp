@@ -6,6 +6,7 @@
 // and report.py has already printed its one line).
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,6 +27,57 @@
 extern char** environ;
 
 namespace dlb::harness {
+
+// $DLBENCH_PYTHON must name an executable file (or a program found in PATH); checked before anything
+// runs, so a wrong one is bad input (exit 2) with one line, not a silent failure of the child.
+void check_python_env() {
+  const char* p = std::getenv("DLBENCH_PYTHON");
+  if (!p || !*p) return;
+  const std::string py = p;
+  auto bad = [&](const std::string& why) { return UsageError("DLBENCH_PYTHON=" + py + ": " + why); };
+  if (py.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "";
+    for (std::size_t a = 0; a <= dirs.size();) {
+      std::size_t b = dirs.find(':', a);
+      if (b == std::string::npos) b = dirs.size();
+      const std::string cand = (b > a ? dirs.substr(a, b - a) : std::string(".")) + "/" + py;
+      struct stat st {};
+      if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return;
+      a = b + 1;
+    }
+    throw bad("not found in PATH (set it to a python3 with matplotlib)");
+  }
+  struct stat st {};
+  if (::stat(py.c_str(), &st) != 0) throw bad(std::string(std::strerror(errno)) + " (set it to a python3 with matplotlib)");
+  if (!S_ISREG(st.st_mode) || ::access(py.c_str(), X_OK) != 0)
+    throw bad("not an executable file (set it to a python3 with matplotlib)");
+}
+
+void check_python_runs_report() {
+  check_python_env();
+  const char* p = std::getenv("DLBENCH_PYTHON");
+  if (!p || !*p) return;  // the default interpreter is tried when the report is written
+  // A run takes minutes to hours: an interpreter that cannot import matplotlib is refused before it.
+  std::string py = p;
+  std::vector<std::string> args = {py, "-c", "import matplotlib"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int err = ::posix_spawnp(&pid, py.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  if (err == 0)
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  if (err != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw UsageError("DLBENCH_PYTHON=" + py + ": cannot import matplotlib (set it to a python3 with matplotlib, or pass --no-report)");
+}
 
 namespace {
 
@@ -67,8 +119,29 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
   std::cout.flush();
   std::cerr.flush();
   InterruptScope scope("\ndlbench: interrupted -- stopping the report generator (again to quit now)\n");
+  // The child's stderr comes through a pipe and is passed on as is; whether it said anything decides
+  // whether a failure needs a line of ours.
+  int errpipe[2] = {-1, -1};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  const bool relay = ::pipe2(errpipe, O_CLOEXEC) == 0;
+  if (relay) posix_spawn_file_actions_adddup2(&fa, errpipe[1], 2);
   pid_t pid = 0;
-  const int err = ::posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+  const int err = ::posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  bool report_printed_error = false;
+  if (relay) {
+    ::close(errpipe[1]);
+    char buf[4096];
+    while (true) {
+      const ssize_t n = ::read(errpipe[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      report_printed_error = true;
+      (void)!::write(2, buf, static_cast<std::size_t>(n));
+    }
+    ::close(errpipe[0]);
+  }
   if (err != 0) {
     std::cerr << "dlbench: error: report: cannot start " << python << " (" << std::strerror(err)
               << "); set DLBENCH_PYTHON to a python3 with matplotlib\n";
@@ -88,8 +161,18 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
   if (interrupt_requested()) return 130;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    if (code == 127)  // the exec itself failed in the child
+    if (code == 127) {  // the exec itself failed in the child
       std::cerr << "dlbench: error: report: cannot run " << python << "; set DLBENCH_PYTHON to a python3 with matplotlib\n";
+      return 2;
+    }
+    // report.py prints its own line for bad input (2); any other failure without a word from it (a
+    // DLBENCH_PYTHON that is no Python, like /bin/false) gets one here.
+    if (code != 0 && code != 2 && code != 130 && !report_printed_error)
+    {
+      std::cerr << "dlbench: error: report: " << python << " exited with status " << code
+                << " and said nothing (is DLBENCH_PYTHON a python3 with matplotlib?)\n";
+      return 2;
+    }
     return code;
   }
   if (WIFSIGNALED(status)) {
@@ -105,7 +188,10 @@ void add_report_command(CLI::App& app, int& rc) {
   CLI::App* sub = app.add_subcommand("report", "Write an HTML report with plots from results folders");
   sub->add_option("runs", *runs, "Results folders (or results.json / results.jsonl files)")->required();
   sub->add_option("--out,-o", *out, "Report folder (default: FIRST_RUN/report)");
-  sub->callback([runs, out, &rc] {
+  sub->callback([runs, out, sub, &rc] {
+    if (sub->count("--out") && out->empty()) throw UsageError("--out: empty folder name");
+    check_python_env();
+    for (const auto& r : *runs) check_results_input(r);  // report.py never meets a FIFO, device or huge file
     const std::string dir = out->empty() ? default_out(runs->front()) : *out;
     rc = generate_report(*runs, dir);
     if (rc != 0) return;

@@ -1,8 +1,10 @@
 // `dlbench run` and `dlbench list`.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "bench/case.h"
 #include "harness/commands.h"
@@ -10,16 +12,40 @@
 #include "harness/runner.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
+#include "kernels/common/errors.h"
 
 namespace dlb::harness {
 
 namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
+  std::string repetitions, min_time;
   bool quick = false, no_report = false, list = false, cuda_graph = false, profile = false;
-  int repetitions = 0;
-  double min_time = 0;
+  std::set<std::string> given;  // the flags given on the command line (an empty value counts)
 };
+
+// The options of `sub` that were given, by their long name.
+std::set<std::string> given_flags(const CLI::App* sub) {
+  std::set<std::string> out;
+  for (const CLI::Option* o : sub->get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) out.insert("--" + o->get_lnames().front());
+  return out;
+}
+
+// A flag that a chosen suite does not use is refused, naming the suite (a silently ignored --sizes
+// runs a different sweep than the one asked for).
+void check_flags_for_suites(const RunFlags& f, const std::vector<std::string>& suites) {
+  for (const char* flag : {"--sizes", "--batch", "--images", "--dtype", "--input", "--cuda-graph", "--peer", "--profile"}) {
+    if (!f.given.count(flag)) continue;
+    for (const auto& s : suites) {
+      const auto uses = suite_flags(s);
+      if (uses.empty() || std::find(uses.begin(), uses.end(), flag) != uses.end()) continue;
+      std::string list;
+      for (const auto& u : uses) list += (list.empty() ? "" : ", ") + u;
+      throw UsageError(std::string(flag) + ": suite " + s + " does not use it (its flags: " + list + ")");
+    }
+  }
+}
 
 void add_common(CLI::App* sub, RunFlags& f) {
   sub->add_option("--suite,-s", f.suite, "Suite(s), comma-separated, or 'all' (default: lecture)");
@@ -44,37 +70,51 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
     for (const auto& s : bench::all_suites()) o.suites.push_back(s.name);
   } else {
     o.suites = parse_words(f.suite, "--suite");
+    if (o.suites.size() > 1 && std::find(o.suites.begin(), o.suites.end(), "all") != o.suites.end())
+      throw UsageError("--suite '" + f.suite + "': 'all' already holds every suite");
   }
+  check_flags_for_suites(f, o.suites);
   o.device = f.device;
   o.quick = f.quick;
-  o.repetitions = f.repetitions;
-  o.min_time = f.min_time;
+  if (f.given.count("--repetitions")) o.repetitions = static_cast<int>(parse_int(f.repetitions, "--repetitions", 1, 1000));
+  if (f.given.count("--min-time")) o.min_time = parse_real(f.min_time, "--min-time", 1e-6, 3600.0);
+  if (f.given.count("--filter") && f.filter.empty()) throw UsageError("--filter: empty regular expression");
+  if (f.given.count("--out") && f.out.empty()) throw UsageError("--out: empty folder name");
   o.out = f.out;
   o.filter = f.filter;
   o.report = !f.no_report;
   o.list_only = f.list;
   o.argv = argv;
   const bool units = o.suites.size() == 1 && o.suites[0] == "transfer";
-  if (!f.sizes.empty()) {
+  if (f.given.count("--sizes")) {
     o.overrides["size"] = parse_list(f.sizes, "--sizes", units);
     o.extra["sizes_given"] = true;  // suites with extra shapes beside the size axis run only these
   }
-  if (!f.batch.empty()) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
-  if (!f.images.empty()) o.overrides["images"] = parse_list(f.images, "--images", false, 100000000);
-  if (!f.dtype.empty()) {
+  if (f.given.count("--batch")) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
+  if (f.given.count("--images")) o.overrides["images"] = parse_list(f.images, "--images", false, 100000000);
+  if (f.given.count("--dtype")) {
     auto words = parse_words(f.dtype, "--dtype");
-    for (const auto& w : words) parse_dtype(w);  // UsageError on an unknown name
+    for (const auto& w : words) {
+      try {
+        parse_dtype(w);
+      } catch (const UsageError& e) {
+        throw UsageError(std::string("--dtype: ") + e.what());
+      }
+    }
     o.overrides["dtype"] = words;
   }
-  if (!f.input.empty()) {
-    for (const auto& w : parse_words(f.input, "--input"))
+  if (f.given.count("--input")) {
+    const auto words = parse_words(f.input, "--input");
+    for (const auto& w : words)
       if (w != "pageable" && w != "pinned" && w != "prefetch" && w != "resident" && w != "all")
         throw UsageError("--input '" + w + "': unknown mode (expected pageable, pinned, prefetch, resident or all)");
-    o.extra["input"] = parse_words(f.input, "--input");
+    if (words.size() > 1 && std::find(words.begin(), words.end(), "all") != words.end())
+      throw UsageError("--input '" + f.input + "': 'all' already holds every mode");
+    o.extra["input"] = words;
   }
   if (f.cuda_graph) o.extra["cuda_graph"] = true;
   if (f.profile) o.extra["profile"] = true;
-  if (!f.peer.empty()) {
+  if (f.given.count("--peer")) {
     if (f.peer != "pytorch") throw UsageError("--peer '" + f.peer + "': unknown peer (expected pytorch)");
     o.extra["peer"] = f.peer;
   }
@@ -87,10 +127,8 @@ void add_run_command(CLI::App& app, int& rc) {
   auto f = std::make_shared<RunFlags>();
   CLI::App* run = app.add_subcommand("run", "Run suites: verify every case, time it, write results and tables");
   add_common(run, *f);
-  run->add_option("--repetitions,-r", f->repetitions, "Repetitions per case (default 5)")
-      ->check(CLI::Range(1, 1000));
-  run->add_option("--min-time", f->min_time, "Minimum seconds per repetition (default 0.1, --quick 0.02)")
-      ->check(CLI::Range(1e-6, 3600.0));
+  run->add_option("--repetitions,-r", f->repetitions, "Repetitions per case, 1..1000 (default 5)");
+  run->add_option("--min-time", f->min_time, "Minimum seconds per repetition, 1e-6..3600 (default 0.1, --quick 0.02)");
   auto* out = run->add_option("--out,-o", f->out, "Results folder (default results/<timestamp>-<host>); one that holds results is refused");
   auto resume = std::make_shared<std::string>();
   auto force = std::make_shared<bool>(false);
@@ -100,6 +138,9 @@ void add_run_command(CLI::App& app, int& rc) {
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
   run->callback([f, run, resume, force, &rc] {
+    f->given = given_flags(run);
+    if (!f->no_report) check_python_runs_report();  // before hours of cases, not after
+    else if (f->given.count("--peer")) check_python_env();
     std::vector<std::string> args = {"dlbench", "run"};
     RunOptions o = to_options(*f, args);
     if (*force) o.out_mode = OutMode::force;
@@ -121,8 +162,11 @@ void add_run_command(CLI::App& app, int& rc) {
   lf->suite = "";
   CLI::App* list = app.add_subcommand("list", "List the suites, or the cases one would run (--suite ...)");
   add_common(list, *lf);
-  list->callback([lf, &rc] {
-    if (lf->suite.empty()) {
+  list->callback([lf, list, &rc] {
+    lf->given = given_flags(list);
+    if (!lf->given.count("--suite")) {
+      for (const auto& flag : lf->given)
+        throw UsageError("list " + flag + ": give --suite too (without it, list prints the suites)");
       std::vector<std::vector<std::string>> rows;
       for (const auto& s : bench::all_suites()) rows.push_back({s.name, s.description});
       print_table(std::cout, {"Suite", "What it measures"}, rows);

@@ -12,6 +12,15 @@ namespace dlb::harness {
 
 int cli_main(int argc, char** argv);
 
+// The environment variables dlbench reads (DLB_CPU_THREADS, DLBENCH_OPENBLAS_CORE, DLBENCH_MAX_INPUT_MB),
+// checked before anything else runs: false after one "dlbench: error:" line on stderr (exit 2).
+bool check_environment();
+
+// $DLBENCH_PYTHON, when set, names an executable (UsageError otherwise); see cmd_report.cpp.
+void check_python_env();
+// The same, and when DLBENCH_PYTHON is set, that it imports matplotlib (before a run, not after).
+void check_python_runs_report();
+
 void add_run_command(CLI::App& app, int& rc);      // run, list
 void add_info_command(CLI::App& app, int& rc);     // info
 void add_report_command(CLI::App& app, int& rc);   // report

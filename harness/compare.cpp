@@ -394,6 +394,7 @@ json comparison_json(const Comparison& c) {
 namespace {
 bool parse_number(const std::string& s, double& v) {
   if (s.empty() || std::isspace(static_cast<unsigned char>(s.front()))) return false;
+  if (s.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;  // decimal only: no hex, inf, nan
   char* end = nullptr;
   v = std::strtod(s.c_str(), &end);
   return end == s.c_str() + s.size() && std::isfinite(v);
@@ -455,7 +456,7 @@ std::string describe_run(const json& doc) {
   if (ctx.contains("git") && ctx["git"].is_object() && ctx["git"].contains("sha") && ctx["git"]["sha"].is_string()) {
     const std::string sha = ctx["git"]["sha"].get<std::string>();
     s += (s.empty() ? "" : ", ") + std::string("git ") + sha.substr(0, 10) +
-         (ctx["git"].value("dirty", false) == true ? " (dirty)" : "");
+         (ctx["git"].contains("dirty") && ctx["git"]["dirty"] == true ? " (dirty)" : "");
   }
   const std::string key = machine_key_or_empty(doc);
   s += (s.empty() ? "" : ", ") + (key.empty() ? std::string("no machine fingerprint") : key);

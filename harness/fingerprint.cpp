@@ -192,7 +192,9 @@ std::string fingerprint_text(const nlohmann::json& fp) {
   const auto& ob = fp.at("openblas");
   o << "OpenBLAS      " << ob.value("version", "") << ", core " << ob.value("core", "") << ", "
     << ob.value("threads", 0) << " threads  [" << ob.value("config", "") << "]\n";
-  if (fp.contains("peaks")) {
+  if (fp.contains("peaks") && fp.at("peaks").contains("error")) {
+    o << "CPU peaks     not measured (" << fp.at("peaks").value("error", "") << ")\n";
+  } else if (fp.contains("peaks")) {
     const auto& p = fp.at("peaks");
     char buf[200];
     std::snprintf(buf, sizeof buf, "CPU peaks     %.1f GFLOP/s fp32 FMA (%s, %d threads), %.1f GB/s memory\n",

@@ -92,6 +92,7 @@ bool is_run_candidate(const fs::directory_entry& ent) {
 
 History load_history(const std::string& dir, const HistoryOptions& opts) {
   std::error_code ec;
+  if (dir.empty()) throw UsageError("history: empty folder name");
   if (!fs::exists(dir, ec)) throw InputError(dir + ": no such folder");
   if (!fs::is_directory(dir, ec)) throw InputError(dir + ": not a folder (history reads a folder of results folders)");
   std::vector<fs::path> candidates;
@@ -122,7 +123,9 @@ History load_history(const std::string& dir, const HistoryOptions& opts) {
       h.warnings.push_back(std::string(e.what()) + "; left out");
     }
   }
-  if (runs.empty()) throw InputError(dir + ": no readable results folders (with results.json and a date) in this folder");
+  if (runs.empty())  // the first reason a run was left out is the one to fix
+    throw InputError(dir + ": no readable results folders (with results.json and a date) in this folder" +
+                     (h.warnings.empty() ? std::string() : "; " + h.warnings.front()));
   std::stable_sort(runs.begin(), runs.end(), [](const Loaded& a, const Loaded& b) { return a.when < b.when; });
 
   // One machine: the latest run's.

@@ -17,6 +17,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "bench/case.h"
 #include "harness/commands.h"
@@ -30,6 +31,7 @@
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
 #include "kernels/common/nvtx.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
@@ -354,9 +356,9 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
 std::vector<std::string> resolve_devices(const std::string& spec, std::string* note) {
   const CudaInfo& cu = cuda_info();
   std::vector<std::string> out;
-  auto add = [&](const std::string& d) {
+  auto add = [&](const std::string& d) {  // a device named twice (cpu,all; cuda,cuda:0) is a usage error
     for (const auto& x : out)
-      if (x == d) return;
+      if (x == d) throw UsageError("--device '" + spec + "': " + d + " is listed twice");
     out.push_back(d);
   };
   for (const std::string& d : parse_words(spec, "--device")) {
@@ -468,6 +470,7 @@ int run_suites(const RunOptions& given) {
     }
   }
   std::vector<std::pair<std::string, CaseSpec>> cases;  // (suite, case)
+  std::size_t expanded = 0;                              // before --filter
   std::map<std::string, const bench::Suite*> suites;
   for (const auto& name : opts.suites) {
     const bench::Suite* s = bench::find_suite(name);
@@ -482,11 +485,17 @@ int run_suites(const RunOptions& given) {
     so.quick = opts.quick;
     so.devices = devices;
     so.extra = opts.extra;
-    for (auto& c : s->expand(so))
+    for (auto& c : s->expand(so)) {
+      ++expanded;
       if (opts.filter.empty() || std::regex_search(c.id.name(), filter)) cases.emplace_back(name, std::move(c));
+    }
   }
+  if (cases.empty())  // bad usage: nothing would run, and an empty results folder helps no one
+    throw UsageError(expanded > 0 ? "--filter '" + opts.filter + "' matches none of the " + std::to_string(expanded) +
+                                        " cases (see: dlbench list --suite ...)"
+                                  : "nothing to run for --suite/--device as given (see: dlbench list)");
+  if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
   if (opts.list_only) {
-    if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
     for (const auto& [s, c] : cases) std::cout << c.id.name() << "\n";
     return 0;
   }
@@ -501,7 +510,6 @@ int run_suites(const RunOptions& given) {
       throw UsageError("--resume " + writer->dir() + ": the planned cases differ from that run's (another dlbench version?)");
   }
 
-  if (!device_note.empty()) std::cerr << "dlbench: " << device_note << "\n";
   TimingPolicy policy;
   policy.repetitions = opts.repetitions > 0 ? opts.repetitions : 5;  // 5 a side: the fewest with which a Mann-Whitney test can reach p < 0.05
   policy.repetitions_given = opts.repetitions > 0;
@@ -544,12 +552,24 @@ int run_suites(const RunOptions& given) {
     peaks.measured = true;
     context["peaks"] = stored_peaks;
   } else if (cpu_cases) {
+    bool pool = false;  // the training and conv kernels call OpenBLAS from every pool thread
+    for (const auto& [s, c] : cases) pool |= c.id.device == "cpu" && s != "matmul" && s != "transfer";
+    const std::string no_room = cpu::openblas_reserve_buffers(pool);
+    if (!no_room.empty()) throw UsageError("cannot run CPU cases: " + no_room);
     std::cerr << "dlbench: measuring CPU peaks (FMA, memory bandwidth)...\n";
-    peaks = measure_cpu_peaks();
-    context["peaks"] = {{"cpu_fp32_gflops", peaks.cpu_fp32_gflops},
-                        {"cpu_mem_gb_per_s", peaks.cpu_mem_gb_per_s},
-                        {"cpu_fma_isa", peaks.cpu_fma_isa},
-                        {"threads", peaks.threads}};
+    try {  // out of memory here (ulimit -v) marks the peaks unknown; the cases still run
+      peaks = measure_cpu_peaks();
+      context["peaks"] = {{"cpu_fp32_gflops", peaks.cpu_fp32_gflops},
+                          {"cpu_mem_gb_per_s", peaks.cpu_mem_gb_per_s},
+                          {"cpu_fma_isa", peaks.cpu_fma_isa},
+                          {"threads", peaks.threads}};
+    } catch (const std::exception& e) {
+      const bool oom = dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const OutOfMemory*>(&e) ||
+                       dynamic_cast<const std::system_error*>(&e);  // a thread that could not start
+      peaks = Peaks{};
+      context["peaks"] = {{"error", oom ? "out of memory" : e.what()}};
+      std::cerr << "dlbench: CPU peaks not measured (" << (oom ? "out of memory" : e.what()) << "); no % of peak\n";
+    }
   }
   // GPU ceilings: theoretical ones are in context.cuda.gpus; add what cuBLAS measures on each GPU used.
   for (const auto& d : devices) {

@@ -1,8 +1,14 @@
 // Sweep lists and suite axes (see sweep.h).
 #include "harness/sweep.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cerrno>
+#include <cstdio>
+#include <map>
 
 #include "kernels/common/errors.h"
 
@@ -71,6 +77,8 @@ std::vector<long long> parse_list(const std::string& text, const std::string& fl
     v *= mult;
     if (v == 0) throw bad("must be positive");
     if (max_value > 0 && v > max_value) throw bad("is too large (at most " + std::to_string(max_value) + ")");
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw UsageError(flag + ": '" + item + "' is listed twice in '" + text + "' (" + std::to_string(v) + ")");
     out.push_back(v);
   }
   return out;
@@ -80,9 +88,76 @@ std::vector<std::string> parse_words(const std::string& text, const std::string&
   std::vector<std::string> out;
   for (const std::string& w : split(text)) {
     if (w.empty()) throw UsageError(flag + ": empty value in '" + text + "'");
+    if (std::find(out.begin(), out.end(), w) != out.end())
+      throw UsageError(flag + ": '" + w + "' is listed twice in '" + text + "'");
     out.push_back(w);
   }
   return out;
+}
+
+namespace {
+// Decimal syntax: [+-]digits[.digits][e[+-]digits] (or .digits); `integer` allows digits only.
+bool decimal_syntax(const std::string& t, bool integer) {
+  std::size_t i = 0, n = t.size();
+  if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
+  std::size_t digits = 0;
+  while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i, ++digits;
+  if (!integer && i < n && t[i] == '.') {
+    ++i;
+    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (!integer && i < n && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
+    std::size_t exp = 0;
+    while (i < n && std::isdigit(static_cast<unsigned char>(t[i]))) ++i, ++exp;
+    if (exp == 0) return false;
+  }
+  return i == n;
+}
+
+std::string fmt_bound(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
+long long parse_int(const std::string& text, const std::string& flag, long long lo, long long hi) {
+  const std::string range = " (expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ")";
+  if (text.empty()) throw UsageError(flag + ": empty value" + range);
+  if (!decimal_syntax(text, true)) {
+    const bool real = decimal_syntax(text, false);
+    throw UsageError(flag + " '" + text + "': " + (real ? "not a whole number" : "not a decimal number") + range);
+  }
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno == ERANGE || v < lo || v > hi) throw UsageError(flag + " '" + text + "': out of range" + range);
+  return v;
+}
+
+double parse_real(const std::string& text, const std::string& flag, double lo, double hi) {
+  const std::string range = " (expected a decimal number from " + fmt_bound(lo) + " to " + fmt_bound(hi) + ")";
+  if (text.empty()) throw UsageError(flag + ": empty value" + range);
+  if (!decimal_syntax(text, false)) throw UsageError(flag + " '" + text + "': not a decimal number" + range);
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (!std::isfinite(v) || v < lo || v > hi) throw UsageError(flag + " '" + text + "': out of range" + range);
+  return v;
+}
+
+std::vector<std::string> suite_flags(const std::string& suite) {
+  static const std::map<std::string, std::vector<std::string>> flags = {
+      {"matmul", {"--sizes", "--dtype"}},
+      {"conv", {"--batch", "--dtype"}},
+      {"lecture", {"--batch", "--images", "--dtype", "--input", "--cuda-graph", "--peer", "--profile"}},
+      {"train", {"--batch", "--images", "--dtype", "--input", "--cuda-graph", "--profile"}},
+      {"amp", {"--batch", "--sizes", "--dtype", "--profile"}},
+      {"transfer", {"--sizes"}},
+  };
+  auto it = flags.find(suite);
+  return it == flags.end() ? std::vector<std::string>{} : it->second;
 }
 
 nlohmann::json suite_axes(const std::string& suite, bool quick, const nlohmann::json& overrides) {

@@ -9,12 +9,21 @@
 
 namespace dlb::harness {
 
-// "512,2048" -> {512, 2048}. Every value must be a positive integer that fits in 63 bits (and
+// "512,2048" -> {512, 2048}. A value listed twice is refused. Every value must be a positive integer that fits in 63 bits (and
 // <= `max_value` when given); with `allow_units`, a suffix B, KB, MB, GB, TB (powers of 1000) or
 // KiB, MiB, GiB, TiB (powers of 1024) is accepted. Throws UsageError naming `flag` and the value.
 std::vector<long long> parse_list(const std::string& text, const std::string& flag, bool allow_units = false,
                                   long long max_value = 0);
 std::vector<std::string> parse_words(const std::string& text, const std::string& flag);
+
+// The one number parser of every numeric flag and environment variable: decimal only (no hex, octal,
+// inf or nan, no units, no spaces), inside [lo, hi]. Throws UsageError naming `flag` and the text.
+long long parse_int(const std::string& text, const std::string& flag, long long lo, long long hi);
+double parse_real(const std::string& text, const std::string& flag, double lo, double hi);
+
+// The run flags a suite uses (--sizes, --batch, --images, --dtype, --input, --cuda-graph, --peer);
+// empty for a suite this table does not know (no flag is refused for it).
+std::vector<std::string> suite_flags(const std::string& suite);
 
 // The axis file of `suite`: {"axes": {...}, "quick": {...}} embedded at configure time.
 const std::map<std::string, std::string>& embedded_suite_files();

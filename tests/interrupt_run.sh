@@ -5,7 +5,7 @@
 set -u
 bin=$1; out=$2
 rm -rf "$out"
-"$bin" run --suite matmul --device cpu --sizes 96,96,96,96,96,96,96,96,96,96,96,96,96,96,96,96 \
+"$bin" run --suite matmul --device cpu --sizes 96,97,98,99,100,101,102,103,104,105,106,107,108,109,110,111 \
   --repetitions 20 --min-time 0.05 --no-report --out "$out" >/dev/null 2>"$out.err" &
 pid=$!
 for _ in $(seq 1 600); do

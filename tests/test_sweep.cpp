@@ -1,6 +1,8 @@
 // Sweep lists and suite axes: what --sizes/--batch accept and reject.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "harness/sweep.h"
 #include "kernels/common/errors.h"
 
@@ -55,4 +57,56 @@ TEST(Sweep, SuiteAxesQuickAndOverrides) {
   EXPECT_GT(full["size"].size(), quick["size"].size());
   auto over = dlb::harness::suite_axes("matmul", true, {{"size", {77}}});
   EXPECT_EQ(over["size"], nlohmann::json::array({77}));
+}
+
+// Issue 13: one decimal number parser for every numeric flag and environment variable.
+TEST(Sweep, ParseIntDecimalOnly) {
+  using dlb::harness::parse_int;
+  EXPECT_EQ(parse_int("5", "--repetitions", 1, 1000), 5);
+  EXPECT_EQ(parse_int("+7", "--epochs", 1, 10), 7);
+  for (const char* bad : {"", "0x10", "010x", "3.5", "1e2", " 5", "5 ", "nan", "inf", "abc", "-", "0b1"})
+    EXPECT_THROW(parse_int(bad, "--repetitions", 1, 1000), UsageError) << bad;
+  EXPECT_THROW(parse_int("0", "--repetitions", 1, 1000), UsageError);
+  EXPECT_THROW(parse_int("1001", "--repetitions", 1, 1000), UsageError);
+  EXPECT_THROW(parse_int("99999999999999999999", "--limit", 0, 1LL << 40), UsageError);
+  try {
+    parse_int("3.5", "--repetitions", 1, 1000);
+    FAIL();
+  } catch (const UsageError& e) {  // names flag and value, and says what is wrong (not "not in range")
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--repetitions '3.5'"), std::string::npos) << m;
+    EXPECT_NE(m.find("not a whole number"), std::string::npos) << m;
+  }
+}
+
+TEST(Sweep, ParseRealDecimalOnly) {
+  using dlb::harness::parse_real;
+  EXPECT_DOUBLE_EQ(parse_real("0.25", "--min-time", 1e-6, 3600), 0.25);
+  EXPECT_DOUBLE_EQ(parse_real("1e-3", "--min-time", 1e-6, 3600), 1e-3);
+  EXPECT_DOUBLE_EQ(parse_real(".5", "--lr", 1e-12, 1e3), 0.5);
+  for (const char* bad : {"", "nan", "NaN", "inf", "-inf", "0x1p-3", "1s", "1e", ".", "1e999"})
+    EXPECT_THROW(parse_real(bad, "--min-time", 1e-6, 3600), UsageError) << bad;
+  EXPECT_THROW(parse_real("0", "--min-time", 1e-6, 3600), UsageError);
+  EXPECT_THROW(parse_real("4000", "--min-time", 1e-6, 3600), UsageError);
+}
+
+TEST(Sweep, DuplicatesRefused) {
+  EXPECT_THROW(parse_list("512,512", "--sizes"), UsageError);
+  EXPECT_THROW(parse_list("1MB,1000KB", "--sizes", true), UsageError);  // the same number of bytes
+  EXPECT_THROW(dlb::harness::parse_words("fp32,fp32", "--dtype"), UsageError);
+  EXPECT_EQ(dlb::harness::parse_words("fp32,bf16", "--dtype").size(), 2u);
+}
+
+TEST(Sweep, SuiteFlags) {
+  using dlb::harness::suite_flags;
+  auto uses = [](const std::string& s, const std::string& f) {
+    const auto v = suite_flags(s);
+    return std::find(v.begin(), v.end(), f) != v.end();
+  };
+  EXPECT_TRUE(uses("matmul", "--sizes"));
+  EXPECT_FALSE(uses("conv", "--sizes"));
+  EXPECT_FALSE(uses("lecture", "--sizes"));  // its images are --images, capped
+  EXPECT_TRUE(uses("lecture", "--images"));
+  EXPECT_FALSE(uses("matmul", "--batch"));
+  EXPECT_TRUE(suite_flags("no-such-suite").empty());
 }

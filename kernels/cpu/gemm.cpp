@@ -3,15 +3,62 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <vector>
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/openblas_core.h"
+#include "kernels/cpu/threads.h"
 
 namespace dlb::cpu {
+
+std::string openblas_reserve_buffers(bool pool) {
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return "";
+  static bool blas_done = false, pool_done = false;
+  // OpenBLAS's BUFFER_SIZE on x86-64 is 128 MiB (+ a page). Its worker threads take theirs when they
+  // start (at load: a worker that could not is stuck, and this trial then fails too); the calling
+  // thread takes one at its first sgemm, and so does each other thread that calls it (+ its stack and
+  // malloc arena, 72 MiB; measured with a threaded sgemm and a concurrent one on another thread).
+  const std::size_t mib = std::size_t(1) << 20;
+  const int pool_threads = pool ? kernel_threads() - 1 : 0;
+  std::size_t need = 64 * mib;  // room for the first case's own data
+  if (!blas_done) need += 130 * mib;
+  if (pool && !pool_done) need += std::size_t(std::max(0, pool_threads)) * 202 * mib;
+  void* p = mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return "the address-space limit (ulimit -v " + std::to_string(rl.rlim_cur >> 10) + " KiB) leaves less than the " +
+           std::to_string(need / mib) + " MiB that OpenBLAS's work buffers need here";
+  munmap(p, need);
+  std::vector<float> a(256 * 256, 1.0f), c(256 * 256);
+  if (!blas_done) {  // every OpenBLAS thread takes its buffer
+    sgemm_forward_openblas(a.data(), a.data(), c.data(), 256, 256, 256);
+    blas_done = true;
+  }
+  if (pool && !pool_done && pool_threads > 0) {
+    // One single-threaded sgemm on each pool thread; a task waits (at most 0.5 s) for the others to
+    // start so that no thread takes two of them.
+    std::atomic<int> started{0};
+    const int tasks = pool_threads + 1;
+    parallel_tasks(tasks, [&](int) {
+      std::vector<float> c2(64 * 64);
+      sgemm_forward_openblas(a.data(), a.data(), c2.data(), 64, 64, 64);
+      started.fetch_add(1);
+      const auto t0 = std::chrono::steady_clock::now();
+      while (started.load() < tasks && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500))
+        std::this_thread::yield();
+    });
+  }
+  pool_done = pool_done || pool;
+  return "";
+}
 
 void sgemm_forward_openblas(const float* a, const float* b, float* c, long m, long n, long k) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),

@@ -13,6 +13,14 @@ namespace dlb::cpu {
 void sgemm_forward_openblas(const float* a, const float* b, float* c, long m, long n, long k);
 void sgemm_forward_blocked(const float* a, const float* b, float* c, long m, long n, long k);
 
+// Under an address-space limit (ulimit -v), OpenBLAS retries a failed allocation of its per-thread
+// work buffers (128 MiB each) forever, so a GEMM called near the limit never returns. This takes those
+// buffers once, up front, while there is room: with no limit it does nothing; else a trial mmap checks
+// that they fit, then one threaded sgemm (and with `pool`, one single-threaded sgemm on each thread of
+// the kernels' pool, threads.h, as the training and conv kernels call it) makes OpenBLAS take and keep
+// them. Returns "" or why they do not fit (the caller refuses to start, rather than hang later).
+std::string openblas_reserve_buffers(bool pool);
+
 // bf16 inputs (raw bits), fp32 accumulate and output, through OpenBLAS cblas_sbgemm looked up at
 // run time. Throws dlb::Unsupported where the library lacks it (check the reason below first).
 void sbgemm_forward_openblas(const std::uint16_t* a, const std::uint16_t* b, float* c, long m, long n, long k);

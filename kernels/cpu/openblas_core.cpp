@@ -129,6 +129,18 @@ CoreStatus openblas_core_status() {
   return s;
 }
 
+std::string openblas_core_env_problem() {
+  const std::string choice = env(kChoice);
+  if (choice.empty() || iequal(choice, "auto") || iequal(choice, "library")) return "";
+  if (openblas_core_tier(choice) == 0)
+    return "unknown core (expected auto, library or one of SkylakeX, Cooperlake, SapphireRapids, Haswell, Zen, "
+           "Excavator, Sandybridge, Bulldozer, Piledriver, Steamroller)";
+  const auto flags = read_cpu_flags();
+  if (openblas_core_tier(choice) > cpu_tier(flags) || (iequal(choice, "Excavator") && !(has(flags, "fma4") && has(flags, "xop"))))
+    return "this CPU cannot run that core's instructions";
+  return "";
+}
+
 void openblas_reexec_with_best_core(int argc, char** argv) {
   (void)argc;
   if (!env(kMarker).empty() || !env("OPENBLAS_CORETYPE").empty()) return;  // done once / user's choice

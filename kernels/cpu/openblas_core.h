@@ -53,4 +53,7 @@ CoreStatus openblas_core_status();
 // otherwise (also when exec fails: the run goes on with the library's core).
 void openblas_reexec_with_best_core(int argc, char** argv);
 
+// What is wrong with $DLBENCH_OPENBLAS_CORE ("" when unset, auto, library, or a core this CPU runs).
+std::string openblas_core_env_problem();
+
 }  // namespace dlb::cpu

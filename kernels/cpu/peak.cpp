@@ -65,7 +65,12 @@ double parallel_best_rate(int threads, F&& body_rate) {
   for (int round = 0; round < 3; ++round) {
     std::vector<double> rate(threads, 0.0);
     std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { rate[t] = body_rate(t); });
+    try {
+      for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { rate[t] = body_rate(t); });
+    } catch (...) {  // no memory for another thread's stack: join the ones started, then report it
+      for (auto& th : ts) th.join();
+      throw;
+    }
     for (auto& th : ts) th.join();
     double sum = 0;
     for (double r : rate) sum += r;

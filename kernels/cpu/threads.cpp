@@ -33,13 +33,14 @@
 namespace dlb::cpu {
 namespace {
 
-constexpr int kMaxThreads = 64;
+constexpr int kMaxThreads = kMaxKernelThreads;
 constexpr int kMaxTasks = 0xffff;  // tasks live in 16 bits of work_
 
 int detect_threads() {
-  if (const char* e = std::getenv("DLB_CPU_THREADS")) {
-    const int v = std::atoi(e);
-    if (v >= 1) return std::min(v, kMaxThreads);
+  if (const char* e = std::getenv("DLB_CPU_THREADS"); e && *e) {  // checked by the CLI; decimal 1..64
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end == '\0' && v >= 1 && v <= kMaxThreads) return static_cast<int>(v);
   }
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -17,6 +17,9 @@ namespace dlb::cpu {
 // or DLB_CPU_THREADS when set (1 = everything on the calling thread). Read once.
 int kernel_threads();
 
+// DLB_CPU_THREADS may ask for 1..kMaxKernelThreads threads (the CLI refuses any other value at start).
+constexpr int kMaxKernelThreads = 64;
+
 // RAII: the calling thread sees kernel_threads() <= n for the scope's lifetime; with n = 1 every
 // kernel it calls takes its single-threaded path (tests compare the two paths with it).
 class KernelThreadsLimit {

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# bad_inputs.sh CLI TABLE [FIRST LAST]: the bad-input contract, table-driven (issue 13). Every line of
+# TABLE (tests/bad_inputs.tsv: CODE <tab> ENV <tab> ARGS) runs the CLI once as a real process under
+# `timeout`, and must exit with CODE (2), write exactly one line to stderr ("dlbench: error: ..."), and
+# no trace ("terminate called", "Aborted", sanitizer or Python tracebacks). ENV is "-" or VAR=VALUE
+# words; ENV and ARGS are shell words in which @T@ is a temp folder of hostile files made here (FIFOs,
+# a sparse 300 MB file, garbage and truncated JSON, results with bad times) and @D@ the fixture folder
+# tests/data/compare. FIRST LAST (1-based, inclusive) run a slice of the table. Prints one line per
+# failing input and a count; exits 1 if any input was mishandled.
+set -u
+cli=$1 table=$2 first=${3:-1} last=${4:-1000000}
+limit=${DLB_BAD_INPUT_TIMEOUT:-20}
+D=$(cd "$(dirname "$table")/data/compare" && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/dlbench-bad.XXXXXX")
+cleanup() {
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+# ---- hostile files ----
+mkfifo "$T/fifo"
+mkdir -p "$T/dir" "$T/fifo_run" "$T/huge_run" "$T/hist_fifo/run1" "$T/hist_huge/run1" "$T/hist_bad/run1" \
+  "$T/mnist_fifo" "$T/mnist_huge" "$T/mnist_garbage" "$T/cifar_garbage" "$T/bl" "$T/bl_empty"
+mkfifo "$T/fifo_run/results.json" "$T/hist_fifo/run1/results.json" "$T/mnist_fifo/train-images-idx3-ubyte"
+truncate -s 300M "$T/huge.json" "$T/huge_run/results.json" "$T/hist_huge/run1/results.json"
+truncate -s 1100M "$T/mnist_huge/train-images-idx3-ubyte"  # sparse: over the 1 GiB dataset-file cap
+# MNIST folders: a valid label file beside the hostile image file, so the image file is what is read;
+# mnist_ok: 10 valid 28x28 images and labels (train and t10k).
+mkdir -p "$T/mnist_ok"
+be32() { printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)))"; }
+idx() {  # idx FILE MAGIC COUNT [ROWS COLS]: an IDX header (big-endian) + a zero payload
+  local f=$1 magic=$2 n=$3 r=${4:-} c=${5:-}
+  { be32 "$magic"; be32 "$n"
+    if [ -n "$r" ]; then be32 "$r"; be32 "$c"; head -c $((n * r * c)) /dev/zero; else head -c "$n" /dev/zero; fi
+  } > "$f"
+}
+for d in mnist_fifo mnist_huge mnist_garbage mnist_ok; do idx "$T/$d/train-labels-idx1-ubyte" 2049 10; done
+idx "$T/mnist_ok/train-images-idx3-ubyte" 2051 10 28 28
+idx "$T/mnist_ok/t10k-images-idx3-ubyte" 2051 10 28 28
+idx "$T/mnist_ok/t10k-labels-idx1-ubyte" 2049 10
+: > "$T/empty.json"
+head -c 4096 /dev/urandom > "$T/garbage.json"
+head -c 4096 /dev/urandom > "$T/mnist_garbage/train-images-idx3-ubyte"
+head -c 4096 /dev/urandom > "$T/cifar_garbage/data_batch_1.bin"
+head -c 700 "$D/base.json" > "$T/trunc.json"
+echo "hello" > "$T/file.txt"
+{ printf '{"context": {}, "benchmarks": ['; head -c 500000 /dev/zero | tr '\0' '['; head -c 500000 /dev/zero | tr '\0' ']'; printf ']}'; } > "$T/deep.json"
+head -c 2000000 /dev/zero | tr '\0' '[' > "$T/deep_open.json"
+mkdir -p "$T/dir_run/results.json" "$T/zero_link_run"
+ln -s /dev/zero "$T/zero_link.json"
+ln -s /dev/zero "$T/zero_link_run/results.json"
+ln -s "$T/loop" "$T/loop"
+chmod -x "$T/file.txt"
+echo '[]' > "$T/array.json"
+echo '{"context": {}, "benchmarks": {}}' > "$T/bench_not_array.json"
+echo '{"context": {}, "benchmarks": [1, 2]}' > "$T/entry_not_object.json"
+echo '{"context": "x", "benchmarks": []}' > "$T/ctx_str.json"
+# One results file per wrong field: sed on the fixture (first entry, or the context).
+variant() {  # variant NAME SED-EXPRESSION
+  sed "$2" "$D/base.json" > "$T/$1.json"
+}
+variant dirty_str '0,/"dirty": false/s//"dirty": "yes"/'
+variant git_str '0,/"git": {/s//"git": "abc", "x": {/'
+variant zero_time '0,/"real_time": 100,/s//"real_time": 0,/'
+variant neg_time '0,/"real_time": 100,/s//"real_time": -100,/'
+variant null_time '0,/"real_time": 100,/s//"real_time": null,/'
+variant str_time '0,/"real_time": 100,/s//"real_time": "100",/'
+variant big_time '0,/"real_time": 100,/s//"real_time": 1e999,/'
+variant neg_cpu '0,/"cpu_time": 100,/s//"cpu_time": -1,/'
+variant err_str '0,/"verified": true/s//"verified": true, "error_occurred": "yes"/'
+variant verified_str '0,/"verified": true/s//"verified": "yes"/'
+variant unit_bad '0,/"time_unit": "us"/s//"time_unit": "parsec"/'
+variant reps_str '0,/"repetitions": 5,/s//"repetitions": "five",/'
+variant runtype_num '0,/"run_type": "iteration"/s//"run_type": 7/'
+jvariant() {  # results.jsonl variants of the fixture's one-line entries
+  sed "$2" "$D/base_only.jsonl" > "$T/$1.jsonl"
+}
+jvariant zero_time '1s/"real_time": 100,/"real_time": 0,/'
+jvariant neg_time '1s/"real_time": 100,/"real_time": -5,/'
+jvariant bad_line '2s/.*/{"name": "fix\/same", "real_/'
+jvariant dirty_line '1s/"verified": true/"verified": 1/'
+cp "$T/zero_time.json" "$T/hist_bad/run1/results.json"
+"$cli" baseline save "$D/base.json" --dir "$T/bl_fifo" >/dev/null 2>&1 &&
+  for f in "$T"/bl_fifo/*/results.json; do rm -f "$f"; mkfifo "$f"; done
+"$cli" baseline save "$D/base.json" --dir "$T/bl_zero" >/dev/null 2>&1 &&
+  for f in "$T"/bl_zero/*/results.json; do cp "$T/zero_time.json" "$f"; done
+mkdir -p "$T/bl_fifo" "$T/bl_zero"
+
+# ---- the table ----
+n=0 bad=0 tried=0
+while IFS= read -r line || [ -n "$line" ]; do
+  n=$((n + 1))
+  case "$line" in ''|'#'*) continue ;; esac
+  [ "$n" -ge "$first" ] && [ "$n" -le "$last" ] || continue
+  IFS=$'\t' read -r want envs args <<<"$line"
+  envs=${envs//@T@/$T} envs=${envs//@D@/$D}
+  args=${args//@T@/$T} args=${args//@D@/$D}
+  eval "set -- $args"
+  env_words=()
+  [ "$envs" = "-" ] || eval "env_words=($envs)"
+  tried=$((tried + 1))
+  start=${EPOCHREALTIME/./}
+  env ${env_words[@]+"${env_words[@]}"} timeout -k 2 "$limit" "$cli" "$@" >/dev/null 2>"$T/err" </dev/null
+  got=$?
+  ms=$(( (${EPOCHREALTIME/./} - start) / 1000 ))
+  lines=$(grep -c '' "$T/err")
+  why=""
+  if [ "$got" = 124 ] || [ "$got" = 137 ]; then why="hangs (killed after ${limit}s)"
+  elif [ "$got" != "$want" ]; then why="exit $got, expected $want"
+  elif [ "$lines" != 1 ]; then why="$lines lines on stderr, expected 1"
+  elif ! grep -q '^dlbench: error: ' "$T/err"; then why="stderr line does not start with 'dlbench: error: '"
+  fi
+  if grep -qiE 'terminate called|Aborted|core dumped|Traceback|AddressSanitizer|runtime error:|LeakSanitizer' "$T/err"; then
+    why="${why:+$why; }trace on stderr"
+  fi
+  if [ -n "$why" ]; then
+    bad=$((bad + 1))
+    echo "MISHANDLED line $n: [$envs] dlbench $args -> $why; stderr: $(head -c 300 "$T/err" | tr '\n' '|')"
+  elif [ -n "${DLB_BAD_INPUT_VERBOSE:-}" ]; then
+    printf 'ok   line %d (%d ms): %s\n' "$n" "$ms" "$(cat "$T/err")"
+  fi
+done < "$table"
+echo "bad inputs tried: $tried, handled: $((tried - bad)), mishandled: $bad"
+[ "$bad" = 0 ]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# memory_limit.sh CLI OUT: under address-space limits (ulimit -v, in a subshell) dlbench always exits:
+# `info --peaks` exits 0 (peaks "not measured" when they do not fit), and a small CPU matmul sweep and a
+# small CPU training run either succeed (0), or refuse at once with exit 2 and one "dlbench: error:"
+# line; a case that runs out of memory is marked, never a hang (issue 13). No timing is asserted.
+set -u
+cli=$1 out=$2
+rm -rf "$out" && mkdir -p "$out"
+bad=0
+check() {  # check LIMIT_KB ALLOWED_CODES ARGS...
+  local kb=$1 allowed=$2; shift 2
+  (ulimit -v "$kb"; timeout -k 5 120 "$cli" "$@" >"$out/stdout" 2>"$out/stderr" </dev/null)
+  local rc=$? lines
+  lines=$(grep -c '' "$out/stderr")
+  local why=""
+  if [ $rc = 124 ] || [ $rc = 137 ]; then why="did not exit within 120 s"
+  elif ! [[ " $allowed " == *" $rc "* ]]; then why="exit $rc (allowed: $allowed)"
+  elif [ $rc = 2 ] && { [ "$lines" != 1 ] || ! grep -q '^dlbench: error: ' "$out/stderr"; }; then why="exit 2 with $lines stderr lines"
+  fi
+  if grep -qE 'terminate called|Aborted|core dumped' "$out/stderr"; then why="${why:+$why; }trace on stderr"; fi
+  if [ -n "$why" ]; then
+    bad=$((bad + 1)); echo "FAIL: ulimit -v $kb: dlbench $* -> $why"; head -5 "$out/stderr"
+  else
+    echo "ok: ulimit -v $kb: dlbench $* -> exit $rc $(grep -m1 -E 'error|not measured' "$out/stderr" "$out/stdout" | cut -c1-160)"
+  fi
+}
+for kb in 200000 300000 500000; do check $kb "0" info --peaks; done
+for kb in 150000 300000 450000 800000; do
+  check $kb "0 2" run --suite matmul --device cpu --sizes 64,1024 --dtype fp32 --repetitions 1 --min-time 0.01 \
+    --no-report --out "$out/mm-$kb"
+done
+for kb in 300000 700000; do
+  check $kb "0 2" train --model mlp --device cpu --epochs 1 --limit 256
+done
+echo "$bad failure(s)"
+[ $bad = 0 ]
