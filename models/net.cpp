@@ -116,7 +116,7 @@ const std::vector<float>& Sequential::predict(const float* x, int n) {
   return acts_.back();
 }
 
-float Sequential::forward_backward(const Batch& b) {
+float Sequential::forward_backward(const Batch& b, const GradsReady& ready) {
   predict(b.x, b.n);
   const Shape& o = shapes_.back();
   const float loss = loss_forward_backward(loss_, acts_.back().data(), b, o.size(), int(o.per_item()), dout_.data());
@@ -129,6 +129,10 @@ float Sequential::forward_backward(const Batch& b) {
       continue;
     }
     layers_[i]->backward(shapes_[i], xin, acts_[i].data(), dy, i == 0 ? nullptr : grads_[i].data());
+    if (ready) {
+      const auto ps = layers_[i]->params();
+      if (!ps.empty()) ready(ps);
+    }
   }
   return loss;
 }
