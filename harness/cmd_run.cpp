@@ -1,11 +1,13 @@
 // `dlbench run` and `dlbench list`.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
 #include "bench/case.h"
 #include "harness/commands.h"
+#include "harness/dist.h"
 #include "harness/runner.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
@@ -16,7 +18,7 @@ namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
   bool quick = false, no_report = false, list = false, cuda_graph = false;
-  int repetitions = 0;
+  int repetitions = 0, ranks = 0;
   double min_time = 0;
 };
 
@@ -52,8 +54,9 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
   o.list_only = f.list;
   o.argv = argv;
   const bool units = o.suites.size() == 1 && o.suites[0] == "transfer";
+  const bool dist = o.suites.size() == 1 && o.suites[0] == "dist";
   if (!f.sizes.empty()) {
-    o.overrides["size"] = parse_list(f.sizes, "--sizes", units);
+    o.overrides["size"] = dist ? parse_size_sweep(f.sizes) : parse_list(f.sizes, "--sizes", units);
     o.extra["sizes_given"] = true;  // suites with extra shapes beside the size axis run only these
   }
   if (!f.batch.empty()) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
@@ -90,9 +93,13 @@ void add_run_command(CLI::App& app, int& rc) {
   run->add_option("--out,-o", f->out, "Results folder (default results/<timestamp>-<host>)");
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
+  run->add_option("--ranks", f->ranks, "Suite dist: run N ranks (re-launches itself under mpirun)");
   run->callback([f, &rc] {
     std::vector<std::string> args = {"dlbench", "run"};
-    rc = run_suites(to_options(*f, args));
+    const RunOptions o = to_options(*f, args);
+    const bool dist = std::find(o.suites.begin(), o.suites.end(), "dist") != o.suites.end();
+    if (f->ranks != 0 && !dist) throw UsageError("--ranks: only suite dist runs across ranks (add --suite dist)");
+    rc = dist ? run_distributed(o, f->ranks) : run_suites(o);
   });
 
   auto lf = std::make_shared<RunFlags>();

@@ -1,6 +1,7 @@
 // The run loop (see runner.h). Google Benchmark does the timing and the statistics; we do setup,
 // verification, throughput, records, progress and the interrupt policy.
 #include "harness/runner.h"
+#include "harness/dist.h"
 
 #include <unistd.h>
 
@@ -321,6 +322,16 @@ std::string default_out_dir() {
   return std::string("results/") + ts + "-" + host;
 }
 
+TimingPolicy timing_policy(const RunOptions& opts) {
+  TimingPolicy policy;
+  policy.repetitions = opts.repetitions > 0 ? opts.repetitions : 5;  // 5 a side: the fewest with which a Mann-Whitney test can reach p < 0.05
+  policy.repetitions_given = opts.repetitions > 0;
+  policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
+  policy.max_cv = opts.max_cv;
+  policy.retry_noisy = !opts.quick;
+  return policy;
+}
+
 int run_suites(const RunOptions& opts) {
   // 1. Everything that can be wrong with the input is checked before anything runs.
   std::string device_note;
@@ -356,19 +367,14 @@ int run_suites(const RunOptions& opts) {
     for (const auto& [s, c] : cases) std::cout << c.id.name() << "\n";
     return 0;
   }
-  TimingPolicy policy;
-  policy.repetitions = opts.repetitions > 0 ? opts.repetitions : 5;  // 5 a side: the fewest with which a Mann-Whitney test can reach p < 0.05
-  policy.repetitions_given = opts.repetitions > 0;
-  policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
-  policy.max_cv = opts.max_cv;
-  policy.retry_noisy = !opts.quick;
+  const TimingPolicy policy = timing_policy(opts);
   ResultsWriter writer(opts.out.empty() ? default_out_dir() : opts.out);
 
   // 2. Context: fingerprint + measured peaks.
   json context = fingerprint(opts.argv);
   Peaks peaks;
   bool cpu_cases = false;
-  for (const auto& [s, c] : cases) cpu_cases |= c.id.device == "cpu";
+  for (const auto& [s, c] : cases) cpu_cases |= c.id.device == "cpu" && s != "dist";  // dist: every core is a rank's
   if (cpu_cases) {
     std::cerr << "dlbench: measuring CPU peaks (FMA, memory bandwidth)...\n";
     peaks = measure_cpu_peaks();
@@ -388,6 +394,7 @@ int run_suites(const RunOptions& opts) {
       context["peaks"]["gpus"][d] = {{"error", e.what()}};
     }
   }
+  if (suites.count("dist")) context["dist"] = dist_context();
   context["run"] = {{"suites", opts.suites},     {"devices", devices},   {"quick", opts.quick},
                     {"repetitions", policy.repetitions}, {"min_time_s", policy.min_time}, {"filter", opts.filter},
                     {"cases", cases.size()},     {"interrupted", false}};
