@@ -93,7 +93,8 @@ void add_run_command(CLI::App& app, int& rc) {
   run->add_option("--out,-o", f->out, "Results folder (default results/<timestamp>-<host>)");
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
-  run->add_option("--ranks", f->ranks, "Suite dist: run N ranks (re-launches itself under mpirun)");
+  run->add_option("--ranks", f->ranks, "Suite dist: run N ranks (re-launches itself under mpirun)")
+      ->check(CLI::Range(1, 1024));
   run->callback([f, &rc] {
     std::vector<std::string> args = {"dlbench", "run"};
     const RunOptions o = to_options(*f, args);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <regex>
+#include <csignal>
 #include <thread>
 
 #include "bench/case.h"
@@ -106,6 +107,16 @@ int relaunch(int ranks) {
   return 1;
 }
 
+// Test hook (tests/dist_run.sh rank_dies): with DLB_DIST_TEST_KILL_RANK=r (r > 0), rank r dies by
+// SIGKILL after its first case, as a crashed process would, while the others are in a collective.
+void fault_injection() {
+  if (const char* r = env("DLB_DIST_TEST_KILL_RANK"))
+    if (std::atoi(r) == comm::world().rank) {
+      std::fflush(nullptr);
+      kill(getpid(), SIGKILL);
+    }
+}
+
 // Ranks other than 0: the same dist cases in the same order, with the same timing policy; nothing
 // is written or printed (rank 0 records the slowest rank's times, which every rank computes).
 int follow(const RunOptions& opts) {
@@ -123,18 +134,11 @@ int follow(const RunOptions& opts) {
     if (!opts.filter.empty() && !std::regex_search(c.id.name(), filter)) continue;
     nlohmann::json record;
     run_case(c, i++, policy, none, record);
+    if (i == 1) fault_injection();
   }
   return 0;
 }
 
-void fault_injection() {
-  // Test hook (tests/dist_faults.sh): this rank dies by SIGKILL as a crashed process would.
-  if (const char* r = env("DLB_DIST_TEST_KILL_RANK"))
-    if (std::atoi(r) == comm::world().rank) {
-      std::fflush(nullptr);
-      kill(getpid(), SIGKILL);
-    }
-}
 
 }  // namespace
 
@@ -243,7 +247,6 @@ int run_distributed(const RunOptions& opts, int ranks) {
   }
   int rc = 0;
   try {
-    fault_injection();
     rc = w.rank == 0 ? run_suites(opts) : follow(opts);
   } catch (const UsageError& e) {
     std::cerr << "dlbench: error: " << e.what() << "\n";
