@@ -229,6 +229,12 @@ int run_distributed(const RunOptions& opts, int ranks) {
     resolve_devices(opts.device);  // bad --device: exit 2 here, before any rank starts
     return relaunch(ranks);
   }
+  // srun without a PMI plugin Open MPI can use (--mpi=none): each process would be a world of one (and
+  // Open MPI aborts in MPI_Init). Refuse before that, once per process.
+  if (how == "srun" && !env("PMIX_RANK") && !env("PMI_RANK")) {
+    throw UsageError(std::to_string(std::max(1, launched_size())) +
+                     " task(s) were started by srun without PMIx; processes started without MPI would each run alone (use srun --mpi=pmix)");
+  }
   // One rank of a world (or the only process): every rank lands here.
   if (!env("DLB_CPU_THREADS")) {
     // Our CPU kernels split a batch over threads: share the cores between the ranks of this host.

@@ -5,7 +5,8 @@
 #   direct         started by `mpirun -n 2` itself, no --out: rank 0 writes the one results folder
 #   rank_dies      a rank killed mid-run: exit 1 with a clear error, no hang
 #   mismatch       mpirun -n 2 with --ranks 3: exit 2, one line
-#   no_mpi         a launcher says 2 tasks but MPI sees a world of 1 (started without MPI): exit 2
+#   no_mpi         2 ranks announced but MPI sees a world of 1 (started without MPI): exit 2
+#                  (srun --mpi=none -n 2 is tests/dist_slurm.sh's)
 set -uo pipefail
 mode=$1 cli=$2 out=$3 n=${4:-2}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,8 +39,8 @@ case $mode in
     [ "$(grep -c 'dlbench: error' "$out/err")" = 1 ] || fail "expected one error line"
     echo "ok: $(grep 'dlbench: error' "$out/err")" ;;
   no_mpi)
-    # What srun --mpi=none -n 2 gives each process: a step of 2 tasks, no PMI.
-    SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 timeout 120 "$cli" run --suite dist --quick --no-report --out "$out/r" >"$log" 2>"$out/err"
+    # A launcher that says 2 ranks (what mpirun tells each rank) while MPI, not started by it, sees 1.
+    DLB_DIST_RANKS=2 timeout 120 "$cli" run --suite dist --quick --no-report --out "$out/r" >"$log" 2>"$out/err"
     rc=$?; cat "$out/err" >>"$log"
     [ $rc = 2 ] || fail "exit $rc, expected 2"
     grep -q "started without MPI" "$out/err" || fail "no clear error"

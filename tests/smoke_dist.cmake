@@ -27,3 +27,8 @@ if(MPI_CXX_FOUND)
   dlb_dist(two_hosts_netns 400 dist_netns.sh ${DLB_CLI} ${OUT}/dist-netns)
   set_tests_properties(dist.two_hosts_netns PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+if(MPI_CXX_FOUND)
+  # Slurm on this machine: own munged, slurmctld, slurmd; sbatch + srun --mpi=pmix; exit 77 = skipped.
+  dlb_dist(slurm 500 dist_slurm.sh ${DLB_CLI} ${OUT}/dist-slurm)
+  set_tests_properties(dist.slurm PROPERTIES SKIP_RETURN_CODE 77)
+endif()
