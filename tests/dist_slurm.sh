@@ -85,4 +85,8 @@ timeout 120 srun --mpi=none -n 2 "$cli" run --suite dist --quick --no-report --o
 rc=$?
 [ $rc = 2 ] || fail "srun --mpi=none -n 2: exit $rc, expected 2"
 grep -q "started without MPI" "$out/nompi.log" || fail "srun --mpi=none: no clear error"
+# The recipes' rank mapping (ci/slurm/rank_env.sh): torchrun's variables from Slurm's.
+timeout 60 srun --mpi=none -n 2 "$here/../ci/slurm/rank_env.sh" sh -c 'echo "$RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR"' \
+  2>&1 | sort >"$out/rank_env.log"
+printf '0 0 2 %s\n1 1 2 %s\n' "$host" "$host" | diff - "$out/rank_env.log" >/dev/null || fail "rank_env.sh: $(cat "$out/rank_env.log")"
 echo "ok"
