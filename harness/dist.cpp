@@ -236,7 +236,7 @@ int run_distributed(const RunOptions& opts, int ranks) {
                      " task(s) were started by srun without PMIx; processes started without MPI would each run alone (use srun --mpi=pmix)");
   }
   // One rank of a world (or the only process): every rank lands here.
-  if (!env("DLB_CPU_THREADS")) {
+  if (!env("DLB_CPU_THREADS") && launched_size() > 1) {
     // Our CPU kernels split a batch over threads: share the cores between the ranks of this host.
     const int guess = std::max(1, cores() / std::max(1, launched_size()));
     setenv("DLB_CPU_THREADS", std::to_string(guess).c_str(), 1);

@@ -34,7 +34,11 @@ World& nccl_world(int device) {
     return w;
   }
   const WorldInfo& info = world();
-  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  // Every rank must reach the id broadcast below, or the others wait there for ever: agree first.
+  const cudaError_t set = cudaSetDevice(device);
+  if (info.size > 1 && sum_over_ranks(set == cudaSuccess ? 0 : 1) > 0)
+    throw Unsupported("a rank could not select its GPU (one rank per GPU: local rank " + std::to_string(device) + ")");
+  cuda_check(set, "cudaSetDevice");
   ncclUniqueId id{};
   if (info.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   if (info.size > 1) broadcast_bytes(&id, sizeof id, 0);
