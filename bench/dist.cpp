@@ -19,6 +19,7 @@
 
 #include "bench/case.h"
 #include "kernels/comm/comm.h"
+#include "kernels/common/device.h"
 #include "models/net.h"
 
 namespace dlb::bench {
@@ -40,6 +41,11 @@ class CollectiveCase : public Case {
 
   void setup() override {
     if (!comm::available()) throw Unsupported("dlbench was built without MPI");
+    const auto& w = comm::world();
+    // NCCL needs one GPU per rank ("Duplicate GPU detected" otherwise). Same verdict on every rank.
+    if (device_ != "cpu" && comm::max_over_ranks(w.local_size > int(cuda_info().gpus.size()) ? 1.0 : 0.0) > 0)
+      throw Unsupported(std::to_string(w.local_size) + " ranks on a host with " + std::to_string(cuda_info().gpus.size()) +
+                        " GPU(s): NCCL needs one GPU per rank");
     coll_ = device_ == "cpu" ? comm::make_mpi_collective(op_, count_, inplace_)
                              : comm::make_nccl_collective(op_, count_, inplace_, comm::world().local_rank);
   }

@@ -87,6 +87,6 @@ rc=$?
 grep -q "started without MPI" "$out/nompi.log" || fail "srun --mpi=none: no clear error"
 # The recipes' rank mapping (ci/slurm/rank_env.sh): torchrun's variables from Slurm's.
 timeout 60 srun --mpi=none -n 2 "$here/../ci/slurm/rank_env.sh" sh -c 'echo "$RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR"' \
-  2>&1 | sort >"$out/rank_env.log"
+  2>"$out/rank_env.err" | sort >"$out/rank_env.log"
 printf '0 0 2 %s\n1 1 2 %s\n' "$host" "$host" | diff - "$out/rank_env.log" >/dev/null || fail "rank_env.sh: $(cat "$out/rank_env.log")"
 echo "ok"
