@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -93,9 +94,12 @@ int relaunch(int ranks) {
     std::fprintf(stderr, "dlbench: error: --ranks %d needs mpirun (Open MPI's openmpi-bin), which could not be started\n", ranks);
     std::_Exit(2);
   }
+  // Ctrl-C reaches mpirun too (same process group), which passes it to the ranks: wait for its verdict.
+  auto* old_int = std::signal(SIGINT, SIG_IGN);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  std::signal(SIGINT, old_int);
   if (WIFEXITED(status)) {
     const int rc = WEXITSTATUS(status);
     if (rc == 0 || rc == 1 || rc == 2 || rc == 130) return rc;
@@ -170,7 +174,8 @@ nlohmann::json dist_context() {
     if (std::find(hosts.begin(), hosts.end(), w.hosts[std::size_t(r)]) == hosts.end()) hosts.push_back(w.hosts[std::size_t(r)]);
     ranks.push_back({{"rank", r}, {"host", w.hosts[std::size_t(r)]}});
   }
-  // Local rank and GPU follow from the host order (as nccl-tests: lower ranks on the same host first).
+  // Local rank and GPU follow from the host order (as nccl-tests: lower ranks on the same host first;
+  // a rank's own local rank comes from mpirun/srun where they set one, which agrees on one host per name).
   std::map<std::string, int> seen;
   for (auto& r : ranks) {
     const int local = seen[r["host"].get<std::string>()]++;
@@ -238,7 +243,8 @@ int run_distributed(const RunOptions& opts, int ranks) {
   // One rank of a world (or the only process): every rank lands here.
   if (!env("DLB_CPU_THREADS") && launched_size() > 1) {
     // Our CPU kernels split a batch over threads: share the cores between the ranks of this host.
-    const int guess = std::max(1, cores() / std::max(1, launched_size()));
+    const char* local = env("OMPI_COMM_WORLD_LOCAL_SIZE");  // ranks on this host, where mpirun says
+    const int guess = std::max(1, cores() / std::max(1, local ? std::atoi(local) : launched_size()));
     setenv("DLB_CPU_THREADS", std::to_string(guess).c_str(), 1);
   }
   comm::init();

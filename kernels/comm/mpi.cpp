@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <unistd.h>
@@ -53,6 +54,13 @@ void init() {
     }
     g_world.hosts.push_back(h);
   }
+  // The launcher's own word on the local rank where it gives one (mpirun, srun); the hostnames
+  // (what nccl-tests uses) otherwise.
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* s = std::getenv(v); s && *s) {
+      g_world.local_rank = std::atoi(s);
+      break;
+    }
 }
 
 void finalize() {
