@@ -19,6 +19,11 @@ host=$(hostname -s)
 port=$((20000 + $$ % 20000))
 pids=()
 cleanup() {
+  # End this cluster's jobs first (their slurmstepd outlive a killed slurmd), then the daemons.
+  if [ -n "${SLURM_CONF:-}" ]; then
+    timeout 10 scancel --full --user=root 2>/dev/null
+    timeout 15 bash -c 'while [ -n "$(squeue -h 2>/dev/null)" ]; do sleep 1; done'
+  fi
   for f in "$out"/slurmd.pid "$out"/slurmctld.pid "$out"/munged.pid; do
     [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
   done
