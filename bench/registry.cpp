@@ -12,10 +12,11 @@ Suite lecture_suite();
 Suite train_suite();
 Suite amp_suite();
 Suite transfer_suite();
+Suite dist_suite();
 
 const std::vector<Suite>& all_suites() {
   static const std::vector<Suite> suites = {
-      lecture_suite(), matmul_suite(), conv_suite(), train_suite(), amp_suite(), transfer_suite(),
+      lecture_suite(), matmul_suite(), conv_suite(), train_suite(), amp_suite(), transfer_suite(), dist_suite(),
   };
   return suites;
 }

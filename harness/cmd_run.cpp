@@ -9,6 +9,7 @@
 #include "bench/case.h"
 #include "harness/commands.h"
 #include "kernels/common/errors.h"
+#include "harness/dist.h"
 #include "harness/runner.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
@@ -19,7 +20,7 @@ namespace dlb::harness {
 namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
-  std::string repetitions, min_time;
+  std::string repetitions, min_time, ranks;
   bool quick = false, no_report = false, list = false, cuda_graph = false, profile = false;
   std::set<std::string> given;  // the flags given on the command line (an empty value counts)
 };
@@ -86,8 +87,9 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
   o.list_only = f.list;
   o.argv = argv;
   const bool units = o.suites.size() == 1 && o.suites[0] == "transfer";
+  const bool dist = o.suites.size() == 1 && o.suites[0] == "dist";
   if (f.given.count("--sizes")) {
-    o.overrides["size"] = parse_list(f.sizes, "--sizes", units);
+    o.overrides["size"] = dist ? parse_size_sweep(f.sizes) : parse_list(f.sizes, "--sizes", units);
     o.extra["sizes_given"] = true;  // suites with extra shapes beside the size axis run only these
   }
   if (f.given.count("--batch")) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
@@ -137,6 +139,7 @@ void add_run_command(CLI::App& app, int& rc) {
   res->excludes(out)->excludes(frc);
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
+  run->add_option("--ranks", f->ranks, "Suite dist: run N ranks, 1..1024 (re-launches itself under mpirun)");
   run->callback([f, run, resume, force, &rc] {
     f->given = given_flags(run);
     if (!f->no_report) check_python_runs_report();  // before hours of cases, not after
@@ -155,7 +158,11 @@ void add_run_command(CLI::App& app, int& rc) {
     } else if (run->count("--resume") > 0) {
       throw UsageError("--resume: expected a results folder");
     }
-    rc = run_suites(o);
+    const bool dist = std::find(o.suites.begin(), o.suites.end(), "dist") != o.suites.end();
+    const int ranks = f->given.count("--ranks") ? static_cast<int>(parse_int(f->ranks, "--ranks", 1, 1024)) : 0;
+    if (ranks != 0 && !dist) throw UsageError("--ranks: only suite dist runs across ranks (add --suite dist)");
+    if (dist && o.out_mode == OutMode::resume) throw UsageError("--resume: suite dist runs are not resumable; run it again");
+    rc = dist ? run_distributed(o, ranks) : run_suites(o);
   });
 
   auto lf = std::make_shared<RunFlags>();

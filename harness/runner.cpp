@@ -1,6 +1,7 @@
 // The run loop (see runner.h). Google Benchmark does the timing and the statistics; we do setup,
 // verification, throughput, records, progress and the interrupt policy.
 #include "harness/runner.h"
+#include "harness/dist.h"
 
 #include <unistd.h>
 
@@ -393,6 +394,16 @@ json options_json(const RunOptions& o, const std::vector<std::string>& devices) 
           {"filter", o.filter},           {"overrides", o.overrides}, {"extra", o.extra}};
 }
 
+TimingPolicy timing_policy(const RunOptions& opts) {
+  TimingPolicy policy;
+  policy.repetitions = opts.repetitions > 0 ? opts.repetitions : 5;  // 5 a side: the fewest with which a Mann-Whitney test can reach p < 0.05
+  policy.repetitions_given = opts.repetitions > 0;
+  policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
+  policy.max_cv = opts.max_cv;
+  policy.retry_noisy = !opts.quick;
+  return policy;
+}
+
 namespace {
 
 // The interrupted run's options, for `run --resume DIR` given no suite flags.
@@ -510,12 +521,7 @@ int run_suites(const RunOptions& given) {
       throw UsageError("--resume " + writer->dir() + ": the planned cases differ from that run's (another dlbench version?)");
   }
 
-  TimingPolicy policy;
-  policy.repetitions = opts.repetitions > 0 ? opts.repetitions : 5;  // 5 a side: the fewest with which a Mann-Whitney test can reach p < 0.05
-  policy.repetitions_given = opts.repetitions > 0;
-  policy.min_time = opts.min_time > 0 ? opts.min_time : (opts.quick ? 0.02 : 0.1);
-  policy.max_cv = opts.max_cv;
-  policy.retry_noisy = !opts.quick;
+  TimingPolicy policy = timing_policy(opts);
   if (opts.extra.value("profile", false)) policy.trace_dir = writer->dir();
 
   // 2. Context: fingerprint + measured peaks.
@@ -535,7 +541,7 @@ int run_suites(const RunOptions& given) {
   }
   Peaks peaks;
   bool cpu_cases = false;
-  for (const auto& [s, c] : cases) cpu_cases |= c.id.device == "cpu";
+  for (const auto& [s, c] : cases) cpu_cases |= c.id.device == "cpu" && s != "dist";  // dist: every core is a rank's
   json stored_peaks;  // resume: the interrupted run measured them already
   if (resuming) {
     try {
@@ -582,6 +588,7 @@ int run_suites(const RunOptions& given) {
       context["peaks"]["gpus"][d] = {{"error", e.what()}};
     }
   }
+  if (suites.count("dist")) context["dist"] = dist_context();
   context["run"] = {{"suites", opts.suites},     {"devices", devices},   {"quick", opts.quick},
                     {"repetitions", policy.repetitions}, {"min_time_s", policy.min_time}, {"filter", opts.filter},
                     {"cases", cases.size()},     {"interrupted", false},

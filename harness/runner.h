@@ -61,6 +61,9 @@ struct Peaks;
 std::vector<nlohmann::json> run_case(const bench::CaseSpec& spec, std::size_t index, const TimingPolicy& policy,
                                      const Peaks& peaks, nlohmann::json& record);
 
+// The timing policy `run` uses for these options (every rank of a dist run must use the same).
+TimingPolicy timing_policy(const RunOptions& opts);
+
 // Returns the exit code: 0, 1 if any case failed verification, 130 if interrupted (SIGINT, SIGTERM,
 // SIGHUP: the current case finishes or, when it runs a child process, is abandoned and not recorded).
 int run_suites(const RunOptions& opts);

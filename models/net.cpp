@@ -128,7 +128,7 @@ const std::vector<float>& Sequential::predict(const float* x, int n) {
   return acts_.back();
 }
 
-float Sequential::forward_backward(const Batch& b) {
+float Sequential::forward_backward(const Batch& b, const GradsReady& ready) {
   if (prof_) return forward_backward_profiled(b);
   predict(b.x, b.n);
   const Shape& o = shapes_.back();
@@ -142,6 +142,10 @@ float Sequential::forward_backward(const Batch& b) {
       continue;
     }
     layers_[i]->backward(shapes_[i], xin, acts_[i].data(), dy, i == 0 ? nullptr : grads_[i].data());
+    if (ready) {
+      const auto ps = layers_[i]->params();
+      if (!ps.empty()) ready(ps);
+    }
   }
   return loss;
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,8 +56,12 @@ class Sequential {
 
   // Fast fp32 path: zero_grad(); forward_backward() leaves gradients in Param::grad and returns the
   // loss. predict() runs forward only and returns the output (logits / reconstruction).
+  // `ready`, when given, is called during backward as soon as a layer's parameter gradients are
+  // final (layers in reverse order, with that layer's parameters): the data-parallel step
+  // (bench/dist.cpp) starts its bucket all-reduces from there, overlapping them with the rest of backward.
+  using GradsReady = std::function<void(const std::vector<Param*>&)>;
   void zero_grad();
-  float forward_backward(const Batch& b);
+  float forward_backward(const Batch& b, const GradsReady& ready = {});
   const std::vector<float>& predict(const float* x, int n);
 
   // fp64 reference: sync_ref() copies the fp32 values into Param::ref_value; forward_backward_ref()
