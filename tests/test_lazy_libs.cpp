@@ -71,6 +71,13 @@ TEST(LazyLibs, EveryShimResolvesItsSymbolFromTheRealLibrary) {
   EXPECT_TRUE(mapped("libcublas.so."));
 }
 
+TEST(LazyLibs, AMissingSymbolIsNamedInOneLine) {
+  const std::string why = dlb::cuda::lazy_probe_symbol(LazyLib::cudnn, "cudnnNoSuchFunction");
+  EXPECT_NE(why.find("libcudnn.so."), std::string::npos) << why;
+  EXPECT_NE(why.find("cudnnNoSuchFunction"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
 #else
 TEST(LazyLibs, CpuOnlyBuild) { GTEST_SKIP() << "a CPU-only build links no GPU library"; }
 #endif
