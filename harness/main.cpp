@@ -6,6 +6,19 @@
 #include "kernels/common/child.h"
 #include "kernels/cpu/openblas_core.h"
 
+// _Exit below skips LeakSanitizer's atexit check too: under ASan, run it by hand first.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLB_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define DLB_ASAN 1
+#endif
+#ifdef DLB_ASAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 int main(int argc, char** argv) {
   dlb::die_with_parent_if_child();  // a probe started by a run ends with that run
   if (!dlb::harness::check_environment()) std::_Exit(2);  // before the re-exec below reads DLBENCH_OPENBLAS_CORE
@@ -15,5 +28,8 @@ int main(int argc, char** argv) {
   // stuck retrying the allocation of its buffer, and OpenBLAS's own shutdown would wait for it forever.
   // Everything of ours is written and closed by now (results files are closed with their writers).
   std::fflush(nullptr);
+#ifdef DLB_ASAN
+  __lsan_do_leak_check();  // exits with ASan's exit code on a leak
+#endif
   std::_Exit(rc);
 }

@@ -30,7 +30,7 @@ struct CudaInfo {
   std::string reason;      // why not available (the driver's own words where it gave any)
   int driver_version = 0;  // e.g. 13000
   int runtime_version = 0;
-  int cublas_version = 0;
+  int cublas_version = 0;  // the loaded library where a device exists, else the headers we built with
   int cudnn_version = 0;
   std::vector<GpuInfo> gpus;
 };

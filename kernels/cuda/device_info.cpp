@@ -4,6 +4,7 @@
 #include <cudnn.h>
 
 #include "kernels/common/device.h"
+#include "kernels/common/errors.h"
 #include "kernels/cuda/cuda_util.h"
 
 namespace dlb {
@@ -34,16 +35,23 @@ const CudaInfo& cuda_info() {
     i.built_with_cuda = true;
     cudaDriverGetVersion(&i.driver_version);
     cudaRuntimeGetVersion(&i.runtime_version);
-    int maj = 0, min = 0, pat = 0;
-    if (cublasGetProperty(MAJOR_VERSION, &maj) == CUBLAS_STATUS_SUCCESS &&
-        cublasGetProperty(MINOR_VERSION, &min) == CUBLAS_STATUS_SUCCESS &&
-        cublasGetProperty(PATCH_LEVEL, &pat) == CUBLAS_STATUS_SUCCESS)
-      i.cublas_version = maj * 10000 + min * 100 + pat;
-    i.cudnn_version = static_cast<int>(cudnnGetVersion());
+    // Without a device: the versions we compiled against (header macros); asking the libraries would
+    // load them (cuBLAS + cuBLASLt + cuDNN: ~700 MiB of address space) for nothing (issue 13).
+    i.cublas_version = CUBLAS_VER_MAJOR * 10000 + CUBLAS_VER_MINOR * 100 + CUBLAS_VER_PATCH;
+    i.cudnn_version = CUDNN_VERSION;
     std::string why;
     if (!cuda::device_available(&why)) {
       i.reason = "no CUDA device (" + why + ")";
       return i;
+    }
+    try {  // with a device: the versions actually loaded (lazy_libs.h)
+      int maj = 0, min = 0, pat = 0;
+      if (cublasGetProperty(MAJOR_VERSION, &maj) == CUBLAS_STATUS_SUCCESS &&
+          cublasGetProperty(MINOR_VERSION, &min) == CUBLAS_STATUS_SUCCESS &&
+          cublasGetProperty(PATCH_LEVEL, &pat) == CUBLAS_STATUS_SUCCESS)
+        i.cublas_version = maj * 10000 + min * 100 + pat;
+      i.cudnn_version = static_cast<int>(cudnnGetVersion());
+    } catch (const Unsupported&) {  // a library that cannot be loaded: its cases will say so
     }
     int n = 0;
     cudaGetDeviceCount(&n);
