@@ -9,6 +9,7 @@
 
 #include "kernels/comm/comm.h"
 #include "kernels/common/errors.h"
+#include "kernels/cuda/cuda_util.h"
 
 namespace dlb::comm {
 
@@ -122,12 +123,18 @@ class NcclCollective : public Collective {
 bool nccl_available() { return true; }
 
 std::string nccl_version() {
-  int v = 0;
-  ncclGetVersion(&v);
   auto fmt = [](int x) {
     // NCCL_VERSION_CODE since 2.9: major*10000 + minor*100 + patch
     return std::to_string(x / 10000) + "." + std::to_string(x / 100 % 100) + "." + std::to_string(x % 100);
   };
+  // Without a device the library is not loaded (kernels/cuda/lazy_libs.h): the header's version only.
+  if (!dlb::cuda::device_available()) return "header " + fmt(NCCL_VERSION_CODE) + " (library not loaded: no CUDA device)";
+  int v = 0;
+  try {
+    ncclGetVersion(&v);
+  } catch (const Unsupported& e) {
+    return "header " + fmt(NCCL_VERSION_CODE) + " (" + e.what() + ")";
+  }
   return fmt(v) + " (header " + fmt(NCCL_VERSION_CODE) + ")";
 }
 
