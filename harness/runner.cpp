@@ -2,6 +2,8 @@
 // verification, throughput, records, progress and the interrupt policy.
 #include "harness/runner.h"
 
+#include "kernels/cpu/isa.h"
+
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -72,6 +74,7 @@ json base_entry(const bench::CaseId& id, std::size_t index) {
   e["device"] = id.device;
   e["dtype"] = id.dtype;
   for (const auto& [k, v] : id.params) e[k] = v;
+  if (id.device == "cpu") e["cpu_isa"] = cpu::isa_name(cpu::isa_active());  // the DLB_CPU_ISA level in force
   return e;
 }
 

@@ -5,17 +5,17 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/isa.h"
+
 namespace dlb::cpu {
 
 namespace {
 
-bool has_avx2() {
-  static const bool v = __builtin_cpu_supports("avx2");
-  return v;
-}
+// Both under the DLB_CPU_ISA cap (isa.h): every CPU at level avx2 has F16C too.
+bool has_avx2() { return isa_allows(Isa::avx2); }
 bool has_f16c() {
   static const bool v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return v;
+  return v && isa_allows(Isa::avx2);
 }
 
 // 8 floats -> 8 bf16, same arithmetic as fp32_to_bf16_ref.

@@ -32,6 +32,7 @@
 #include <sstream>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/threads.h"
 
 namespace dlb {
@@ -334,10 +335,7 @@ void col2im(const Conv2dShape& sh, const float* col, int nb, float* dx) {
 // accumulator array on the stack (a store per FMA pair), at half the speed.
 #define DLB_AVX2_FMA_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
-bool cpu_has_avx2_fma() {
-  static const bool v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return v;
-}
+bool cpu_has_avx2_fma() { return isa_allows(Isa::avx2); }  // under the DLB_CPU_ISA cap (isa.h)
 
 constexpr int kDirectMaxK = 32;  // above this, a GEMM per image is deep enough
 
