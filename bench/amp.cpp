@@ -33,6 +33,7 @@
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "models/amp.h"
 #include "models/data.h"
 #include "models/half.h"
@@ -185,8 +186,14 @@ class TrainAmpCase final : public Case {
   void annotate(json& e) const override {
     parity_.annotate(e);
     e["params"] = m_->num_params();
-    if (dtype_ == DType::bf16)
-      e["bf16_path"] = "bf16-rounded operands and outputs, fp32 OpenBLAS sgemm (" + cpu::bf16_gemm_path() + ")";
+    if (dtype_ == DType::bf16) {
+      // native: Conv2d/Linear on bf16 operands (oneDNN, vdpbf16ps); emulated: fp32 arithmetic on
+      // bf16-rounded values, which is not bf16 speed (models/amp.h)
+      const bool native = models::bf16_compute_native();
+      e["bf16_compute"] = native ? "native" : "emulated";
+      e["bf16_path"] = native ? "oneDNN bf16 conv/matmul (" + cpu::onednn::isa() + "), fp32 accumulation"
+                              : "bf16-rounded operands and outputs, fp32 kernels (" + cpu::bf16_gemm_path() + ")";
+    }
     note_time(e, "train/cpu/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
   }
   void teardown() override { tr_.reset(), opt_.reset(), m_.reset(), data_.reset(); }

@@ -202,6 +202,8 @@ float AmpTrainer::step(const Batch& b) {
   const auto& sh = *shapes_;
   const std::size_t L = layers.size();
   const bool lower_on = dtype_ != DType::fp32;
+  // bf16 on a CPU with bf16 dot products: the layers really compute in bf16 (models/layers.h).
+  const Bf16Compute bf16_compute(dtype_ == DType::bf16 && bf16_compute_native());
   m_.zero_grad();
 
   // Master weights aside; lower-precision layers see their parameters rounded (autocast casts the

@@ -5,9 +5,13 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/threads.h"
 
 #ifdef DLB_HAVE_ONEDNN
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
 
 #include <functional>
 #include <memory>
@@ -66,7 +70,8 @@ dnnl::stream& stream() {
   return s;
 }
 
-thread_local std::string t_last_impl;
+std::mutex g_impl_mu;
+std::string g_last_impl;  // the last call's implementation, from whichever thread ran it
 
 dt to_dnnl(Dt d) { return d == Dt::bf16 ? dt::bf16 : dt::f32; }
 
@@ -119,7 +124,10 @@ Entry& cached(const std::string& key, const std::function<void(Entry&)>& make) {
     }
     e = std::move(fresh);
   }
-  t_last_impl = e->impl;
+  {
+    std::lock_guard<std::mutex> lk(g_impl_mu);
+    g_last_impl = e->impl;
+  }
   return *e;
 }
 
@@ -189,10 +197,13 @@ bool bf16_native() {
   return i == "avx512_core_bf16" || i == "avx512_core_amx";
 }
 
-std::string last_impl() { return t_last_impl; }
+std::string last_impl() {
+  std::lock_guard<std::mutex> lk(g_impl_mu);
+  return g_last_impl;
+}
 
-void gemm(const Gemm& g) {
-  if (g.m <= 0 || g.n <= 0) return;
+namespace {
+void gemm_one(const Gemm& g) {
   const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n),
              ldc = g.ldc ? g.ldc : g.n;
   std::ostringstream key;
@@ -220,7 +231,7 @@ void gemm(const Gemm& g) {
   stream().wait();
 }
 
-void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
+void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
   Entry& e = cached(conv_key("conv fwd", sh, d, bias), [&](Entry& e) {
     const auto pd = conv_fwd_pd(sh, d, bias);
     const ConvDescs cd = conv_dims(sh);
@@ -239,7 +250,7 @@ void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, c
   stream().wait();
 }
 
-void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
+void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
   Entry& e = cached(conv_key("conv bwd-data", sh, d, false), [&](Entry& e) {
     const ConvDescs cd = conv_dims(sh);
     const dt in = to_dnnl(d);
@@ -262,7 +273,7 @@ void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const voi
   stream().wait();
 }
 
-void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
+void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
   Entry& e = cached(conv_key("conv bwd-filter", sh, d, db != nullptr), [&](Entry& e) {
     const ConvDescs cd = conv_dims(sh);
     const dt in = to_dnnl(d);
@@ -287,6 +298,83 @@ void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const vo
   e.prim.execute(stream(), args);
   e.t[2].after(dw);
   stream().wait();
+}
+
+// ---- the batch (rows of C) split over our kernel threads, oneDNN on one OpenMP thread in each ----
+
+// oneDNN's team size is the calling thread's OpenMP nthreads ICV: 1 in every thread that runs our
+// tasks, so no OpenMP worker spins next to our pool (kernels/cpu/threads.h). With
+// DLB_CPU_THREADS=1 the call stays on the calling thread and oneDNN uses its own OpenMP threads.
+void one_omp_thread() {
+  thread_local bool done = false;
+  if (!done) omp_set_num_threads(1), done = true;
+}
+
+template <class F>
+void split(long n, F&& fn) {
+  if (kernel_threads() <= 1) return fn(0L, n, 0);
+  const int tasks = int(std::min<long>(n, kernel_threads()));
+  parallel_tasks(tasks, [&](int t) {
+    one_omp_thread();
+    long lo, hi;
+    split_range(n, tasks, t, lo, hi);
+    fn(lo, hi, t);
+  });
+}
+
+std::size_t esize(Dt d) { return d == Dt::bf16 ? 2 : 4; }
+const void* at(const void* p, std::size_t elems, Dt d) { return static_cast<const char*>(p) + elems * esize(d); }
+Conv2dShape part(Conv2dShape s, long lo, long hi) {
+  s.n = int(hi - lo);
+  return s;
+}
+
+}  // namespace
+
+void gemm(const Gemm& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldc = g.ldc ? g.ldc : g.n;
+  split(g.m, [&](long lo, long hi, int) {
+    Gemm p = g;
+    p.m = hi - lo, p.lda = lda, p.ldc = ldc;
+    p.a = at(g.a, std::size_t(g.trans_a ? lo : lo * lda), g.dt);
+    p.c = g.c + lo * ldc;
+    gemm_one(p);
+  });
+}
+
+void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split(sh.n, [&](long lo, long hi, int) {
+    conv2d_forward_one(part(sh, lo, hi), d, at(x, lo * xi, d), w, bias, y + lo * yi);
+  });
+}
+
+void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split(sh.n, [&](long lo, long hi, int) {
+    conv2d_backward_data_one(part(sh, lo, hi), d, at(dy, lo * yi, d), w, dx + lo * xi);
+  });
+}
+
+void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n, nw = sh.w_size(), nb = db ? sh.k : 0;
+  // Task 0 writes dw/db; the others their own partial sums, added in task order (deterministic).
+  std::vector<std::vector<float>> partial(std::size_t(std::max(1, std::min(sh.n, kernel_threads()))));
+  split(sh.n, [&](long lo, long hi, int t) {
+    float* pw = dw;
+    float* pb = db;
+    if (t > 0) {
+      partial[t].assign(nw + nb, 0.f);
+      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
+    }
+    conv2d_backward_filter_one(part(sh, lo, hi), d, at(x, lo * xi, d), at(dy, lo * yi, d), pw, pb);
+  });
+  for (std::size_t t = 1; t < partial.size(); ++t) {
+    if (partial[t].empty()) continue;
+    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
+    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
+  }
 }
 
 #endif

@@ -5,7 +5,9 @@
 // its first primitive; it has no scalar code, so DLB_CPU_ISA=scalar gives it SSE4.1.
 // Layouts are the callers' plain ones (row-major matrices; NCHW activations, KCRS filters): every
 // call here includes whatever reorders oneDNN needs, as a layer holding NCHW tensors would pay.
-// Primitives are built once per shape and kept (per thread); oneDNN runs on its own OpenMP threads.
+// Like our kernels, a call splits the batch (conv) or the rows of C (gemm) over the kernel threads
+// (kernels/cpu/threads.h), oneDNN single-threaded in each; backward-filter adds the partial dW in
+// task order. Primitives are built once per (part) shape and kept per thread.
 #pragma once
 #include <cstdint>
 #include <string>
