@@ -68,9 +68,13 @@ TEST(Isa, CapNeverAboveTheCpuAndLimitOnlyLowers) {
 }
 
 TEST_P(EveryIsa, ConvFastPathsMatchReference) {
-  // lecture-conv2-like shapes: the direct AVX2 kernels at level >= avx2, im2col below; plus padding.
+  // lecture-conv2-like shapes: the direct AVX-512 kernels at avx512 (k % 16 == 0), the AVX2 ones at
+  // avx2 (and for k = 8), im2col at scalar; plus padding.
   for (const auto& sh : {Conv2dShape::make(2, 32, 14, 14, 16, 5, 5), Conv2dShape::make(2, 8, 9, 11, 16, 3, 3, 1),
-                         Conv2dShape::make(2, 24, 14, 14, 8, 5, 5)}) {
+                         Conv2dShape::make(2, 24, 14, 14, 8, 5, 5),
+                         // k <= c/4: backward-data as a forward conv with 64 output channels (the
+                         // AVX-512 kernel's 32-channel blocks), 3 filter rows (a 1-row remainder)
+                         Conv2dShape::make(2, 64, 9, 9, 16, 3, 3)}) {
     std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
     fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
     fill_uniform(b.data(), b.size(), 3), fill_uniform(dy.data(), dy.size(), 4);
