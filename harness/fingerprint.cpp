@@ -20,6 +20,7 @@
 #include "harness/build_info.h"
 #include "kernels/common/device.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/threads.h"
 
 extern char** environ;
@@ -139,6 +140,12 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
                {"isa_detected", cpu::isa_name(cpu::isa_detected())},
                {"isa_cap", cpu::isa_name(cpu::isa_cap())}};
   if (!cpu::isa_note().empty()) fp["cpu"]["isa_note"] = cpu::isa_note();
+  // oneDNN (kernels/cpu/onednn/): built in or not, and the ISA it runs at under DLB_CPU_ISA
+  fp["onednn"] = {{"available", cpu::onednn::available()}};
+  if (cpu::onednn::available())
+    fp["onednn"].update({{"version", cpu::onednn::version()}, {"isa", cpu::onednn::isa()},
+                         {"bf16_native", cpu::onednn::bf16_native()}});
+  else fp["onednn"]["reason"] = cpu::onednn::unavailable_reason();
   const std::string cfg = openblas_get_config();
   fp["openblas"] = {{"version", openblas_version(cfg)},
                     {"config", cfg},
@@ -198,6 +205,14 @@ std::string fingerprint_text(const nlohmann::json& fp) {
     << "; cap with DLB_CPU_ISA=scalar|avx2|avx512|avx512_bf16|auto)";
   if (cpu.contains("isa_note")) o << "  note: " << cpu.value("isa_note", "");
   o << "\n";
+  if (fp.contains("onednn")) {
+    const auto& dn = fp.at("onednn");
+    o << "oneDNN        "
+      << (dn.value("available", false) ? dn.value("version", "") + ", ISA " + dn.value("isa", "") +
+                                             (dn.value("bf16_native", false) ? ", native bf16" : ", bf16 emulated")
+                                       : dn.value("reason", ""))
+      << "\n";
+  }
   const auto& ob = fp.at("openblas");
   o << "OpenBLAS      " << ob.value("version", "") << ", core " << ob.value("core", "") << ", "
     << ob.value("threads", 0) << " threads  [" << ob.value("config", "") << "]\n";

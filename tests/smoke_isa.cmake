@@ -23,3 +23,18 @@ foreach(level scalar avx2 avx512 avx512_bf16)
                  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   endforeach()
 endforeach()
+
+# bf16 on the CPU is verified, not skipped (oneDNN built), and says how it ran: native on an
+# avx512_bf16 CPU, emulated when DLB_CPU_ISA forbids it (matmul and the amp step).
+add_test(NAME smoke.bf16_compute_recorded COMMAND bash -c
+  "set -e; d=${OUT}/bf16; rm -rf $d; \
+   \"$1\" info --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"onednn\"][\"available\"] else 1)' \
+     || { echo 'built without oneDNN: [  SKIPPED ]'; exit 0; }; \
+   \"$1\" run --suite matmul --device cpu --sizes 64 --dtype bf16 --no-report --out $d/mm >/dev/null; \
+   grep '\"dtype\": *\"bf16\"' $d/mm/results.jsonl | grep -q '\"verified\": *true'; \
+   if grep -qw avx512_bf16 /proc/cpuinfo; then grep -q '\"bf16_compute\": *\"native\"' $d/mm/results.jsonl; fi; \
+   DLB_CPU_ISA=avx512 \"$1\" run --suite amp --device cpu --quick --dtype bf16 --filter 'mlp/batch=64' --no-report --out $d/amp >/dev/null; \
+   grep -q '\"bf16_compute\": *\"emulated\"' $d/amp/results.jsonl; echo ok"
+  bash ${DLB_CLI})
+set_tests_properties(smoke.bf16_compute_recorded PROPERTIES LABELS smoke TIMEOUT 300
+                     SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
