@@ -333,6 +333,7 @@ class GemmAmpCpu final : public Case {
   Metric metric() const override { return Metric::gflops; }
   void annotate(json& e) const override {
     e["impl"] = t_ == DType::fp32 ? "openblas-sgemm" : cpu::bf16_gemm_path();
+    if (t_ == DType::bf16) e["bf16_compute"] = cpu::bf16_gemm_native() ? "native" : "emulated";
     note_time(e, "gemm/cpu/" + std::to_string(n_), dtype_name(t_));
   }
   void teardown() override { a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {}; }
