@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -375,11 +377,46 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// After the run: oneDNN against ours (impl=im2col) per op, layer and batch, fp32 on the CPU, and
+// oneDNN's bf16 against its fp32.
+void summarize(const std::vector<json>& records, std::ostream& out) {
+  auto key = [](const json& r) {
+    return r.value("op", "") + " | " + r.value("layer", "") + " | " + std::to_string(r.value("batch", 0));
+  };
+  std::map<std::string, double> ours, dnn, dnn16;
+  for (const auto& r : records) {
+    if (r.value("device", "") != "cpu" || !r.contains("gflops")) continue;
+    const std::string impl = r.value("impl", ""), dt = r.value("dtype", "");
+    const double g = r.at("gflops").get<double>();
+    if (impl == "im2col" && dt == "fp32") ours[key(r)] = g;
+    if (impl == "onednn" && dt == "fp32") dnn[key(r)] = g;
+    if (impl == "onednn" && dt == "bf16") dnn16[key(r)] = g;
+  }
+  bool header = false;
+  for (const auto& [k, g] : ours) {
+    auto d = dnn.find(k);
+    if (d == dnn.end() || !(g > 0)) continue;
+    if (!header)
+      out << "\n### conv (CPU, fp32): ours (im2col + direct kernels) vs oneDNN; oneDNN bf16\n\n"
+          << "| op | layer | batch | ours GFLOP/s | oneDNN GFLOP/s | oneDNN / ours | winner | oneDNN bf16 |\n"
+          << "|----|-------|-------|--------------|----------------|---------------|--------|-------------|\n";
+    header = true;
+    const double ratio = d->second / g;
+    auto b = dnn16.find(k);
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.2f | %s | %s |\n", k.c_str(), g, d->second, ratio,
+                  ratio > 1.1 ? "oneDNN" : ratio < 1 / 1.1 ? "ours" : "within 10%",
+                  b == dnn16.end() ? "-" : std::to_string(int(b->second + 0.5)).c_str());
+    out << buf;
+  }
+}
+
 }  // namespace
 
 Suite conv_suite() {
   Suite s;
   s.name = "conv";
+  s.summarize = summarize;
   s.description = "Conv2d fwd / bwd-data / bwd-filter: im2col+OpenBLAS, oneDNN, cuDNN (searched algo), our implicit GEMM";
   s.expand = [](const SuiteOptions& o) {
     const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
