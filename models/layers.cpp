@@ -236,7 +236,9 @@ void ConvTranspose2d::init(std::uint64_t seed) {
 
 void ConvTranspose2d::forward(const Shape& in, const float* x, float* y) {
   const Conv2dShape s = conv_shape(in);
-  cpu::conv2d_backward_data_im2col(s, x, weight.value.data(), y, ws_);
+  if (t_bf16)
+    cpu::onednn::conv2d_backward_data(s, kBf16, as_bf16(x, s.y_size(), 0), as_bf16(weight.value.data(), weight.size(), 1), y);
+  else cpu::conv2d_backward_data_im2col(s, x, weight.value.data(), y, ws_);
   cpu::bias_nchw_forward(y, bias.value.data(), s.n, out_c, s.h * s.w);
 }
 
@@ -244,6 +246,14 @@ void ConvTranspose2d::backward(const Shape& in, const float* x, const float*, co
   const Conv2dShape s = conv_shape(in);
   dw_tmp_.resize(weight.size());
   // dW of the equivalent conv: its input is our dy, its output gradient our x.
+  if (t_bf16) {
+    const std::uint16_t* dy16 = as_bf16(dy, s.x_size(), 0);
+    cpu::onednn::conv2d_backward_filter(s, kBf16, dy16, as_bf16(x, s.y_size(), 1), dw_tmp_.data(), nullptr);
+    add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
+    cpu::bias_nchw_backward(dy, bias.grad.data(), s.n, out_c, s.h * s.w);
+    if (dx) cpu::onednn::conv2d_forward(s, kBf16, dy16, as_bf16(weight.value.data(), weight.size(), 2), nullptr, dx);
+    return;
+  }
   cpu::conv2d_backward_filter_im2col(s, dy, x, dw_tmp_.data(), nullptr, ws_);
   add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
   cpu::bias_nchw_backward(dy, bias.grad.data(), s.n, out_c, s.h * s.w);

@@ -1,5 +1,5 @@
 // Real bf16 compute in the CPU AMP step (models/layers.h Bf16Compute, models/amp.h): on bf16-exact
-// operands Conv2d and Linear in bf16 (oneDNN, vdpbf16ps, fp32 accumulation) give what the fp32
+// operands Conv2d, ConvTranspose2d and Linear in bf16 (oneDNN, vdpbf16ps, fp32 accumulation) give what the fp32
 // path gives to within fp32 accumulation-order noise, and a net128 AmpTrainer step computing in
 // bf16 tracks the emulated one (DLB_CPU_ISA-style cap below avx512_bf16) over several steps.
 // Skips where the CPU, the cap or the build offers no native bf16, saying which.
@@ -67,6 +67,30 @@ TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
     in = os;
   }
   EXPECT_EQ(checked, 5);  // conv1, conv2, fc1..fc3
+}
+
+TEST(NativeBf16, ConvTransposeMatchesFp32OnBf16Operands) {
+  SKIP_UNLESS_NATIVE();
+  auto m = make_model("autoencoder");
+  m->init(4);
+  for (Param* p : m->params()) round_bf16(p->value);
+  Shape in = m->input_shape(3);
+  int checked = 0;
+  for (Layer* l : m->layers()) {
+    const Shape os = l->out_shape(in);
+    if (l->kind() == "ConvTranspose2d" || l->kind() == "Conv2d") {
+      std::vector<float> x(in.size()), dy(os.size());
+      fill_uniform(x.data(), x.size(), 7), fill_uniform(dy.data(), dy.size(), 8);
+      round_bf16(x), round_bf16(dy);
+      const Out f = run_layer(*l, in, x, dy, false), h = run_layer(*l, in, x, dy, true);
+      EXPECT_LT(max_rel_err(h.y.data(), f.y.data(), f.y.size()), 1e-4) << l->kind() << " y";
+      EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), 1e-4) << l->kind() << " dx";
+      EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << l->kind() << " dW, db";
+      checked += l->kind() == "ConvTranspose2d";
+    }
+    in = os;
+  }
+  EXPECT_EQ(checked, 3);
 }
 
 TEST(NativeBf16, AmpStepTracksTheEmulatedStep) {
