@@ -287,9 +287,18 @@ void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, floa
     for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
     return;
   }
-  split_items(long(n), 3, [&](long lo, long hi) {
+  // Captured by value, the first-step test hoisted: both loops vectorize (see relu_backward).
+  split_items(long(n), 3, [p, g, buf, lr, momentum, first](long lo, long hi) {
+    if (first) {
+      for (long i = lo; i < hi; ++i) {
+        const float b = g[i];
+        buf[i] = b;
+        p[i] -= lr * b;
+      }
+      return;
+    }
     for (long i = lo; i < hi; ++i) {
-      const float b = first ? g[i] : momentum * buf[i] + g[i];
+      const float b = momentum * buf[i] + g[i];
       buf[i] = b;
       p[i] -= lr * b;
     }
