@@ -14,6 +14,7 @@
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/peak.h"
 
 using namespace dlb;
 using cpu::Isa;
@@ -135,6 +136,13 @@ TEST_P(EveryIsa, Bf16GemmLauncherMatchesReference) {
     cpu::bf16_gemm(g);
     EXPECT_LT(max_rel_err(c.data(), r.data(), c.size()), 1e-5) << path << " tb=" << tb;
   }
+}
+
+TEST_P(EveryIsa, PeakProbeUsesTheLevel) {
+  const cpu::CpuPeaks p = cpu::measure_peaks(1);
+  const char* want = cpu::isa_allows(Isa::avx512) ? "avx512f" : cpu::isa_allows(Isa::avx2) ? "avx2+fma" : "scalar";
+  EXPECT_EQ(p.fma_isa, want);
+  EXPECT_GT(p.fp32_gflops, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, EveryIsa, ::testing::ValuesIn(kLevels), level_name);
