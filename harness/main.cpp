@@ -1,7 +1,7 @@
 // build/bin/dlbench: the CLI entry point.
-#include "harness/commands.h"
 #include <cstdio>
 
+#include "harness/commands.h"
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/openblas_core.h"

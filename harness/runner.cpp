@@ -2,8 +2,6 @@
 // verification, throughput, records, progress and the interrupt policy.
 #include "harness/runner.h"
 
-#include "kernels/cpu/isa.h"
-
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -26,6 +24,7 @@
 #include "harness/tables.h"
 #include "kernels/common/device.h"
 #include "kernels/common/gpu_probe.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {

@@ -105,8 +105,9 @@ std::string bf16_gemm_path() {
   if (use_sbgemm()) return "openblas-sbgemm";
   std::string why;
   if (!cpu_has_avx512_bf16())
-    why = isa_detected() == Isa::avx512_bf16 ? "DLB_CPU_ISA=" + std::string(isa_name(isa_cap())) + " forbids avx512_bf16"
-                                             : "CPU lacks avx512_bf16";
+    why = isa_detected() == Isa::avx512_bf16
+              ? "ISA level " + std::string(isa_name(isa_active())) + " (DLB_CPU_ISA) excludes avx512_bf16"
+              : "CPU lacks avx512_bf16";
   else why = onednn::available() ? "oneDNN runs no native bf16 here" : onednn::unavailable_reason();
   return "widen+sgemm (" + why + ")";
 }
