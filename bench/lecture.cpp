@@ -265,6 +265,17 @@ const PeerPython& peer_python() {
   return chosen;
 }
 
+// DLBENCH_PEER_THREADS=N: the peer's intra-op threads (default: every core). On a shared machine
+// PyTorch's OpenMP team can collapse when another process holds a core; N = 1 measures it without.
+std::string peer_threads_arg() {
+  const char* e = std::getenv("DLBENCH_PEER_THREADS");
+  if (!e || !*e) return "";
+  char* end = nullptr;
+  const long n = std::strtol(e, &end, 10);
+  if (*end || n < 1 || n > 1024) throw UsageError(std::string("DLBENCH_PEER_THREADS=") + e + ": expected a thread count 1..1024");
+  return " --threads " + std::to_string(n);
+}
+
 class PeerCase final : public Case {
  public:
   PeerCase(std::string device, int batch, std::size_t images, int reps)
@@ -279,7 +290,7 @@ class PeerCase final : public Case {
     int st = 0;
     const std::string cmd = "'" + py.python + "' '" + script + "' --device " + device_ + " --batch " +
                             std::to_string(batch_) + " --images " + std::to_string(images_) + " --reps " +
-                            std::to_string(reps_) + " 2>&1";
+                            std::to_string(reps_) + peer_threads_arg() + " 2>&1";
     if (FILE* f = popen(cmd.c_str(), "r")) {
       char buf[512];
       while (fgets(buf, sizeof buf, f)) out += buf;
@@ -490,6 +501,7 @@ Suite lecture_suite() {
     auto images_axis = o.axes.contains("size") ? axis_ints(o, "size") : axis_ints(o, "images", {o.quick ? 1024 : 50000});
     const auto batches = axis_ints(o, "batch", {64, 4, 2});
     const bool with_peer = o.extra.value("peer", "") == "pytorch";
+    if (with_peer) peer_threads_arg();  // a bad DLBENCH_PEER_THREADS is bad usage (exit 2), before any case runs
     for (long long images : images_axis) {
       for (long long b : batches) {
         for (const auto& dev : o.devices) {
