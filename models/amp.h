@@ -145,6 +145,7 @@ class AmpTrainer {
   std::vector<float> input_, dout_;
   std::vector<int> kinds_;      // CastKind per layer
   std::vector<bool> exact_;     // layer output is exact in any type (relu, max pool, flatten)
+  std::vector<char> fused_;     // layer i is a ReLU followed by a MaxPool2d: one pass each way (as Sequential)
   void plan(int n);
 };
 
