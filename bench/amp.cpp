@@ -34,6 +34,7 @@
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "models/amp.h"
 #include "models/data.h"
 #include "models/half.h"
@@ -187,8 +188,14 @@ class TrainAmpCase final : public Case {
     parity_.annotate(e);
     e["params"] = m_->num_params();
     napkin::put(e, napkin::train_step(*m_, batch_));  // fp32 bytes: an upper bound under autocast
-    if (dtype_ == DType::bf16)
-      e["bf16_path"] = "bf16-rounded operands and outputs, fp32 OpenBLAS sgemm (" + cpu::bf16_gemm_path() + ")";
+    if (dtype_ == DType::bf16) {
+      // native: Conv2d/Linear on bf16 operands (oneDNN, vdpbf16ps); emulated: fp32 arithmetic on
+      // bf16-rounded values, which is not bf16 speed (models/amp.h)
+      const bool native = models::bf16_compute_native();
+      e["bf16_compute"] = native ? "native" : "emulated";
+      e["bf16_path"] = native ? "oneDNN bf16 conv/matmul (" + cpu::onednn::isa() + "), fp32 accumulation"
+                              : "bf16-rounded operands and outputs, fp32 kernels (" + cpu::bf16_gemm_path() + ")";
+    }
     note_time(e, "train/cpu/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
   }
   void teardown() override { tr_.reset(), opt_.reset(), m_.reset(), data_.reset(); }
@@ -336,6 +343,7 @@ class GemmAmpCpu final : public Case {
   Metric metric() const override { return Metric::gflops; }
   void annotate(json& e) const override {
     e["impl"] = t_ == DType::fp32 ? "openblas-sgemm" : cpu::bf16_gemm_path();
+    if (t_ == DType::bf16) e["bf16_compute"] = cpu::bf16_gemm_native() ? "native" : "emulated";
     note_time(e, "gemm/cpu/" + std::to_string(n_), dtype_name(t_));
   }
   void teardown() override { a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {}; }

@@ -2,7 +2,9 @@
 // models, a few DeepBench-style training shapes and a batch sweep of the lecture's conv1.
 //   ops     conv2d_fwd, conv2d_bwd_data, conv2d_bwd_filter; conv_transpose2d_fwd for the
 //           Autoencoder's transposed convs (= backward-data of the conv with c/k swapped)
-//   cpu     impl=im2col (im2col + OpenBLAS sgemm, kernels/cpu/conv2d.cpp), fp32
+//   cpu     impl=im2col (ours: im2col + OpenBLAS sgemm and direct AVX2 kernels, kernels/cpu/conv2d.cpp),
+//           fp32; impl=onednn (kernels/cpu/onednn/, NCHW in and out, reorders included), fp32 and
+//           bf16 (bf16 inputs, fp32 outputs; record key bf16_compute native|emulated)
 //   cuda    impl=cudnn (fp32, tf32, fp16, bf16; algorithm search per shape, recorded as "algo"),
 //           impl=implicit_gemm (ours, fp32 forward)
 // Names: conv/<op>/<device>/<dtype>/impl=<impl>/layer=<layer>/batch=<n>. Every record also has the
@@ -13,8 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +28,7 @@
 #include "bench/napkin.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/onednn/onednn.h"
 
 #ifdef DLB_HAVE_CUDA
 #include "kernels/cuda/conv2d.h"
@@ -157,29 +162,54 @@ const char* verification_name(const Conv2dShape& sh) {
 // ---------------------------------------------------------------- CPU
 class CpuConv final : public Case {
  public:
-  CpuConv(Op op, std::string layer, Conv2dShape sh) : op_(op), layer_(std::move(layer)), sh_(sh) {}
+  // impl "im2col": ours (kernels/cpu/conv2d.cpp, fp32); "onednn": kernels/cpu/onednn/ (fp32, bf16).
+  CpuConv(Op op, std::string layer, Conv2dShape sh, std::string impl = "im2col", DType t = DType::fp32)
+      : op_(op), layer_(std::move(layer)), sh_(sh), impl_(std::move(impl)), t_(t) {}
   void setup() override {
     if (!sh_.valid()) throw UsageError("conv: invalid shape " + sh_.str());
+    if (impl_ == "onednn" && !cpu::onednn::available()) throw Unsupported(cpu::onednn::unavailable_reason());
     x_ = host_floats(sh_.x_size(), "x"), w_ = host_floats(sh_.w_size(), "w");
     dy_ = host_floats(sh_.y_size(), "y"), b_ = host_floats(sh_.k, "bias");
     fill_uniform(x_.data(), x_.size(), 1);
     fill_uniform(w_.data(), w_.size(), 2);
     fill_uniform(dy_.data(), dy_.size(), 3);
     fill_uniform(b_.data(), b_.size(), 4);
+    if (t_ == DType::bf16) {  // bf16 inputs; the reference sees the rounded values
+      for (auto* v : {&x_, &w_, &dy_}) {
+        auto& h = v == &x_ ? x16_ : v == &w_ ? w16_ : dy16_;
+        h.resize(v->size());
+        for (std::size_t i = 0; i < v->size(); ++i) (*v)[i] = cpu::bf16_to_float(h[i] = cpu::float_to_bf16((*v)[i]));
+      }
+    }
     // Outputs: y overwrites dy_'s twin; dx the size of x; dw the size of w.
     if (op_ == Op::fwd) out_ = host_floats(sh_.y_size(), "y");
     else if (op_ == Op::bwd_filter) out_ = host_floats(sh_.w_size(), "dw"), db_ = host_floats(sh_.k, "db");
     else out_ = host_floats(sh_.x_size(), "dx");
-    run();  // sizes the workspace outside the timed loop
+    run();  // sizes the workspace (builds oneDNN's primitive) outside the timed loop
   }
   CheckResult verify() override {
     std::fill(out_.begin(), out_.end(), std::nanf(""));
     std::fill(db_.begin(), db_.end(), std::nanf(""));  // bwd_filter's db is checked too
     run();
     return check_conv(op_, sh_, x_.data(), w_.data(), dy_.data(), op_ == Op::fwd ? b_.data() : nullptr, out_.data(),
-                      op_ == Op::bwd_filter ? db_.data() : nullptr, DType::fp32);
+                      op_ == Op::bwd_filter ? db_.data() : nullptr, t_);
   }
   double run() override {
+    if (impl_ == "onednn") {
+      const bool bf = t_ == DType::bf16;
+      const auto d = bf ? cpu::onednn::Dt::bf16 : cpu::onednn::Dt::f32;
+      const void* x = bf ? static_cast<const void*>(x16_.data()) : x_.data();
+      const void* w = bf ? static_cast<const void*>(w16_.data()) : w_.data();
+      const void* dy = bf ? static_cast<const void*>(dy16_.data()) : dy_.data();
+      switch (op_) {
+        case Op::fwd: cpu::onednn::conv2d_forward(sh_, d, x, w, b_.data(), out_.data()); break;
+        case Op::bwd_data:
+        case Op::transpose_fwd: cpu::onednn::conv2d_backward_data(sh_, d, dy, w, out_.data()); break;
+        case Op::bwd_filter: cpu::onednn::conv2d_backward_filter(sh_, d, x, dy, out_.data(), db_.data()); break;
+      }
+      impl_info_ = cpu::onednn::last_impl();
+      return 0;
+    }
     switch (op_) {
       case Op::fwd: cpu::conv2d_forward_im2col(sh_, x_.data(), w_.data(), b_.data(), out_.data(), ws_); break;
       case Op::bwd_data:
@@ -195,15 +225,29 @@ class CpuConv final : public Case {
   void annotate(json& r) const override {
     annotate_shape(r, layer_, sh_);
     r["verification"] = verification_name(sh_);
-    r["workspace_bytes"] = ws_.size() * sizeof(float);
+    if (impl_ == "onednn") {
+      r["onednn_version"] = cpu::onednn::version();
+      r["onednn_isa"] = cpu::onednn::isa();
+      r["onednn_impl"] = impl_info_;  // the kernel oneDNN chose ("jit:avx512_core", "gemm:jit", ...)
+      if (t_ == DType::bf16) r["bf16_compute"] = cpu::onednn::bf16_native() ? "native" : "emulated";
+    } else {
+      r["workspace_bytes"] = ws_.size() * sizeof(float);
+    }
   }
-  void teardown() override { x_ = {}, w_ = {}, dy_ = {}, b_ = {}, out_ = {}, db_ = {}, ws_ = {}; }
+  void teardown() override {
+    x_ = {}, w_ = {}, dy_ = {}, b_ = {}, out_ = {}, db_ = {}, ws_ = {};
+    x16_ = {}, w16_ = {}, dy16_ = {};
+  }
 
  private:
   Op op_;
   std::string layer_;
   Conv2dShape sh_;
+  std::string impl_;
+  DType t_;
+  std::string impl_info_;
   std::vector<float> x_, w_, dy_, b_, out_, db_, ws_;
+  std::vector<std::uint16_t> x16_, w16_, dy16_;
 };
 
 #ifdef DLB_HAVE_CUDA
@@ -335,12 +379,47 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// After the run: oneDNN against ours (impl=im2col) per op, layer and batch, fp32 on the CPU, and
+// oneDNN's bf16 against its fp32.
+void summarize(const std::vector<json>& records, std::ostream& out) {
+  auto key = [](const json& r) {
+    return r.value("op", "") + " | " + r.value("layer", "") + " | " + std::to_string(r.value("batch", 0));
+  };
+  std::map<std::string, double> ours, dnn, dnn16;
+  for (const auto& r : records) {
+    if (r.value("device", "") != "cpu" || !r.contains("gflops")) continue;
+    const std::string impl = r.value("impl", ""), dt = r.value("dtype", "");
+    const double g = r.at("gflops").get<double>();
+    if (impl == "im2col" && dt == "fp32") ours[key(r)] = g;
+    if (impl == "onednn" && dt == "fp32") dnn[key(r)] = g;
+    if (impl == "onednn" && dt == "bf16") dnn16[key(r)] = g;
+  }
+  bool header = false;
+  for (const auto& [k, g] : ours) {
+    auto d = dnn.find(k);
+    if (d == dnn.end() || !(g > 0)) continue;
+    if (!header)
+      out << "\n### conv (CPU, fp32): ours (im2col + direct kernels) vs oneDNN; oneDNN bf16\n\n"
+          << "| op | layer | batch | ours GFLOP/s | oneDNN GFLOP/s | oneDNN / ours | winner | oneDNN bf16 |\n"
+          << "|----|-------|-------|--------------|----------------|---------------|--------|-------------|\n";
+    header = true;
+    const double ratio = d->second / g;
+    auto b = dnn16.find(k);
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.2f | %s | %s |\n", k.c_str(), g, d->second, ratio,
+                  ratio > 1.1 ? "oneDNN" : ratio < 1 / 1.1 ? "ours" : "within 10%",
+                  b == dnn16.end() ? "-" : std::to_string(int(b->second + 0.5)).c_str());
+    out << buf;
+  }
+}
+
 }  // namespace
 
 Suite conv_suite() {
   Suite s;
   s.name = "conv";
-  s.description = "Conv2d fwd / bwd-data / bwd-filter: im2col+OpenBLAS, cuDNN (searched algo), our implicit GEMM";
+  s.summarize = summarize;
+  s.description = "Conv2d fwd / bwd-data / bwd-filter: im2col+OpenBLAS, oneDNN, cuDNN (searched algo), our implicit GEMM";
   s.expand = [](const SuiteOptions& o) {
     const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
     const auto layer_names = axis_strings(o, "layer");  // empty: all
@@ -405,6 +484,9 @@ Suite conv_suite() {
           if (dev == "cpu") {
             add(dev, DType::fp32, "im2col", op, l, sh,
                 [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh); });
+            for (DType t : {DType::fp32, DType::bf16})
+              add(dev, t, "onednn", op, l, sh,
+                  [op, name = l.name, sh = sh, t] { return std::make_unique<CpuConv>(op, name, sh, "onednn", t); });
             continue;
           }
 #ifdef DLB_HAVE_CUDA

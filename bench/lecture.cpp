@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -228,13 +229,67 @@ std::string peer_script() {
   return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_lecture.py";
 }
 
-// Interpreters to try, in order: the launcher's choice, Debian's (python3-torch installs there), PATH's.
-std::vector<std::string> peer_pythons() {
-  std::vector<std::string> out;
-  if (const char* p = std::getenv("DLBENCH_PYTHON")) out.push_back(p);
-  out.push_back("/usr/bin/python3");
-  out.push_back("python3");
-  return out;
+// The interpreter for the peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch
+// 2.x from PyPI: README); otherwise, of the launcher's choice, Debian's and PATH's python3, the one
+// whose torch is newest. Probed once per run; "" with the reason in `why` when none imports torch.
+struct PeerPython {
+  std::string python, torch, why;
+};
+
+// "2.15.0+cpu" -> {2, 15, 0}, for comparing versions.
+std::vector<int> version_key(const std::string& v) {
+  std::vector<int> k;
+  std::istringstream in(v);
+  std::string part;
+  while (std::getline(in, part, '.')) {
+    if (part.empty() || !std::isdigit(static_cast<unsigned char>(part[0]))) break;
+    k.push_back(std::atoi(part.c_str()));
+  }
+  return k;
+}
+
+std::string torch_version_of(const std::string& py) {
+  const std::string cmd = "'" + py + "' -c 'import torch; print(torch.__version__)' 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return "";
+  char buf[128] = {0};
+  std::string v = fgets(buf, sizeof buf, f) ? buf : "";
+  const int st = pclose(f);
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? v : "";
+}
+
+const PeerPython& peer_python() {
+  static const PeerPython chosen = [] {
+    PeerPython best;
+    if (const char* p = std::getenv("DLBENCH_PEER_PYTHON"); p && *p) {
+      best.python = p, best.torch = torch_version_of(p);
+      if (best.torch.empty()) best.why = std::string("DLBENCH_PEER_PYTHON=") + p + " does not import torch";
+      return best;
+    }
+    std::vector<std::string> candidates;
+    if (const char* p = std::getenv("DLBENCH_PYTHON")) candidates.push_back(p);
+    candidates.push_back("/usr/bin/python3");
+    candidates.push_back("python3");
+    for (const auto& py : candidates) {
+      const std::string v = torch_version_of(py);
+      if (!v.empty() && (best.torch.empty() || version_key(v) > version_key(best.torch))) best.python = py, best.torch = v;
+    }
+    if (best.torch.empty()) best.why = "no python3 here imports torch (set DLBENCH_PEER_PYTHON, see README)";
+    return best;
+  }();
+  return chosen;
+}
+
+// DLBENCH_PEER_THREADS=N: the peer's intra-op threads (default: every core). On a shared machine
+// PyTorch's OpenMP team can collapse when another process holds a core; N = 1 measures it without.
+std::vector<std::string> peer_threads_args() {
+  const char* e = std::getenv("DLBENCH_PEER_THREADS");
+  if (!e || !*e) return {};
+  char* end = nullptr;
+  const long n = std::strtol(e, &end, 10);
+  if (*end || n < 1 || n > 1024) throw UsageError(std::string("DLBENCH_PEER_THREADS=") + e + ": expected a thread count 1..1024");
+  return {"--threads", std::to_string(n)};
 }
 
 class PeerCase final : public Case {
@@ -244,16 +299,15 @@ class PeerCase final : public Case {
   void setup() override {
     const std::string script = peer_script();
     if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
-    // The script exits 3 when torch does not import: then the next interpreter is tried.
+    const PeerPython& py = peer_python();
+    if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
+    python_ = py.python;
     std::string out;
-    int st = 0;
-    for (const std::string& py : peer_pythons()) {
-      st = run_child({py, script, "--device", device_, "--batch", std::to_string(batch_), "--images",
-                      std::to_string(images_), "--reps", std::to_string(reps_)},
-                     {}, {}, &out);
-      if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
-      if (st >= 0 && !(WIFEXITED(st) && (WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 127))) break;
-    }
+    std::vector<std::string> args = {py.python, script, "--device", device_, "--batch", std::to_string(batch_),
+                                     "--images", std::to_string(images_), "--reps", std::to_string(reps_)};
+    for (const auto& a : peer_threads_args()) args.push_back(a);
+    const int st = run_child(args, {}, {}, &out);
+    if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
     std::istringstream lines(out);
     std::string line;
     while (std::getline(lines, line)) {
@@ -285,6 +339,7 @@ class PeerCase final : public Case {
   void annotate(json& r) const override {
     r["peer"] = "pytorch";
     r["torch_version"] = version_;
+    r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
     r["torch_threads"] = threads_;
     r["mean_loss"] = loss_;
   }
@@ -297,6 +352,7 @@ class PeerCase final : public Case {
   std::vector<double> secs_;
   double loss_ = NAN;
   std::string version_ = "?";
+  std::string python_;
   int threads_ = 0;
   std::size_t next_ = 0;
 };
@@ -457,6 +513,7 @@ Suite lecture_suite() {
     auto images_axis = o.axes.contains("size") ? axis_ints(o, "size") : axis_ints(o, "images", {o.quick ? 1024 : 50000});
     const auto batches = axis_ints(o, "batch", {64, 4, 2});
     const bool with_peer = o.extra.value("peer", "") == "pytorch";
+    if (with_peer) peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage (exit 2), before any case runs
     for (long long images : images_axis) {
       for (long long b : batches) {
         for (const auto& dev : o.devices) {

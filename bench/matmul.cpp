@@ -1,6 +1,7 @@
 // Suite "matmul": C = A B (row-major, A m x k, B k x n) on the CPU and every GPU.
 //   cpu   impl=openblas (fp32 sgemm on the best OpenBLAS core, see kernels/cpu/openblas_core.h;
-//         bf16 sbgemm where the CPU and the library have it), impl=blocked (ours, one thread)
+//         bf16 sbgemm where the library has it), impl=blocked (ours, one thread), impl=onednn (fp32,
+//         bf16: native vdpbf16ps on avx512_bf16 CPUs, record key bf16_compute)
 //   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels impl=naive,
 //         coalesced, smem, regblock, warptile, and our tensor-core kernel impl=mma (fp16, bf16)
 //   cpu   impl=openblas-core, core=<Core>: the same sgemm under each other OpenBLAS kernel set this
@@ -35,6 +36,7 @@
 #include "bench/napkin.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/openblas_core.h"
 
 #ifdef DLB_HAVE_CUDA
@@ -90,7 +92,8 @@ class CpuGemm final : public Case {
  public:
   CpuGemm(Shape s, std::string impl, DType t) : s_(s), impl_(std::move(impl)), t_(t) {}
   void setup() override {
-    if (t_ == DType::bf16) {
+    if (impl_ == "onednn" && !cpu::onednn::available()) throw Unsupported(cpu::onednn::unavailable_reason());
+    if (t_ == DType::bf16 && impl_ == "openblas") {
       const std::string why = cpu::cpu_bf16_gemm_unsupported_reason();
       if (!why.empty()) throw Unsupported("bf16 GEMM on CPU: " + why);
     }
@@ -114,7 +117,15 @@ class CpuGemm final : public Case {
     return cpu::check_gemm(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k, t_);
   }
   double run() override {
-    if (t_ == DType::bf16) cpu::sbgemm_forward_openblas(a16_.data(), b16_.data(), c_.data(), s_.m, s_.n, s_.k);
+    if (impl_ == "onednn") {
+      cpu::onednn::Gemm g;
+      g.dt = t_ == DType::bf16 ? cpu::onednn::Dt::bf16 : cpu::onednn::Dt::f32;
+      g.m = s_.m, g.n = s_.n, g.k = s_.k;
+      g.a = t_ == DType::bf16 ? static_cast<const void*>(a16_.data()) : a_.data();
+      g.b = t_ == DType::bf16 ? static_cast<const void*>(b16_.data()) : b_.data();
+      g.c = c_.data();
+      cpu::onednn::gemm(g);
+    } else if (t_ == DType::bf16) cpu::sbgemm_forward_openblas(a16_.data(), b16_.data(), c_.data(), s_.m, s_.n, s_.k);
     else if (impl_ == "blocked") cpu::sgemm_forward_blocked(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k);
     else cpu::sgemm_forward_openblas(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k);
     return 0;
@@ -124,12 +135,19 @@ class CpuGemm final : public Case {
   void annotate(json& r) const override {
     annotate_shape(r, s_);
     r["verification"] = s_.mnk() <= cpu::kExactCheckMaxMNK ? "fp64" : "freivalds+rows";
+    // bf16: native dot products (vdpbf16ps) or converted to fp32 inside the library ("emulated")
+    if (t_ == DType::bf16)
+      r["bf16_compute"] = impl_ == "onednn" ? (cpu::onednn::bf16_native() ? "native" : "emulated") : "native";
     if (impl_ == "openblas") {
       const auto st = cpu::openblas_core_status();
       r["openblas_core"] = st.core;  // the kernel set that ran
       r["openblas_core_mode"] = st.mode;
       if (!st.library_core.empty()) r["openblas_library_core"] = st.library_core;
       r["cpu_threads"] = openblas_get_num_threads();
+    } else if (impl_ == "onednn") {
+      r["onednn_version"] = cpu::onednn::version();
+      r["onednn_isa"] = cpu::onednn::isa();
+      r["onednn_impl"] = cpu::onednn::last_impl();
     } else {
       r["cpu_threads"] = 1;
     }
@@ -421,6 +439,20 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
         << "|----------|-------|----------------|------------|------------|------------|--------|\n";
     for (const auto& l : lines) out << l << "\n";
   }
+  // CPU bf16 against fp32 OpenBLAS sgemm of the same shape: does bf16 pay on this CPU?
+  bool bf16_header = false;
+  for (const auto& r : records) {
+    if (!r.contains("gflops") || r.value("device", "") != "cpu" || r.value("dtype", "") != "bf16") continue;
+    auto it = library.find("cpu|fp32|" + shape_of(r));
+    if (it == library.end() || !(it->second > 0)) continue;
+    if (!bf16_header) out << "\n### CPU bf16 vs fp32 OpenBLAS sgemm (same shape)\n\n";
+    bf16_header = true;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s %s (%s): %.1f GFLOP/s vs sgemm %.1f: %.2fx\n", shape_of(r).c_str(),
+                  r.value("impl", "").c_str(), r.value("bf16_compute", "?").c_str(), r.at("gflops").get<double>(),
+                  it->second, r.at("gflops").get<double>() / it->second);
+    out << buf;
+  }
   summarize_cores(records, out);
 }
 
@@ -454,7 +486,11 @@ Suite matmul_suite() {
         for (const auto& sh : shapes) {
           add(dev, "fp32", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::fp32); });
           add(dev, "fp32", "blocked", sh, [sh] { return std::make_unique<CpuGemm>(sh, "blocked", DType::fp32); });
-          add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
+          // OpenBLAS bf16 only where the library has sbgemm (Debian's has not): bf16 runs through oneDNN.
+          if (cpu::openblas_has_sbgemm())
+            add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
+          add(dev, "fp32", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::fp32); });
+          add(dev, "bf16", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::bf16); });
         }
         // The other OpenBLAS cores, after the in-process cases (not inside a probe run).
         if (!std::getenv(kProbeEnv) && wanted("fp32")) {

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 declare -A PKGS=(
-  [build]="cmake make g++ pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenmpi-dev openmpi-bin"
+  [build]="cmake make g++ pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenmpi-dev openmpi-bin libdnnl-dev"
   [report]="python3 python3-matplotlib"
   [test]="python3 python3-matplotlib python3-pil chromium slurm-wlm munge iproute2"
   [asan]="clang libclang-rt-14-dev"

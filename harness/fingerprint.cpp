@@ -19,6 +19,8 @@
 
 #include "harness/build_info.h"
 #include "kernels/common/device.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/threads.h"
 
 extern char** environ;
@@ -69,7 +71,7 @@ std::string iso_now() {
 }
 
 bool result_changing_env(const std::string& name) {
-  static const char* prefixes[] = {"OPENBLAS_", "OMP_", "GOTO_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "DLBENCH_", "DLB_CPU_THREADS", "MKL_"};
+  static const char* prefixes[] = {"OPENBLAS_", "OMP_", "GOTO_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "DLBENCH_", "DLB_CPU_THREADS", "DLB_CPU_ISA", "ONEDNN_", "DNNL_", "MKL_"};
   for (const char* p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;
@@ -133,7 +135,17 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
                {"isa", cpu_isa_flags()},
                // threads our CPU training kernels split a batch over (kernels/cpu/threads.h); their
                // GEMMs run single-threaded inside, so OpenBLAS's count below is for other BLAS calls
-               {"kernel_threads", cpu::kernel_threads()}};
+               {"kernel_threads", cpu::kernel_threads()},
+               // SIMD level of our kernels and oneDNN: detected, and as capped by DLB_CPU_ISA (isa.h)
+               {"isa_detected", cpu::isa_name(cpu::isa_detected())},
+               {"isa_cap", cpu::isa_name(cpu::isa_cap())}};
+  if (!cpu::isa_note().empty()) fp["cpu"]["isa_note"] = cpu::isa_note();
+  // oneDNN (kernels/cpu/onednn/): built in or not, and the ISA it runs at under DLB_CPU_ISA
+  fp["onednn"] = {{"available", cpu::onednn::available()}};
+  if (cpu::onednn::available())
+    fp["onednn"].update({{"version", cpu::onednn::version()}, {"isa", cpu::onednn::isa()},
+                         {"bf16_native", cpu::onednn::bf16_native()}});
+  else fp["onednn"]["reason"] = cpu::onednn::unavailable_reason();
   const std::string cfg = openblas_get_config();
   fp["openblas"] = {{"version", openblas_version(cfg)},
                     {"config", cfg},
@@ -189,6 +201,18 @@ std::string fingerprint_text(const nlohmann::json& fp) {
   std::string isa;
   for (const auto& f : cpu.at("isa")) isa += (isa.empty() ? "" : " ") + f.get<std::string>();
   o << "ISA           " << (isa.empty() ? "(none of interest)" : isa) << "\n";
+  o << "kernel ISA    " << cpu.value("isa_cap", "?") << " (detected " << cpu.value("isa_detected", "?")
+    << "; cap with DLB_CPU_ISA=scalar|avx2|avx512|avx512_bf16|auto)";
+  if (cpu.contains("isa_note")) o << "  note: " << cpu.value("isa_note", "");
+  o << "\n";
+  if (fp.contains("onednn")) {
+    const auto& dn = fp.at("onednn");
+    o << "oneDNN        "
+      << (dn.value("available", false) ? dn.value("version", "") + ", ISA " + dn.value("isa", "") +
+                                             (dn.value("bf16_native", false) ? ", native bf16" : ", bf16 emulated")
+                                       : dn.value("reason", ""))
+      << "\n";
+  }
   const auto& ob = fp.at("openblas");
   o << "OpenBLAS      " << ob.value("version", "") << ", core " << ob.value("core", "") << ", "
     << ob.value("threads", 0) << " threads  [" << ob.value("config", "") << "]\n";

@@ -33,6 +33,7 @@
 #include "kernels/common/gpu_probe.h"
 #include "kernels/common/nvtx.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
@@ -72,6 +73,7 @@ json base_entry(const bench::CaseId& id, std::size_t index) {
   e["device"] = id.device;
   e["dtype"] = id.dtype;
   for (const auto& [k, v] : id.params) e[k] = v;
+  if (id.device == "cpu") e["cpu_isa"] = cpu::isa_name(cpu::isa_active());  // the DLB_CPU_ISA level in force
   return e;
 }
 

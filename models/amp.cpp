@@ -173,6 +173,12 @@ AmpTrainer::AmpTrainer(Sequential& m, Optimizer& opt, DType dtype, GradScalerCon
     kinds_.push_back(static_cast<int>(cast_kind(op)));
     exact_.push_back(op == "relu" || op == "max_pool2d" || op == "flatten");
   }
+  // ReLU + MaxPool2d run fused, as the model's own step does: both keep their input's type and are
+  // exact, so the pair needs no rounding in between (max pooling commutes with ReLU).
+  const auto layers = m_.layers();
+  fused_.assign(layers.size(), 0);
+  for (std::size_t i = 1; i + 1 < layers.size(); ++i)
+    fused_[i] = layers[i]->kind() == "ReLU" && dynamic_cast<MaxPool2d*>(layers[i + 1]) != nullptr;
 }
 
 AmpTrainer::~AmpTrainer() = default;
@@ -202,6 +208,8 @@ float AmpTrainer::step(const Batch& b) {
   const auto& sh = *shapes_;
   const std::size_t L = layers.size();
   const bool lower_on = dtype_ != DType::fp32;
+  // bf16 on a CPU with bf16 dot products: the layers really compute in bf16 (models/layers.h).
+  const Bf16Compute bf16_compute(dtype_ == DType::bf16 && bf16_compute_native());
   m_.zero_grad();
 
   // Master weights aside; lower-precision layers see their parameters rounded (autocast casts the
@@ -222,6 +230,13 @@ float AmpTrainer::step(const Batch& b) {
   float* cur = input_.data();
   DType t = DType::fp32;
   for (std::size_t i = 0; i < L; ++i) {
+    if (fused_[i]) {  // ReLU + MaxPool2d: one pass, the type passes through
+      in_t[i] = in_t[i + 1] = t;
+      ++i;
+      static_cast<MaxPool2d*>(layers[i])->forward_relu(sh[i - 1], cur, acts_[i].data());
+      cur = acts_[i].data();
+      continue;
+    }
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
     if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
     in_t[i] = lower ? dtype_ : t;
@@ -247,6 +262,11 @@ float AmpTrainer::step(const Batch& b) {
     if (i + 1 == L && half_like(in_t[L]) && in_t[L] != DType::tf32) round_to(in_t[L], dy, ny);
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
     if (lower && dtype_ == DType::tf32) round_to(DType::tf32, dy, ny);  // tensor cores read dy as tf32
+    if (i > 1 && fused_[i - 1]) {  // MaxPool2d + the ReLU before it: dx straight to the ReLU's input
+      static_cast<MaxPool2d*>(layers[i])->backward_relu(sh[i - 1], acts_[i].data(), dy, grads_[i - 1].data());
+      --i;
+      continue;
+    }
     const float* xin = i == 0 ? input_.data() : acts_[i - 1].data();
     float* dx = i == 0 ? nullptr : grads_[i].data();
     layers[i]->backward(sh[i], xin, acts_[i].data(), dy, dx);

@@ -115,11 +115,12 @@ struct Shape;
 // too; the loss runs in fp32; elementwise layers keep their input's type; the fp32 master weights
 // are restored before the optimizer (fp32) steps on the fp32 gradients. fp16 uses the GradScaler.
 //
-// The arithmetic between roundings is fp32 (OpenBLAS sgemm on values that are exactly
-// representable in the half type): the numbers of a half-type GEMM with fp32 accumulation, which
-// is what a CPU without avx512_bf16 can do (kernels/cpu/bf16_gemm.h's widen+sgemm path). Storage
-// stays fp32, so it saves no memory and costs extra rounding passes on this CPU. fp16/tf32 are
-// emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).
+// bf16 where bf16_compute_native() (models/layers.h: oneDNN, avx512_bf16, DLB_CPU_ISA allowing it):
+// Conv2d, ConvTranspose2d and Linear really compute in bf16 (vdpbf16ps, fp32 accumulation, fp32 outputs), the rest
+// (loss, reductions, optimizer) in fp32. Elsewhere the arithmetic between roundings is fp32 (our
+// fp32 kernels on values exactly representable in the half type): the numbers of a half-type GEMM
+// with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32 either way.
+// fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).
 class AmpTrainer {
  public:
   AmpTrainer(Sequential& m, Optimizer& opt, DType dtype, GradScalerConfig scaler = {});
@@ -144,6 +145,7 @@ class AmpTrainer {
   std::vector<float> input_, dout_;
   std::vector<int> kinds_;      // CastKind per layer
   std::vector<bool> exact_;     // layer output is exact in any type (relu, max pool, flatten)
+  std::vector<char> fused_;     // layer i is a ReLU followed by a MaxPool2d: one pass each way (as Sequential)
   void plan(int n);
 };
 

@@ -8,9 +8,33 @@
 #include <cmath>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/bf16_gemm.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/onednn/onednn.h"
 
 namespace dlb::models {
+
+namespace {
+thread_local bool t_bf16 = false;
+// x as bf16 bits in this thread's scratch slot `slot` (exact for bf16-valued x).
+const std::uint16_t* as_bf16(const float* x, std::size_t n, int slot) {
+  thread_local std::vector<std::uint16_t> bufs[3];
+  auto& b = bufs[slot];
+  if (b.size() < n) b.resize(n);
+  cpu::cast_fp32_to_bf16(x, b.data(), n);
+  return b.data();
+}
+constexpr auto kBf16 = cpu::onednn::Dt::bf16;
+}  // namespace
+
+Bf16Compute::Bf16Compute(bool on) : prev_(t_bf16) { t_bf16 = on; }
+Bf16Compute::~Bf16Compute() { t_bf16 = prev_; }
+bool bf16_compute_native() {
+  return cpu::isa_allows(cpu::Isa::avx512_bf16) && cpu::onednn::available() && cpu::onednn::bf16_native();
+}
+bool bf16_compute_active() { return t_bf16; }
 
 std::string Shape::str() const {
   return std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
@@ -145,12 +169,26 @@ void Conv2d::init(std::uint64_t seed) {
 }
 
 void Conv2d::forward(const Shape& in, const float* x, float* y) {
+  if (t_bf16) {
+    const Conv2dShape s = conv_shape(in);
+    return cpu::onednn::conv2d_forward(s, kBf16, as_bf16(x, s.x_size(), 0), as_bf16(weight.value.data(), weight.size(), 1),
+                                       bias.value.data(), y);
+  }
   cpu::conv2d_forward_im2col(conv_shape(in), x, weight.value.data(), bias.value.data(), y, ws_);
 }
 
 void Conv2d::backward(const Shape& in, const float* x, const float*, const float* dy, float* dx) {
   const Conv2dShape s = conv_shape(in);
   dw_tmp_.resize(weight.size() + bias.size());
+  if (t_bf16) {
+    const std::uint16_t* dy16 = as_bf16(dy, s.y_size(), 0);
+    cpu::onednn::conv2d_backward_filter(s, kBf16, as_bf16(x, s.x_size(), 1), dy16, dw_tmp_.data(),
+                                        dw_tmp_.data() + weight.size());
+    add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
+    add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
+    if (dx) cpu::onednn::conv2d_backward_data(s, kBf16, dy16, as_bf16(weight.value.data(), weight.size(), 2), dx);
+    return;
+  }
   cpu::conv2d_backward_filter_im2col(s, x, dy, dw_tmp_.data(), dw_tmp_.data() + weight.size(), ws_);
   add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
   add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
@@ -198,7 +236,9 @@ void ConvTranspose2d::init(std::uint64_t seed) {
 
 void ConvTranspose2d::forward(const Shape& in, const float* x, float* y) {
   const Conv2dShape s = conv_shape(in);
-  cpu::conv2d_backward_data_im2col(s, x, weight.value.data(), y, ws_);
+  if (t_bf16)
+    cpu::onednn::conv2d_backward_data(s, kBf16, as_bf16(x, s.y_size(), 0), as_bf16(weight.value.data(), weight.size(), 1), y);
+  else cpu::conv2d_backward_data_im2col(s, x, weight.value.data(), y, ws_);
   cpu::bias_nchw_forward(y, bias.value.data(), s.n, out_c, s.h * s.w);
 }
 
@@ -206,6 +246,14 @@ void ConvTranspose2d::backward(const Shape& in, const float* x, const float*, co
   const Conv2dShape s = conv_shape(in);
   dw_tmp_.resize(weight.size());
   // dW of the equivalent conv: its input is our dy, its output gradient our x.
+  if (t_bf16) {
+    const std::uint16_t* dy16 = as_bf16(dy, s.x_size(), 0);
+    cpu::onednn::conv2d_backward_filter(s, kBf16, dy16, as_bf16(x, s.y_size(), 1), dw_tmp_.data(), nullptr);
+    add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
+    cpu::bias_nchw_backward(dy, bias.grad.data(), s.n, out_c, s.h * s.w);
+    if (dx) cpu::onednn::conv2d_forward(s, kBf16, dy16, as_bf16(weight.value.data(), weight.size(), 2), nullptr, dx);
+    return;
+  }
   cpu::conv2d_backward_filter_im2col(s, dy, x, dw_tmp_.data(), nullptr, ws_);
   add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
   cpu::bias_nchw_backward(dy, bias.grad.data(), s.n, out_c, s.h * s.w);
@@ -254,6 +302,13 @@ void Linear::init(std::uint64_t seed) {
 
 void Linear::forward(const Shape& in, const float* x, float* y) {
   // y[n, out] = x[n, in] W[out, in]^T, then + b
+  if (t_bf16) {
+    cpu::Bf16GemmArgs g;
+    g.trans_b = true, g.m = in.n, g.n = out_f, g.k = in_f;
+    g.a = as_bf16(x, std::size_t(in.n) * in_f, 0), g.b = as_bf16(weight.value.data(), weight.size(), 1), g.c = y;
+    cpu::bf16_gemm(g);
+    return cpu::bias_rows_forward(y, bias.value.data(), in.n, out_f);
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, in.n, out_f, in_f, 1.f, x, in_f, weight.value.data(), in_f,
               0.f, y, out_f);
   cpu::bias_rows_forward(y, bias.value.data(), in.n, out_f);
@@ -261,6 +316,19 @@ void Linear::forward(const Shape& in, const float* x, float* y) {
 
 void Linear::backward(const Shape& in, const float* x, const float*, const float* dy, float* dx) {
   // dW[out, in] += dy[n, out]^T x[n, in]; db += colsum(dy); dx[n, in] = dy[n, out] W[out, in]
+  if (t_bf16) {
+    cpu::Bf16GemmArgs g;
+    g.trans_a = true, g.m = out_f, g.n = in_f, g.k = in.n, g.beta = 1.f;
+    g.a = as_bf16(dy, std::size_t(in.n) * out_f, 0), g.b = as_bf16(x, std::size_t(in.n) * in_f, 1);
+    g.c = weight.grad.data();
+    cpu::bf16_gemm(g);
+    cpu::bias_rows_backward(dy, bias.grad.data(), in.n, out_f);
+    if (!dx) return;
+    cpu::Bf16GemmArgs d;
+    d.m = in.n, d.n = in_f, d.k = out_f;
+    d.a = g.a, d.b = as_bf16(weight.value.data(), weight.size(), 2), d.c = dx;
+    return cpu::bf16_gemm(d);
+  }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_f, in_f, in.n, 1.f, dy, out_f, x, in_f, 1.f,
               weight.grad.data(), in_f);
   cpu::bias_rows_backward(dy, bias.grad.data(), in.n, out_f);

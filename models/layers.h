@@ -16,6 +16,24 @@
 
 namespace dlb::models {
 
+// bf16 compute for the CPU AMP step (models/amp.h): while a Bf16Compute(true) lives on this thread,
+// Conv2d, ConvTranspose2d and Linear run their GEMMs/convolutions on bf16 operands with fp32 accumulation and fp32
+// outputs (oneDNN, kernels/cpu/onednn/) instead of fp32 arithmetic. Callers pass values that are
+// already bf16-exact (the AMP step rounds them); the layers cast them to 16-bit buffers. Only where
+// bf16_compute_native() (oneDNN built, CPU with avx512_bf16, DLB_CPU_ISA allowing it).
+class Bf16Compute {
+ public:
+  explicit Bf16Compute(bool on);
+  ~Bf16Compute();
+  Bf16Compute(const Bf16Compute&) = delete;
+  Bf16Compute& operator=(const Bf16Compute&) = delete;
+
+ private:
+  bool prev_;
+};
+bool bf16_compute_native();
+bool bf16_compute_active();  // on this thread, now
+
 struct Shape {
   int n = 1, c = 1, h = 1, w = 1;
   std::size_t size() const { return std::size_t(n) * c * h * w; }

@@ -14,3 +14,9 @@ dlb_smoke(train_mlp_synthetic_small 0 train --model mlp --dataset synthetic --ep
 dlb_smoke(train_bf16_small 0 train --model mlp --dataset synthetic --epochs 1 --device cpu --limit 1024 --dtype bf16)
 dlb_smoke(train_fp16_on_cpu 2 train --model mlp --dataset synthetic --epochs 1 --device cpu --dtype fp16)
 dlb_smoke(train_device_all 2 train --model mlp --dataset synthetic --epochs 1 --device all)
+# DLBENCH_PEER_THREADS must be a thread count (checked before any case runs).
+add_test(NAME smoke.lecture_peer_threads_bad COMMAND bash -c
+  "out=$(DLBENCH_PEER_THREADS=many \"$1\" run --suite lecture --device cpu --peer pytorch --quick --no-report --out ${OUT}/x 2>&1 >/dev/null); rc=$?; \
+   [ $rc -eq 2 ] && printf '%s' \"$out\" | grep -q 'DLBENCH_PEER_THREADS=many' && echo ok"
+  bash ${DLB_CLI})
+set_tests_properties(smoke.lecture_peer_threads_bad PROPERTIES LABELS smoke TIMEOUT 60)

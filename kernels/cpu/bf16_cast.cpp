@@ -6,21 +6,21 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include "kernels/cpu/isa.h"
+
 namespace dlb::cpu {
 
 namespace {
 
-bool has_avx2() {
-  static const bool v = __builtin_cpu_supports("avx2");
-  return v;
-}
+// Both under the DLB_CPU_ISA cap (isa.h): every CPU at level avx2 has F16C too.
+bool has_avx2() { return isa_allows(Isa::avx2); }
 bool has_f16c() {
   // CPUID leaf 1, ECX bit 29: clang (14) has no "f16c" for __builtin_cpu_supports.
   static const bool v = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx");
   }();
-  return v;
+  return v && isa_allows(Isa::avx2);
 }
 
 // 8 floats -> 8 bf16, same arithmetic as fp32_to_bf16_ref.

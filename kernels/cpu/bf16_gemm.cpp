@@ -8,6 +8,8 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/onednn/onednn.h"
 
 namespace dlb::cpu {
 
@@ -28,13 +30,7 @@ sbgemm_fn sbgemm() {
   return f;
 }
 
-bool cpu_has_avx512_bf16() {
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-  return __builtin_cpu_supports("avx512bf16");
-#else
-  return false;
-#endif
-}
+bool cpu_has_avx512_bf16() { return isa_allows(Isa::avx512_bf16); }  // under the DLB_CPU_ISA cap (isa.h)
 
 // Rows x cols block of a row-major bf16 matrix with leading dimension ld, widened to dense fp32.
 void widen(const std::uint16_t* src, long rows, long cols, long ld, std::vector<float>& dst) {
@@ -79,18 +75,40 @@ void bf16_gemm_forward_widen_sgemm(const Bf16GemmArgs& g) {
               blasint(g.trans_b ? g.k : g.n), g.beta, g.c, blasint(d.ldc));
 }
 
-bool bf16_gemm_native() { return sbgemm() != nullptr && cpu_has_avx512_bf16(); }
+void bf16_gemm_forward_onednn(const Bf16GemmArgs& g) {
+  onednn::Gemm o;
+  o.dt = onednn::Dt::bf16;
+  o.trans_a = g.trans_a, o.trans_b = g.trans_b;
+  o.m = g.m, o.n = g.n, o.k = g.k;
+  o.a = g.a, o.b = g.b, o.c = g.c;
+  o.lda = g.lda, o.ldb = g.ldb, o.ldc = g.ldc;
+  o.beta = g.beta;
+  onednn::gemm(o);
+}
+
+namespace {
+bool use_onednn() { return cpu_has_avx512_bf16() && onednn::available() && onednn::bf16_native(); }
+bool use_sbgemm() { return cpu_has_avx512_bf16() && sbgemm() != nullptr; }
+}  // namespace
+
+bool bf16_gemm_native() { return use_onednn() || use_sbgemm(); }
 
 void bf16_gemm(const Bf16GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
-  if (bf16_gemm_native()) return bf16_gemm_forward_sbgemm(g);
+  if (use_onednn()) return bf16_gemm_forward_onednn(g);
+  if (use_sbgemm()) return bf16_gemm_forward_sbgemm(g);
   bf16_gemm_forward_widen_sgemm(g);
 }
 
 std::string bf16_gemm_path() {
-  if (bf16_gemm_native()) return "openblas-sbgemm";
-  std::string why = sbgemm() ? "CPU lacks avx512_bf16" : "OpenBLAS lacks cblas_sbgemm";
-  if (!cpu_has_avx512_bf16() && !sbgemm()) why = "no avx512_bf16, OpenBLAS lacks cblas_sbgemm";
+  if (use_onednn()) return "onednn (avx512_bf16)";
+  if (use_sbgemm()) return "openblas-sbgemm";
+  std::string why;
+  if (!cpu_has_avx512_bf16())
+    why = isa_detected() == Isa::avx512_bf16
+              ? "ISA level " + std::string(isa_name(isa_active())) + " (DLB_CPU_ISA) excludes avx512_bf16"
+              : "CPU lacks avx512_bf16";
+  else why = onednn::available() ? "oneDNN runs no native bf16 here" : onednn::unavailable_reason();
   return "widen+sgemm (" + why + ")";
 }
 

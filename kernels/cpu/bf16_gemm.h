@@ -6,8 +6,10 @@
 //   bf16_gemm_forward_widen_sgemm  widen A and B to fp32 scratch (exact), then OpenBLAS sgemm: the
 //                                  same numbers as a bf16 GEMM with fp32 accumulation, at fp32 speed
 //                                  plus the widening (6 bytes/element moved, O(mk + kn) vs O(mnk)).
-//   bf16_gemm                      the launcher: sbgemm where it exists and the CPU has avx512_bf16,
-//                                  else widen+sgemm. bf16_gemm_path() says which one runs here.
+//   bf16_gemm_forward_onednn       oneDNN matmul (kernels/cpu/onednn/): vdpbf16ps on avx512_bf16 CPUs
+//   bf16_gemm                      the launcher: where the CPU has avx512_bf16 and DLB_CPU_ISA allows
+//                                  it, oneDNN (or else sbgemm where OpenBLAS has it); else
+//                                  widen+sgemm. bf16_gemm_path() says which one runs here.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,10 +30,11 @@ struct Bf16GemmArgs {
 void bf16_gemm_forward_ref(const Bf16GemmArgs& g);
 void bf16_gemm_forward_sbgemm(const Bf16GemmArgs& g);  // throws dlb::Unsupported without cblas_sbgemm
 void bf16_gemm_forward_widen_sgemm(const Bf16GemmArgs& g);
+void bf16_gemm_forward_onednn(const Bf16GemmArgs& g);  // throws dlb::Unsupported without oneDNN
 void bf16_gemm(const Bf16GemmArgs& g);
 
-// "openblas-sbgemm" or "widen+sgemm (reason)": the path bf16_gemm takes on this machine.
+// "onednn (avx512_bf16)", "openblas-sbgemm" or "widen+sgemm (reason)": the path bf16_gemm takes now.
 std::string bf16_gemm_path();
-bool bf16_gemm_native();  // true when the sbgemm path runs
+bool bf16_gemm_native();  // true when a native bf16 path (oneDNN or sbgemm) runs
 
 }  // namespace dlb::cpu

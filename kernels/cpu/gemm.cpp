@@ -109,6 +109,8 @@ void sbgemm_forward_openblas(const std::uint16_t* a, const std::uint16_t* b, flo
     static_cast<blasint>(n));
 }
 
+bool openblas_has_sbgemm() { return find_sbgemm() != nullptr; }
+
 std::string cpu_bf16_gemm_unsupported_reason() {
   const auto flags = read_cpu_flags();
   const bool isa = flags.count("avx512_bf16") > 0;

@@ -28,5 +28,6 @@ void sbgemm_forward_openblas(const std::uint16_t* a, const std::uint16_t* b, flo
 // Why a bf16 GEMM cannot run on this CPU/OpenBLAS ("" if it could): needs avx512_bf16 and an
 // OpenBLAS built with BUILD_BFLOAT16 (exporting cblas_sbgemm).
 std::string cpu_bf16_gemm_unsupported_reason();
+bool openblas_has_sbgemm();  // the loaded OpenBLAS exports cblas_sbgemm
 
 }  // namespace dlb::cpu

@@ -33,14 +33,23 @@ void split_items(long n, long per_item, F&& fn) {
 }
 }  // namespace
 
+// The pointers are captured by value and dy is read unconditionally: captured by reference (and
+// with a conditional load) GCC kept a branchy scalar loop reloading the pointers every element,
+// 18% of a CPU AMP step; as written it vectorizes.
 void relu_forward(const float* x, float* y, std::size_t n) {
-  split_items(long(n), 1, [&](long lo, long hi) {
-    for (long i = lo; i < hi; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  split_items(long(n), 1, [x, y](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) {
+      const float v = x[i];
+      y[i] = v > 0.f ? v : 0.f;
+    }
   });
 }
 void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-  split_items(long(n), 1, [&](long lo, long hi) {
-    for (long i = lo; i < hi; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+  split_items(long(n), 1, [y, dy, dx](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) {
+      const float g = dy[i];
+      dx[i] = y[i] > 0.f ? g : 0.f;
+    }
   });
 }
 void sigmoid_forward(const float* x, float* y, std::size_t n) {
@@ -278,9 +287,18 @@ void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, floa
     for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
     return;
   }
-  split_items(long(n), 3, [&](long lo, long hi) {
+  // Captured by value, the first-step test hoisted: both loops vectorize (see relu_backward).
+  split_items(long(n), 3, [p, g, buf, lr, momentum, first](long lo, long hi) {
+    if (first) {
+      for (long i = lo; i < hi; ++i) {
+        const float b = g[i];
+        buf[i] = b;
+        p[i] -= lr * b;
+      }
+      return;
+    }
     for (long i = lo; i < hi; ++i) {
-      const float b = first ? g[i] : momentum * buf[i] + g[i];
+      const float b = momentum * buf[i] + g[i];
       buf[i] = b;
       p[i] -= lr * b;
     }

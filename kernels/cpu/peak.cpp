@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
+
 namespace dlb::cpu {
 
 namespace {
@@ -85,9 +87,9 @@ CpuPeaks measure_peaks(int threads) {
   p.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int lanes = 1;
   float (*loop)(long) = fma_loop_scalar;
-  if (__builtin_cpu_supports("avx512f")) {
+  if (isa_allows(Isa::avx512)) {  // under the DLB_CPU_ISA cap (isa.h)
     loop = fma_loop_avx512, lanes = 16, p.fma_isa = "avx512f";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  } else if (isa_allows(Isa::avx2)) {
     loop = fma_loop_avx2, lanes = 8, p.fma_isa = "avx2+fma";
   } else {
     p.fma_isa = "scalar";

@@ -1,0 +1,391 @@
+// oneDNN backend (see onednn.h). Each cached entry holds a primitive built with format "any" (so
+// oneDNN picks its blocked layouts and fastest kernel) plus the reorders between the callers' plain
+// layouts and those; an entry runs: input reorders, the primitive, output reorders.
+#include "kernels/cpu/onednn/onednn.h"
+
+#include "kernels/common/errors.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/threads.h"
+
+#ifdef DLB_HAVE_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+#endif
+
+namespace dlb::cpu::onednn {
+
+#ifndef DLB_HAVE_ONEDNN
+
+bool available() { return false; }
+std::string unavailable_reason() { return "dlbench was built without oneDNN (install libdnnl-dev and rebuild)"; }
+std::string version() { return ""; }
+std::string isa() { return ""; }
+bool bf16_native() { return false; }
+void gemm(const Gemm&) { throw Unsupported(unavailable_reason()); }
+void conv2d_forward(const Conv2dShape&, Dt, const void*, const void*, const float*, float*) {
+  throw Unsupported(unavailable_reason());
+}
+void conv2d_backward_data(const Conv2dShape&, Dt, const void*, const void*, float*) {
+  throw Unsupported(unavailable_reason());
+}
+void conv2d_backward_filter(const Conv2dShape&, Dt, const void*, const void*, float*, float*) {
+  throw Unsupported(unavailable_reason());
+}
+std::string last_impl() { return ""; }
+
+#else
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine* e = [] {
+    try {  // before any primitive: oneDNN's ISA ceiling = ours (fails only if oneDNN already ran)
+      dnnl::set_max_cpu_isa(static_cast<dnnl::cpu_isa>(
+          isa_cap() == Isa::scalar ? dnnl::cpu_isa::sse41
+          : isa_cap() == Isa::avx2 ? dnnl::cpu_isa::avx2
+          : isa_cap() == Isa::avx512 ? dnnl::cpu_isa::avx512_core
+                                     : dnnl::cpu_isa::avx512_core_bf16));
+    } catch (const dnnl::error&) {
+    }
+    return new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return *e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+std::mutex g_impl_mu;
+std::string g_last_impl;  // the last call's implementation, from whichever thread ran it
+
+dt to_dnnl(Dt d) { return d == Dt::bf16 ? dt::bf16 : dt::f32; }
+
+// One tensor of an entry: the caller's plain layout, and (when oneDNN wants another) a buffer in
+// its layout plus the reorder between them.
+struct Tensor {
+  memory::desc user, prim;
+  bool reordered = false;
+  memory prim_mem;
+  dnnl::reorder to_prim, from_prim;
+  void init(const memory::desc& u, const memory::desc& p, bool input) {
+    user = u, prim = p;
+    reordered = !(u == p);
+    if (!reordered) return;
+    prim_mem = memory(p, engine());
+    memory um(u, engine(), DNNL_MEMORY_NONE);
+    if (input) to_prim = dnnl::reorder(um, prim_mem);
+    else from_prim = dnnl::reorder(prim_mem, um);
+  }
+  // The memory the primitive reads (input) or writes (output); inputs are reordered here.
+  memory before(const void* p, bool input) {
+    memory um(user, engine(), const_cast<void*>(p));
+    if (!reordered) return um;
+    if (input) to_prim.execute(stream(), um, prim_mem);
+    return prim_mem;
+  }
+  void after(void* p) {
+    if (!reordered) return;
+    memory um(user, engine(), p);
+    from_prim.execute(stream(), prim_mem, um);
+  }
+};
+
+struct Entry {
+  dnnl::primitive prim;
+  std::string impl;
+  Tensor t[4];  // per kind: see the callers
+};
+
+Entry& cached(const std::string& key, const std::function<void(Entry&)>& make) {
+  thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
+  auto& e = cache[key];
+  if (!e) {
+    auto fresh = std::make_unique<Entry>();
+    try {
+      make(*fresh);
+    } catch (const dnnl::error& err) {
+      throw Unsupported(std::string("oneDNN ") + version() + " has no " + key + " at ISA " + isa() + " (" +
+                        err.what() + ")");
+    }
+    e = std::move(fresh);
+  }
+  {
+    std::lock_guard<std::mutex> lk(g_impl_mu);
+    g_last_impl = e->impl;
+  }
+  return *e;
+}
+
+memory::dims mat_strides(bool trans, long ld) { return trans ? memory::dims{1, ld} : memory::dims{ld, 1}; }
+
+struct ConvDescs {
+  memory::dims x, w, y, b, strides, pad_l, pad_r;
+};
+ConvDescs conv_dims(const Conv2dShape& s) {
+  ConvDescs d;
+  d.x = {s.n, s.c, s.h, s.w};
+  d.w = {s.k, s.c, s.r, s.s};
+  d.y = {s.n, s.k, s.p(), s.q()};
+  d.b = {s.k};
+  d.strides = {s.stride_h, s.stride_w};
+  d.pad_l = {s.pad_h, s.pad_w};
+  // right padding so that the output is exactly p x q (floor mode, as PyTorch)
+  d.pad_r = {(s.p() - 1) * s.stride_h + s.r - s.h - s.pad_h, (s.q() - 1) * s.stride_w + s.s - s.w - s.pad_w};
+  return d;
+}
+
+std::string conv_key(const char* what, const Conv2dShape& sh, Dt d, bool bias) {
+  return std::string(what) + (d == Dt::bf16 ? " bf16 " : " fp32 ") + sh.str() + (bias ? " +bias" : "");
+}
+
+dnnl::convolution_forward::primitive_desc conv_fwd_pd(const Conv2dShape& sh, Dt d, bool bias) {
+  const ConvDescs cd = conv_dims(sh);
+  const dt in = to_dnnl(d);
+  const memory::desc x(cd.x, in, tag::any), w(cd.w, in, tag::any), y(cd.y, dt::f32, tag::any),
+      b(cd.b, dt::f32, tag::a);
+  const auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                           dnnl::algorithm::convolution_direct, x, w, b, y,
+                                                           cd.strides, cd.pad_l, cd.pad_r)
+                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                           dnnl::algorithm::convolution_direct, x, w, y, cd.strides,
+                                                           cd.pad_l, cd.pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, engine());
+}
+
+}  // namespace
+
+bool available() { return true; }
+std::string unavailable_reason() { return ""; }
+
+std::string version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::string isa() {
+  engine();  // the cap is applied first
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+bool bf16_native() {
+  const std::string i = isa();
+  return i == "avx512_core_bf16" || i == "avx512_core_amx";
+}
+
+std::string last_impl() {
+  std::lock_guard<std::mutex> lk(g_impl_mu);
+  return g_last_impl;
+}
+
+namespace {
+void gemm_one(const Gemm& g) {
+  const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n),
+             ldc = g.ldc ? g.ldc : g.n;
+  std::ostringstream key;
+  key << "matmul " << (g.dt == Dt::bf16 ? "bf16" : "fp32") << " " << g.m << "x" << g.n << "x" << g.k << " t"
+      << g.trans_a << g.trans_b << " ld" << lda << "," << ldb << "," << ldc << " beta" << g.beta;
+  Entry& e = cached(key.str(), [&](Entry& e) {
+    const memory::desc a({g.m, g.k}, to_dnnl(g.dt), mat_strides(g.trans_a, lda)),
+        b({g.k, g.n}, to_dnnl(g.dt), mat_strides(g.trans_b, ldb)), c({g.m, g.n}, dt::f32, memory::dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    if (g.beta != 0.0f) {
+      dnnl::post_ops po;
+      po.append_sum(g.beta);
+      attr.set_post_ops(po);
+    }
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
+    e.prim = dnnl::matmul(pd);
+    e.impl = pd.impl_info_str();
+    e.t[0].init(a, pd.src_desc(), true);
+    e.t[1].init(b, pd.weights_desc(), true);
+    e.t[2].init(c, pd.dst_desc(), false);
+  });
+  memory ma = e.t[0].before(g.a, true), mb = e.t[1].before(g.b, true), mc = e.t[2].before(g.c, true);
+  e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  e.t[2].after(g.c);
+  stream().wait();
+}
+
+void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
+  Entry& e = cached(conv_key("conv fwd", sh, d, bias), [&](Entry& e) {
+    const auto pd = conv_fwd_pd(sh, d, bias);
+    const ConvDescs cd = conv_dims(sh);
+    e.prim = dnnl::convolution_forward(pd);
+    e.impl = pd.impl_info_str();
+    e.t[0].init(memory::desc(cd.x, to_dnnl(d), tag::nchw), pd.src_desc(), true);
+    e.t[1].init(memory::desc(cd.w, to_dnnl(d), tag::oihw), pd.weights_desc(), true);
+    e.t[2].init(memory::desc(cd.y, dt::f32, tag::nchw), pd.dst_desc(), false);
+  });
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
+                                       {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                                       {DNNL_ARG_DST, e.t[2].before(y, false)}};
+  if (bias) args[DNNL_ARG_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), const_cast<float*>(bias));
+  e.prim.execute(stream(), args);
+  e.t[2].after(y);
+  stream().wait();
+}
+
+void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
+  Entry& e = cached(conv_key("conv bwd-data", sh, d, false), [&](Entry& e) {
+    const ConvDescs cd = conv_dims(sh);
+    const dt in = to_dnnl(d);
+    const dnnl::convolution_backward_data::desc desc(
+        dnnl::algorithm::convolution_direct, memory::desc(cd.x, dt::f32, tag::any), memory::desc(cd.w, in, tag::any),
+        memory::desc(cd.y, in, tag::any), cd.strides, cd.pad_l, cd.pad_r);
+    // The hint: a forward of the same types (bf16 forward with an f32 output as above).
+    const auto hint = conv_fwd_pd(sh, d, false);
+    const dnnl::convolution_backward_data::primitive_desc pd(desc, engine(), hint);
+    e.prim = dnnl::convolution_backward_data(pd);
+    e.impl = pd.impl_info_str();
+    e.t[0].init(memory::desc(cd.y, in, tag::nchw), pd.diff_dst_desc(), true);
+    e.t[1].init(memory::desc(cd.w, in, tag::oihw), pd.weights_desc(), true);
+    e.t[2].init(memory::desc(cd.x, dt::f32, tag::nchw), pd.diff_src_desc(), false);
+  });
+  e.prim.execute(stream(), {{DNNL_ARG_DIFF_DST, e.t[0].before(dy, true)},
+                            {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                            {DNNL_ARG_DIFF_SRC, e.t[2].before(dx, false)}});
+  e.t[2].after(dx);
+  stream().wait();
+}
+
+void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
+  Entry& e = cached(conv_key("conv bwd-filter", sh, d, db != nullptr), [&](Entry& e) {
+    const ConvDescs cd = conv_dims(sh);
+    const dt in = to_dnnl(d);
+    const memory::desc mx(cd.x, in, tag::any), mw(cd.w, dt::f32, tag::any), my(cd.y, in, tag::any),
+        mb(cd.b, dt::f32, tag::a);
+    const auto desc = db ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, mx, mw, mb,
+                                                                    my, cd.strides, cd.pad_l, cd.pad_r)
+                         : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, mx, mw, my,
+                                                                    cd.strides, cd.pad_l, cd.pad_r);
+    const auto hint = conv_fwd_pd(sh, d, db != nullptr);
+    const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine(), hint);
+    e.prim = dnnl::convolution_backward_weights(pd);
+    e.impl = pd.impl_info_str();
+    e.t[0].init(memory::desc(cd.x, in, tag::nchw), pd.src_desc(), true);
+    e.t[1].init(memory::desc(cd.y, in, tag::nchw), pd.diff_dst_desc(), true);
+    e.t[2].init(memory::desc(cd.w, dt::f32, tag::oihw), pd.diff_weights_desc(), false);
+  });
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
+                                       {DNNL_ARG_DIFF_DST, e.t[1].before(dy, true)},
+                                       {DNNL_ARG_DIFF_WEIGHTS, e.t[2].before(dw, false)}};
+  if (db) args[DNNL_ARG_DIFF_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), db);
+  e.prim.execute(stream(), args);
+  e.t[2].after(dw);
+  stream().wait();
+}
+
+// ---- the batch (rows of C) split over our kernel threads, oneDNN on one OpenMP thread in each ----
+
+// oneDNN's team size is the calling thread's OpenMP nthreads ICV: 1 in every thread that runs our
+// tasks, so no OpenMP worker spins next to our pool (kernels/cpu/threads.h). With
+// DLB_CPU_THREADS=1 the call stays on the calling thread and oneDNN uses its own OpenMP threads.
+void one_omp_thread() {
+  thread_local bool done = false;
+  if (!done) omp_set_num_threads(1), done = true;
+}
+
+// Tasks for n items: one per kernel thread, or more (at most `chunk` items each) so that a
+// task's activations stay in cache (a batch of 64 lecture conv1 outputs is 25 MB).
+int task_count(long n, long chunk) {
+  if (kernel_threads() <= 1) return 1;
+  return int(std::max<long>(std::min<long>(n, kernel_threads()), (n + chunk - 1) / chunk));
+}
+
+template <class F>
+void split(long n, F&& fn, long chunk = 1L << 30) {
+  if (kernel_threads() <= 1) return fn(0L, n, 0);
+  const int tasks = task_count(n, chunk);
+  parallel_tasks(tasks, [&](int t) {
+    one_omp_thread();
+    long lo, hi;
+    split_range(n, tasks, t, lo, hi);
+    fn(lo, hi, t);
+  });
+}
+
+constexpr long kConvChunk = 8;  // images per conv task
+
+std::size_t esize(Dt d) { return d == Dt::bf16 ? 2 : 4; }
+const void* at(const void* p, std::size_t elems, Dt d) { return static_cast<const char*>(p) + elems * esize(d); }
+Conv2dShape part(Conv2dShape s, long lo, long hi) {
+  s.n = int(hi - lo);
+  return s;
+}
+
+}  // namespace
+
+void gemm(const Gemm& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldc = g.ldc ? g.ldc : g.n;
+  split(g.m, [&](long lo, long hi, int) {
+    Gemm p = g;
+    p.m = hi - lo, p.lda = lda, p.ldc = ldc;
+    p.a = at(g.a, std::size_t(g.trans_a ? lo : lo * lda), g.dt);
+    p.c = g.c + lo * ldc;
+    gemm_one(p);
+  });
+}
+
+void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split(sh.n, [&](long lo, long hi, int) {
+    conv2d_forward_one(part(sh, lo, hi), d, at(x, lo * xi, d), w, bias, y + lo * yi);
+  }, kConvChunk);
+}
+
+void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split(sh.n, [&](long lo, long hi, int) {
+    conv2d_backward_data_one(part(sh, lo, hi), d, at(dy, lo * yi, d), w, dx + lo * xi);
+  }, kConvChunk);
+}
+
+void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n, nw = sh.w_size(), nb = db ? sh.k : 0;
+  // Task 0 writes dw/db; the others their own partial sums, added in task order (deterministic).
+  std::vector<std::vector<float>> partial(std::size_t(task_count(sh.n, kConvChunk)));
+  split(sh.n, [&](long lo, long hi, int t) {
+    float* pw = dw;
+    float* pb = db;
+    if (t > 0) {
+      partial[t].assign(nw + nb, 0.f);
+      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
+    }
+    conv2d_backward_filter_one(part(sh, lo, hi), d, at(x, lo * xi, d), at(dy, lo * yi, d), pw, pb);
+  }, kConvChunk);
+  for (std::size_t t = 1; t < partial.size(); ++t) {
+    if (partial[t].empty()) continue;
+    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
+    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
+  }
+}
+
+#endif
+
+}  // namespace dlb::cpu::onednn

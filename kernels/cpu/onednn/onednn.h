@@ -1,0 +1,51 @@
+// oneDNN (the CPU counterpart of cuDNN, what PyTorch runs on the CPU) as a backend beside
+// OpenBLAS: matrix products and convolutions in fp32 and bf16 (bf16 inputs, fp32 accumulation and
+// output). Optional at build time like CUDA: without libdnnl every call throws dlb::Unsupported
+// with unavailable_reason(). oneDNN's ISA is capped by ours (DLB_CPU_ISA, kernels/cpu/isa.h) before
+// its first primitive; it has no scalar code, so DLB_CPU_ISA=scalar gives it SSE4.1.
+// Layouts are the callers' plain ones (row-major matrices; NCHW activations, KCRS filters): every
+// call here includes whatever reorders oneDNN needs, as a layer holding NCHW tensors would pay.
+// Like our kernels, a call splits the batch (conv) or the rows of C (gemm) over the kernel threads
+// (kernels/cpu/threads.h), oneDNN single-threaded in each; backward-filter adds the partial dW in
+// task order. Primitives are built once per (part) shape and kept per thread.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/cpu/conv2d.h"
+
+namespace dlb::cpu::onednn {
+
+bool available();                // built with oneDNN
+std::string unavailable_reason();  // "" when available
+std::string version();           // "2.6.3"; "" without oneDNN
+std::string isa();               // the ISA oneDNN dispatches to now (after our cap), e.g. "avx512_core_bf16"
+// Native bf16 dot products (avx512_bf16 and the cap allows it); false: oneDNN converts to fp32.
+bool bf16_native();
+
+enum class Dt { f32, bf16 };  // input type; outputs are fp32
+
+// C[m x n] = op(A) op(B) + beta C, row-major with leading dimensions (0: dense). a/b are float*
+// (Dt::f32) or bf16 bit patterns (Dt::bf16).
+struct Gemm {
+  Dt dt = Dt::f32;
+  bool trans_a = false, trans_b = false;
+  long m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  float* c = nullptr;
+  long lda = 0, ldb = 0, ldc = 0;
+  float beta = 0.0f;
+};
+void gemm(const Gemm& g);
+
+// Convolution, PyTorch semantics (conv2d.h). Inputs of type dt (float* or bf16 bits), outputs fp32
+// and overwritten; bias / db may be null.
+void conv2d_forward(const Conv2dShape& sh, Dt dt, const void* x, const void* w, const float* bias, float* y);
+void conv2d_backward_data(const Conv2dShape& sh, Dt dt, const void* dy, const void* w, float* dx);
+void conv2d_backward_filter(const Conv2dShape& sh, Dt dt, const void* x, const void* dy, float* dw, float* db);
+
+// The implementation oneDNN picked for the last call of each kind on this thread ("jit:avx512_core", ...).
+std::string last_impl();
+
+}  // namespace dlb::cpu::onednn

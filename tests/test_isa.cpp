@@ -1,0 +1,148 @@
+// The ISA cap (kernels/cpu/isa.h): names parse both ways, IsaLimit lowers the active level and never
+// raises it, and every SIMD path our kernels have runs and matches its reference at each level this
+// CPU can run (conv2d's direct AVX2 kernels vs im2col, the bf16/fp16 casts, the bf16 GEMM launcher),
+// so a machine with AVX-512 also tests the AVX2 and scalar paths. Levels the CPU lacks are skipped
+// with the reason. The env side (DLB_CPU_ISA parsing, clamping, exit 2) is in tests/smoke_isa.cmake.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/common/verify.h"
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/bf16_gemm.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/peak.h"
+
+using namespace dlb;
+using cpu::Isa;
+
+namespace {
+
+const Isa kLevels[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
+
+class EveryIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (static_cast<int>(GetParam()) > static_cast<int>(cpu::isa_cap()))
+      GTEST_SKIP() << "level " << cpu::isa_name(GetParam()) << " is above this process's cap "
+                   << cpu::isa_name(cpu::isa_cap()) << " (CPU has " << cpu::isa_name(cpu::isa_detected()) << ")";
+    limit_ = std::make_unique<cpu::IsaLimit>(GetParam());
+  }
+  void TearDown() override { limit_.reset(); }
+  std::unique_ptr<cpu::IsaLimit> limit_;
+};
+
+std::string level_name(const ::testing::TestParamInfo<Isa>& i) { return cpu::isa_name(i.param); }
+
+}  // namespace
+
+TEST(Isa, NamesParseBothWays) {
+  for (Isa i : kLevels) {
+    Isa back;
+    ASSERT_TRUE(cpu::parse_isa(cpu::isa_name(i), &back));
+    EXPECT_EQ(back, i);
+  }
+  Isa x;
+  EXPECT_FALSE(cpu::parse_isa("avx3", &x));
+  EXPECT_FALSE(cpu::parse_isa("", &x));
+  EXPECT_FALSE(cpu::parse_isa("auto", &x));  // auto is the env's spelling of "no cap", not a level
+  EXPECT_STREQ(cpu::isa_onednn_name(Isa::avx512_bf16), "AVX512_CORE_BF16");
+}
+
+TEST(Isa, CapNeverAboveTheCpuAndLimitOnlyLowers) {
+  EXPECT_LE(static_cast<int>(cpu::isa_cap()), static_cast<int>(cpu::isa_detected()));
+  EXPECT_EQ(cpu::isa_active(), cpu::isa_cap());
+  {
+    cpu::IsaLimit lim(Isa::scalar);
+    EXPECT_EQ(cpu::isa_active(), Isa::scalar);
+    EXPECT_FALSE(cpu::isa_allows(Isa::avx2));
+    {
+      cpu::IsaLimit up(Isa::avx512_bf16);  // a limit cannot lift the cap
+      EXPECT_EQ(cpu::isa_active(), cpu::isa_cap());
+    }
+    EXPECT_EQ(cpu::isa_active(), Isa::scalar);
+  }
+  EXPECT_EQ(cpu::isa_active(), cpu::isa_cap());
+}
+
+TEST_P(EveryIsa, ConvFastPathsMatchReference) {
+  // lecture-conv2-like shapes: the direct AVX-512 kernels at avx512 (k % 16 == 0), the AVX2 ones at
+  // avx2 (and for k = 8), im2col at scalar; plus padding.
+  for (const auto& sh : {Conv2dShape::make(2, 32, 14, 14, 16, 5, 5), Conv2dShape::make(2, 8, 9, 11, 16, 3, 3, 1),
+                         Conv2dShape::make(2, 24, 14, 14, 8, 5, 5),
+                         // k <= c/4: backward-data as a forward conv with 64 output channels (the
+                         // AVX-512 kernel's 32-channel blocks), 3 filter rows (a 1-row remainder)
+                         Conv2dShape::make(2, 64, 9, 9, 16, 3, 3)}) {
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
+    fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
+    fill_uniform(b.data(), b.size(), 3), fill_uniform(dy.data(), dy.size(), 4);
+    std::vector<float> ws, y(sh.y_size()), dx(sh.x_size()), dw(sh.w_size()), db(sh.k);
+    std::vector<double> ry(sh.y_size()), rdx(sh.x_size()), rdw(sh.w_size()), rdb(sh.k);
+    cpu::conv2d_forward_im2col(sh, x.data(), w.data(), b.data(), y.data(), ws);
+    cpu::conv2d_backward_data_im2col(sh, dy.data(), w.data(), dx.data(), ws);
+    cpu::conv2d_backward_filter_im2col(sh, x.data(), dy.data(), dw.data(), db.data(), ws);
+    cpu::conv2d_forward_direct(sh, x.data(), w.data(), b.data(), ry.data());
+    cpu::conv2d_backward_data_direct(sh, dy.data(), w.data(), rdx.data());
+    cpu::conv2d_backward_filter_direct(sh, x.data(), dy.data(), rdw.data(), rdb.data());
+    const double tol = default_tolerance(DType::fp32);
+    EXPECT_LT(max_rel_err(y.data(), ry.data(), y.size()), tol) << sh.str();
+    EXPECT_LT(max_rel_err(dx.data(), rdx.data(), dx.size()), tol) << sh.str();
+    EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), tol) << sh.str();
+    EXPECT_LT(max_rel_err(db.data(), rdb.data(), db.size()), tol) << sh.str();
+  }
+}
+
+TEST_P(EveryIsa, CastsMatchReferencesBitForBit) {
+  const bool simd = cpu::isa_allows(Isa::avx2);
+  EXPECT_EQ(cpu::bf16_cast_path() == "scalar", !simd) << cpu::bf16_cast_path();
+  std::vector<float> x(1001);
+  fill_uniform(x.data(), x.size(), 7);
+  x[3] = 1e38f, x[5] = -0.0f, x[8] = 1e-40f;
+  std::vector<std::uint16_t> h(x.size()), f(x.size());
+  cpu::cast_fp32_to_bf16(x.data(), h.data(), x.size());
+  cpu::cast_fp32_to_fp16(x.data(), f.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(h[i], cpu::fp32_to_bf16_ref(x[i])) << i;
+    ASSERT_EQ(f[i], cpu::fp32_to_fp16_ref(x[i])) << i;
+  }
+  std::vector<float> back(x.size()), back16(x.size());
+  cpu::cast_bf16_to_fp32(h.data(), back.data(), h.size());
+  cpu::cast_fp16_to_fp32(f.data(), back16.data(), f.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(cpu::f32_bits(back[i]), cpu::f32_bits(cpu::bf16_to_fp32_ref(h[i]))) << i;
+    ASSERT_EQ(cpu::f32_bits(back16[i]), cpu::f32_bits(cpu::fp16_to_fp32_ref(f[i]))) << i;
+  }
+}
+
+TEST_P(EveryIsa, Bf16GemmLauncherMatchesReference) {
+  // avx512_bf16 runs native bf16 (oneDNN) where built with it; below, widen+sgemm, and the path says why.
+  const std::string path = cpu::bf16_gemm_path();
+  if (!cpu::isa_allows(Isa::avx512_bf16)) EXPECT_NE(path.find("widen+sgemm"), std::string::npos) << path;
+  const long m = 45, n = 33, k = 70;
+  std::vector<float> af(m * k), bf(k * n);
+  fill_uniform(af.data(), af.size(), 3), fill_uniform(bf.data(), bf.size(), 4);
+  std::vector<std::uint16_t> a(af.size()), b(bf.size());
+  cpu::cast_fp32_to_bf16(af.data(), a.data(), a.size());
+  cpu::cast_fp32_to_bf16(bf.data(), b.data(), b.size());
+  for (bool tb : {false, true}) {
+    std::vector<float> c(m * n, 1.0f), r(m * n, 1.0f);
+    cpu::Bf16GemmArgs g;
+    g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.a = a.data(), g.b = b.data(), g.beta = 0.5f, g.c = r.data();
+    cpu::bf16_gemm_forward_ref(g);
+    g.c = c.data();
+    cpu::bf16_gemm(g);
+    EXPECT_LT(max_rel_err(c.data(), r.data(), c.size()), 1e-5) << path << " tb=" << tb;
+  }
+}
+
+TEST_P(EveryIsa, PeakProbeUsesTheLevel) {
+  const cpu::CpuPeaks p = cpu::measure_peaks(1);
+  const char* want = cpu::isa_allows(Isa::avx512) ? "avx512f" : cpu::isa_allows(Isa::avx2) ? "avx2+fma" : "scalar";
+  EXPECT_EQ(p.fma_isa, want);
+  EXPECT_GT(p.fp32_gflops, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, EveryIsa, ::testing::ValuesIn(kLevels), level_name);
