@@ -120,7 +120,9 @@ TEST_P(EveryIsa, CastsMatchReferencesBitForBit) {
 TEST_P(EveryIsa, Bf16GemmLauncherMatchesReference) {
   // avx512_bf16 runs native bf16 (oneDNN) where built with it; below, widen+sgemm, and the path says why.
   const std::string path = cpu::bf16_gemm_path();
-  if (!cpu::isa_allows(Isa::avx512_bf16)) EXPECT_NE(path.find("widen+sgemm"), std::string::npos) << path;
+  if (!cpu::isa_allows(Isa::avx512_bf16)) {
+    EXPECT_NE(path.find("widen+sgemm"), std::string::npos) << path;
+  }
   const long m = 45, n = 33, k = 70;
   std::vector<float> af(m * k), bf(k * n);
   fill_uniform(af.data(), af.size(), 3), fill_uniform(bf.data(), bf.size(), 4);
