@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "bench/case.h"
+#include "bench/markdown.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
@@ -530,22 +531,9 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
   }
   const std::vector<std::string> head = {"Case", "Device", "dtype", "Step time", "Throughput", "vs fp32",
                                          "Parity (max rel diff)", "Verified"};
-  std::vector<std::size_t> w(head.size());
-  for (std::size_t i = 0; i < head.size(); ++i) {
-    w[i] = head[i].size();
-    for (const auto& r : rows) w[i] = std::max(w[i], r[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& c) {
-    out << "|";
-    for (std::size_t i = 0; i < c.size(); ++i) out << " " << c[i] << std::string(w[i] - c[i].size(), ' ') << " |";
-    out << "\n";
-  };
   out << "\nMixed precision vs fp32 (speedup = fp32 step time / this step time; parity = max |loss - fp32 loss| / max |fp32 loss|)\n\n";
-  line(head);
-  out << "|";
-  for (auto x : w) out << std::string(x + 2, '-') << "|";
-  out << "\n";
-  for (const auto& r : rows) line(r);
+  rows.insert(rows.begin(), head);
+  print_markdown(out, rows);
   out << "\nCPU bf16 path: " << cpu::bf16_gemm_path() << "; casts: bf16 " << cpu::bf16_cast_path() << ", fp16 "
       << cpu::fp16_cast_path() << "\n";
 }

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "bench/case.h"
+#include "bench/markdown.h"
 #include "kernels/comm/comm.h"
 #include "kernels/common/device.h"
 #include "models/net.h"
@@ -430,22 +431,6 @@ std::string fmt(double v, const char* f = "%.3g") {
   return b;
 }
 
-void print_rows(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> w(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-  for (std::size_t k = 0; k < rows.size(); ++k) {
-    out << "|";
-    for (std::size_t i = 0; i < rows[k].size(); ++i) out << " " << std::string(w[i] - rows[k][i].size(), ' ') << rows[k][i] << " |";
-    out << "\n";
-    if (k == 0) {
-      out << "|";
-      for (std::size_t i = 0; i < w.size(); ++i) out << std::string(w[i] + 1, '-') << ":|";
-      out << "\n";
-    }
-  }
-}
-
 // nccl-tests' layout per collective (out of place and in place side by side), then the scaling table.
 void summarize_dist(const std::vector<json>& records, std::ostream& out) {
   std::map<std::string, std::vector<std::vector<std::string>>> by_op;
@@ -479,12 +464,12 @@ void summarize_dist(const std::vector<json>& records, std::ostream& out) {
   for (auto& [op, body] : by_op) {
     out << "\n### " << op << " (time us, algbw and busbw GB/s; out of place | in place)\n\n";
     body.insert(body.begin(), {"size (B)", "count", "type", "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"});
-    print_rows(out, body);
+    print_markdown(out, body, true);
   }
   if (ddp.size() > 1) {
     out << "\n### Data-parallel step (weak scaling; efficiency = imgs/s(N) / (N x imgs/s of one rank alone);\n"
         << "overlap speedup = after_backward / overlap median step time, alternating steps in one window)\n\n";
-    print_rows(out, ddp);
+    print_markdown(out, ddp, true);
   }
 }
 

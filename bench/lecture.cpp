@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 
 #include "bench/case.h"
+#include "bench/markdown.h"
 #include "kernels/common/child.h"
 #include "bench/napkin.h"
 #include "models/data.h"
@@ -371,22 +372,6 @@ std::string fmt(double v) {
   return b;
 }
 
-void print_rows(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> w(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-  for (std::size_t k = 0; k < rows.size(); ++k) {
-    out << "|";
-    for (std::size_t i = 0; i < rows[k].size(); ++i) out << " " << rows[k][i] << std::string(w[i] - rows[k][i].size(), ' ') << " |";
-    out << "\n";
-    if (k == 0) {
-      out << "|";
-      for (std::size_t i = 0; i < w.size(); ++i) out << std::string(w[i] + 2, '-') << "|";
-      out << "\n";
-    }
-  }
-}
-
 void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
   // (device label, batch) -> ours / peer
   std::map<std::pair<std::string, long long>, double> ours, peer;
@@ -431,7 +416,7 @@ void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
       }
       rows.push_back(row);
     }
-  print_rows(out, rows);
+  print_markdown(out, rows);
   // Smallest batch at which each GPU beats the CPU.
   bool any_gpu = false;
   for (const auto& dev : devices) {
