@@ -1,6 +1,7 @@
 // `dlbench run` and `dlbench list`.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <iostream>
 #include <memory>
 
@@ -16,7 +17,8 @@ namespace dlb::harness {
 namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
-  bool quick = false, no_report = false, list = false, cuda_graph = false;
+  bool quick = false, no_report = false, list = false, cuda_graph = false, no_interleave = false;
+  std::uint64_t seed = 0;
   int repetitions = 0;
   double min_time = 0;
 };
@@ -94,11 +96,17 @@ void add_run_command(CLI::App& app, int& rc) {
   auto* res = run->add_option("--resume", *resume, "Finish the interrupted run in DIR: its finished cases are kept (same flags, or none)");
   auto* frc = run->add_flag("--force", *force, "Replace the results already in --out");
   res->excludes(out)->excludes(frc);
+  run->add_flag("--no-interleave", f->no_interleave,
+                "Time each case's repetitions back to back (default: cases set up together, timed in shuffled rounds)");
+  auto* seed = run->add_option("--seed", f->seed, "Seed of the rounds' shuffle (default: random; recorded in the results)");
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
-  run->callback([f, run, resume, force, &rc] {
+  run->callback([f, run, resume, force, seed, &rc] {
     std::vector<std::string> args = {"dlbench", "run"};
     RunOptions o = to_options(*f, args);
+    o.interleave = !f->no_interleave;
+    o.seed_given = seed->count() > 0;
+    o.seed = f->seed;
     if (*force) o.out_mode = OutMode::force;
     if (!resume->empty()) {
       o.out_mode = OutMode::resume;
@@ -106,7 +114,7 @@ void add_run_command(CLI::App& app, int& rc) {
       // No flag that shapes the case set or the timing: take the interrupted run's own.
       o.stored_options = true;
       for (const char* flag : {"--suite", "--device", "--quick", "--sizes", "--batch", "--images", "--dtype", "--filter",
-                               "--input", "--cuda-graph", "--peer", "--repetitions", "--min-time"})
+                               "--input", "--cuda-graph", "--peer", "--repetitions", "--min-time", "--no-interleave"})
         if (run->count(flag) > 0) o.stored_options = false;
     } else if (run->count("--resume") > 0) {
       throw UsageError("--resume: expected a results folder");
