@@ -681,7 +681,10 @@ int run_suites(const RunOptions& given) {
   if (opts.min_time <= 0) policy.tiny_min_time = opts.quick ? 0.05 : 0.2;  // tiny cases: longer repetitions
   if (const long pages = sysconf(_SC_AVPHYS_PAGES); pages > 0)
     policy.window_bytes = std::min(policy.window_bytes, 0.25 * static_cast<double>(pages) * sysconf(_SC_PAGESIZE));
-  const std::uint64_t seed = opts.seed_given ? opts.seed : std::random_device{}();
+  // The rounds' shuffle seed: --seed, else a resumed run's own, else a random one (all recorded).
+  std::uint64_t seed = opts.seed_given ? opts.seed : std::random_device{}();
+  if (const json& h = writer->stored_header(); !opts.seed_given && resuming && h.contains("seed") && h["seed"].is_number_unsigned())
+    seed = h["seed"].get<std::uint64_t>();
   // 2. Context: fingerprint + measured peaks.
   json context = fingerprint(opts.argv);
   if (resuming) {
@@ -695,7 +698,8 @@ int run_suites(const RunOptions& given) {
                           {"machine", machine_json(context)},
                           {"argv", opts.argv},
                           {"host", host},
-                          {"pid", getpid()}});
+                          {"pid", getpid()},
+                          {"seed", seed}});
   }
   Peaks peaks;
   bool cpu_cases = false;
