@@ -1,7 +1,9 @@
 // `dlbench run` and `dlbench list`.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -18,7 +20,7 @@ namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
   bool quick = false, no_report = false, list = false, cuda_graph = false, no_interleave = false;
-  std::uint64_t seed = 0;
+  std::string seed;
   int repetitions = 0;
   double min_time = 0;
 };
@@ -98,7 +100,7 @@ void add_run_command(CLI::App& app, int& rc) {
   res->excludes(out)->excludes(frc);
   run->add_flag("--no-interleave", f->no_interleave,
                 "Time each case's repetitions back to back (default: cases set up together, timed in shuffled rounds)");
-  auto* seed = run->add_option("--seed", f->seed, "Seed of the rounds' shuffle (default: random; recorded in the results)");
+  auto* seed = run->add_option("--seed", f->seed, "Seed of the rounds' shuffle, 0..2^64-1 (default: random; recorded in the results)");
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
   run->callback([f, run, resume, force, seed, &rc] {
@@ -106,7 +108,15 @@ void add_run_command(CLI::App& app, int& rc) {
     RunOptions o = to_options(*f, args);
     o.interleave = !f->no_interleave;
     o.seed_given = seed->count() > 0;
-    o.seed = f->seed;
+    if (o.seed_given) {
+      const std::string& v = f->seed;
+      errno = 0;
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || *end || errno == ERANGE)
+        throw UsageError("--seed '" + v + "': expected a whole number from 0 to 18446744073709551615");
+      o.seed = n;
+    }
     if (*force) o.out_mode = OutMode::force;
     if (!resume->empty()) {
       o.out_mode = OutMode::resume;
