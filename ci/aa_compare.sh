@@ -4,7 +4,9 @@
 # Every one of them is a false regression. Runs are kept, so the comparisons can be redone later
 # (COMPARE_ONLY=1) with another build of compare on the same data.
 #   [COMPARE_FLAGS="--max-busy 100%"] ci/aa_compare.sh [PAIRS=20] [OUT=/tmp/dlbench-aa] [run flags...]
-# Default run: --suite matmul --device cpu --sizes 256,512 (about 11 s a run on 2 cores).
+# Default run: --suite matmul --device cpu --sizes 256,512 (about 5-11 s a run on 2 cores). Runs are
+# interleaved by default; pass run flags to compare modes, e.g. ... --sizes 256,512 --no-interleave.
+# COMPARE_FLAGS="--max-busy 100% --noise-floor DIR" judges with a floor learned from earlier runs.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CLI=${DLBENCH_CLI:-$ROOT/build/bin/dlbench}

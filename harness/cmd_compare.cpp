@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +26,7 @@ struct CompareFlags {
   std::string alpha = "0.05";
   std::string time = "real";
   std::string max_busy = "10%";
+  std::string noise_floor;
   bool json = false;
   bool allow_incomplete = false;
 };
@@ -37,6 +39,9 @@ void add_compare_flags(CLI::App* sub, CompareFlags& f) {
   sub->add_option("--max-busy", f.max_busy,
                   "A change measured while other processes used more than this share of the CPUs is NOISY, not judged (100% turns it off)")
       ->capture_default_str();
+  sub->add_option("--noise-floor", f.noise_floor,
+                  "A change within this is NOISY, never SLOWER: 20%, or a folder of 3+ earlier runs of this machine "
+                  "(history layout) from which each case's floor is learned (the spread of its medians)");
   sub->add_flag("--json", f.json, "Print the comparison as JSON");
   sub->add_flag("--allow-incomplete", f.allow_incomplete,
                 "Compare runs that did not finish (interrupted or killed) instead of failing (exit 1)");
@@ -63,6 +68,18 @@ CompareOptions to_options(const CompareFlags& f) {
   o.alpha = parse_alpha(f.alpha);
   o.time = parse_time_field(f.time);
   o.max_busy = parse_max_busy(f.max_busy);
+  if (!f.noise_floor.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(f.noise_floor, ec)) o.case_floors = learned_floors(f.noise_floor, o.time, &o.floor_runs);
+    else {
+      try {
+        o.noise_floor = parse_threshold(f.noise_floor, "--noise-floor");
+      } catch (const UsageError&) {
+        throw UsageError("--noise-floor '" + f.noise_floor +
+                         "': expected a percentage (20%), a fraction (0.2) or a folder of 3+ earlier runs");
+      }
+    }
+  }
   return o;
 }
 

@@ -2,6 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -21,7 +24,8 @@ namespace {
 struct RunFlags {
   std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
   std::string repetitions, min_time, ranks;
-  bool quick = false, no_report = false, list = false, cuda_graph = false, profile = false;
+  bool quick = false, no_report = false, list = false, cuda_graph = false, profile = false, no_interleave = false;
+  std::string seed;
   std::set<std::string> given;  // the flags given on the command line (an empty value counts)
 };
 
@@ -137,15 +141,29 @@ void add_run_command(CLI::App& app, int& rc) {
   auto* res = run->add_option("--resume", *resume, "Finish the interrupted run in DIR: its finished cases are kept (same flags, or none)");
   auto* frc = run->add_flag("--force", *force, "Replace the results already in --out");
   res->excludes(out)->excludes(frc);
+  run->add_flag("--no-interleave", f->no_interleave,
+                "Time each case's repetitions back to back (default: cases set up together, timed in shuffled rounds)");
+  auto* seed = run->add_option("--seed", f->seed, "Seed of the rounds' shuffle, 0..2^64-1 (default: random; recorded in the results)");
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
   run->add_option("--ranks", f->ranks, "Suite dist: run N ranks, 1..1024 (re-launches itself under mpirun)");
-  run->callback([f, run, resume, force, &rc] {
+  run->callback([f, run, resume, force, seed, &rc] {
     f->given = given_flags(run);
     if (!f->no_report) check_python_runs_report();  // before hours of cases, not after
     else if (f->given.count("--peer")) check_python_env();
     std::vector<std::string> args = {"dlbench", "run"};
     RunOptions o = to_options(*f, args);
+    o.interleave = !f->no_interleave;
+    o.seed_given = seed->count() > 0;
+    if (o.seed_given) {
+      const std::string& v = f->seed;
+      errno = 0;
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || *end || errno == ERANGE)
+        throw UsageError("--seed '" + v + "': expected a whole number from 0 to 18446744073709551615");
+      o.seed = n;
+    }
     if (*force) o.out_mode = OutMode::force;
     if (!resume->empty()) {
       o.out_mode = OutMode::resume;
@@ -153,7 +171,7 @@ void add_run_command(CLI::App& app, int& rc) {
       // No flag that shapes the case set or the timing: take the interrupted run's own.
       o.stored_options = true;
       for (const char* flag : {"--suite", "--device", "--quick", "--sizes", "--batch", "--images", "--dtype", "--filter",
-                               "--input", "--cuda-graph", "--peer", "--repetitions", "--min-time"})
+                               "--input", "--cuda-graph", "--peer", "--repetitions", "--min-time", "--no-interleave"})
         if (run->count(flag) > 0) o.stored_options = false;
     } else if (run->count("--resume") > 0) {
       throw UsageError("--resume: expected a results folder");

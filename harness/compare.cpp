@@ -170,6 +170,13 @@ std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, Ti
   return out;
 }
 
+namespace {
+double case_floor(const CompareOptions& o, const std::string& name) {
+  const auto it = o.case_floors.find(name);
+  return it != o.case_floors.end() ? it->second : o.noise_floor;
+}
+}  // namespace
+
 CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const CompareOptions& opts) {
   using S = CaseRun::State;
   CaseComparison c;
@@ -234,6 +241,10 @@ CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const Compa
     c.verdict = Verdict::noisy;
     c.note = "machine busy: other processes used " + fmt_pct(c.busy) + " of the CPUs (limit --max-busy " +
              fmt_pct(opts.max_busy) + "); rerun on a quiet machine";
+  } else if (const double floor = c.floor = case_floor(opts, c.name); std::fabs(change) > thr && std::fabs(change) <= floor) {
+    c.verdict = Verdict::noisy;
+    c.note = "within the between-run noise floor " + fmt_pct(floor) +
+             (opts.case_floors.count(c.name) ? " (learned from " + std::to_string(opts.floor_runs) + " runs)" : " (--noise-floor)");
   } else if ((significant && change > thr + se_margin) || sep_slower) {
     c.verdict = Verdict::slower;
     c.fatal = true;
@@ -336,6 +347,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   out << "time: " << (c.opts.time == TimeField::cpu ? "cpu_time" : "real_time") << " medians; threshold "
       << fmt_pct(c.opts.threshold) << ", alpha " << fmt_number(c.opts.alpha, 3)
       << ", max busy " << fmt_pct(c.opts.max_busy)
+      << (c.opts.floor_runs ? ", noise floor per case from " + std::to_string(c.opts.floor_runs) + " runs"
+                            : c.opts.noise_floor > 0 ? ", noise floor " + fmt_pct(c.opts.noise_floor) : std::string())
       << "; p: two-sided Mann-Whitney U over the repetitions ((z): normal approximation); noise: larger cv of the two "
          "sides; busy: largest share of the CPUs other processes used while either side was timed\n";
   if (c.different_machines) out << "note: BASE and NEW come from different machines (a hardware comparison, not a regression check)\n";
@@ -375,7 +388,7 @@ json comparison_json(const Comparison& c) {
     cases.push_back({{"name", k.name},         {"verdict", verdict_name(k.verdict)}, {"base_median_us", num(k.base_us)},
                      {"new_median_us", num(k.new_us)}, {"ratio", num(k.ratio)},      {"p", num(k.p)},
                      {"exact", k.exact},       {"n_base", k.n_base},                {"n_new", k.n_new},
-                     {"noise", num(k.noise)},  {"busy", num(k.busy)},              {"separated", k.separated},
+                     {"noise", num(k.noise)},  {"busy", num(k.busy)},              {"separated", k.separated}, {"floor", k.floor},
                      {"regression", k.fatal},  {"note", k.note}});
   return {{"base", {{"path", c.base_label}, {"about", c.base_about}}},
           {"new", {{"path", c.new_label}, {"about", c.new_about}}},
@@ -383,6 +396,8 @@ json comparison_json(const Comparison& c) {
           {"threshold", c.opts.threshold},
           {"alpha", c.opts.alpha},
           {"max_busy", c.opts.max_busy},
+          {"noise_floor", c.opts.noise_floor},
+          {"floor_runs", c.opts.floor_runs},
           {"cases", cases},
           {"shared", c.shared},
           {"skipped_both", c.skipped_both},

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <iosfwd>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,12 @@ struct CompareOptions {
   double alpha = 0.05;      // significance level of the Mann-Whitney test
   double max_busy = 0.10;   // above this foreign CPU share on either side a change is NOISY, not judged
   TimeField time = TimeField::real;
+  // Between-run noise floor (--noise-floor): a change within it is NOISY, never SLOWER or FASTER.
+  // noise_floor applies to every case; case_floors (learned from earlier runs, learned_floors) to
+  // the cases they name, and win over it.
+  double noise_floor = 0;
+  std::map<std::string, double> case_floors;
+  std::size_t floor_runs = 0;  // how many runs case_floors were learned from (0: none)
 };
 
 struct CaseComparison {
@@ -75,6 +82,7 @@ struct CaseComparison {
   double busy = std::numeric_limits<double>::quiet_NaN();     // max(foreign_cpu BASE, NEW); NaN: unknown
   bool separated = false;                                     // every NEW repetition beyond every BASE one by thr + noise
   bool fatal = false;                                         // counts toward exit 1
+  double floor = 0;                                           // the between-run noise floor applied (0: none)
   std::string note;
 };
 

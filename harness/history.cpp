@@ -204,4 +204,21 @@ json history_json(const History& h) {
   return {{"machine", h.key}, {"runs", runs}, {"cases", cases}, {"warnings", h.warnings}};
 }
 
+std::map<std::string, double> learned_floors(const std::string& dir, TimeField time, std::size_t* runs) {
+  HistoryOptions o;
+  o.time = time;
+  const History h = load_history(dir, o);
+  if (h.runs.size() < 3)
+    throw InputError("--noise-floor " + dir + ": " + std::to_string(h.runs.size()) +
+                     " usable run(s) of this machine; a floor needs 3 or more");
+  if (runs) *runs = h.runs.size();
+  std::map<std::string, double> out;
+  for (const auto& c : h.cases) {
+    if (c.medians_us.size() < 3) continue;
+    const auto [lo, hi] = std::minmax_element(c.medians_us.begin(), c.medians_us.end());
+    if (*lo > 0) out[c.name] = *hi / *lo - 1;
+  }
+  return out;
+}
+
 }  // namespace dlb::harness

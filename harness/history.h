@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <iosfwd>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ History load_history(const std::string& dir, const HistoryOptions& opts);
 
 void print_history(std::ostream& out, const History& h, const HistoryOptions& opts);
 nlohmann::json history_json(const History& h);
+
+// Per case, the between-run noise floor of a machine: the largest spread of the case's medians over
+// the runs in `dir` (history: one results folder per run, same machine), max / min - 1. Cases timed
+// in fewer than 3 runs get none. InputError when `dir` holds fewer than 3 usable runs.
+std::map<std::string, double> learned_floors(const std::string& dir, TimeField time, std::size_t* runs = nullptr);
 
 // "2026-11-22T04:12:02+0000" (context.date) -> seconds since the epoch (UTC); NaN if unparsable.
 double parse_date(const std::string& s);

@@ -15,6 +15,10 @@
 #include <iostream>
 #include <map>
 #include <algorithm>
+#include <array>
+#include <cstdio>
+#include <functional>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -210,6 +214,171 @@ json energy_keys(const EnergyMark& a, const EnergyMark& b, double iterations, do
   return out;
 }
 
+using Run = benchmark::BenchmarkReporter::Run;
+
+// The record of a case that failed while it was made, set up, verified or timed.
+json failure_from(const json& base, std::exception_ptr ep) {
+  json r;
+  try {
+    std::rethrow_exception(ep);
+  } catch (const Interrupted& e) {
+    r = failure_entry(base, e.what());
+    r["interrupted"] = true;
+  } catch (const OutOfMemory& e) {
+    r = failure_entry(base, e.what());
+    r["error"] = "out of memory";
+    r["verified"] = false;
+  } catch (const Unsupported& e) {
+    r = failure_entry(base, std::string("skipped: ") + e.what());
+    r["skipped"] = e.what();
+  } catch (const std::exception& e) {
+    r = failure_entry(base, e.what());
+    r["verified"] = false;
+  } catch (...) {
+    r = failure_entry(base, "unknown error");
+    r["verified"] = false;
+  }
+  return r;
+}
+
+// One Google Benchmark run of `reps` repetitions of c->run(): a fixed iteration count when iters > 0,
+// else as many as fill min_time; warm-up first when warmup > 0.
+std::vector<Run> gb_time(Case* cp, const std::string& fn, int reps, double min_time, long iters, double warmup) {
+  Collector col;
+  const bool manual = cp->manual_time();
+  auto* b = benchmark::RegisterBenchmark(fn.c_str(), [cp, manual](benchmark::State& st) {
+    for (auto _ : st) {
+      try {
+        const double s = cp->run();
+        if (manual) st.SetIterationTime(s);
+      } catch (const std::exception& e) {
+        st.SkipWithError(e.what());
+        break;
+      }
+    }
+  });
+  b->Repetitions(reps)->Unit(benchmark::kMicrosecond);
+  if (manual) b->UseManualTime();
+  else b->UseRealTime();
+  if (iters > 0) {
+    b->Iterations(iters);
+    // Google Benchmark has no warm-up with a fixed iteration count: run untimed for `warmup` seconds.
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (warmup > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < warmup)
+        cp->run();
+    } catch (const std::exception&) {  // the timed run meets it again and records it
+    }
+  } else {
+    b->MinTime(min_time);
+    if (warmup > 0) b->MinWarmUpTime(warmup);
+  }
+  benchmark::RunSpecifiedBenchmarks(&col);
+  benchmark::ClearRegisteredBenchmarks();
+  return col.runs_;
+}
+
+// A Google Benchmark run (a repetition or an aggregate) as a results entry.
+json run_entry(const json& base, const std::string& fn, const Run& r, double foreign_cpu, const Case& c,
+               const Peaks& peaks) {
+  json e = base;
+  const bool agg = r.run_type == Run::RT_Aggregate;
+  e["name"] = agg ? fn + "_" + r.aggregate_name : fn;
+  e["run_type"] = agg ? "aggregate" : "iteration";
+  e["repetitions"] = r.repetitions;
+  if (agg) {
+    e["aggregate_name"] = r.aggregate_name;
+    e["aggregate_unit"] = r.aggregate_unit == benchmark::kPercentage ? "percentage" : "time";
+  } else {
+    e["repetition_index"] = r.repetition_index;
+  }
+  e["iterations"] = r.iterations;
+  // cv is a ratio: Google Benchmark's adjusted time would scale it by the unit and divide it by the count
+  const bool ratio = agg && r.aggregate_unit == benchmark::kPercentage;
+  e["real_time"] = ratio ? r.real_accumulated_time : r.GetAdjustedRealTime();
+  e["cpu_time"] = ratio ? r.cpu_accumulated_time : r.GetAdjustedCPUTime();
+  e["time_unit"] = "us";
+  if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
+  const std::string metric = metric_key(c.metric());
+  const bench::Work w = c.work();
+  if (r.error_occurred) {
+    e["error_occurred"] = true;
+    e["error_message"] = r.error_message;
+  } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
+    add_throughput(e, r.GetAdjustedRealTime() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+  }
+  c.annotate(e);
+  return e;
+}
+
+// The case's record for tables: the median, or the only repetition.
+json summary_record(const std::vector<json>& entries) {
+  for (const auto& e : entries)
+    if (e.value("aggregate_name", "") == "median") return e;
+  return entries.empty() ? json() : entries.front();
+}
+
+// Google Benchmark's aggregates (mean, median, stddev, cv; sample stddev, cv = stddev / mean) of the
+// iteration entries, with the same keys its own aggregates get in run_entry.
+std::vector<json> aggregate_entries(const json& base, const std::string& fn, const std::vector<json>& its,
+                                    const Case& c, const Peaks& peaks) {
+  const std::size_t n = its.size();
+  if (n < 2) return {};
+  auto stats = [&](const char* key) {
+    std::vector<double> v;
+    for (const auto& e : its) v.push_back(e.at(key).get<double>());
+    double mean = 0;
+    for (double x : v) mean += x;
+    mean /= n;
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    const double sd = std::sqrt(ss / (n - 1));
+    std::sort(v.begin(), v.end());
+    const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return std::array<double, 4>{mean, median, sd, mean > 0 ? sd / mean : 0};
+  };
+  const auto real = stats("real_time"), cpu = stats("cpu_time");
+  const char* names[] = {"mean", "median", "stddev", "cv"};
+  const std::string metric = metric_key(c.metric());
+  const bench::Work w = c.work();
+  std::vector<json> out;
+  for (int k = 0; k < 4; ++k) {
+    json e = base;
+    e["name"] = fn + "_" + names[k];
+    e["run_type"] = "aggregate";
+    e["repetitions"] = n;
+    e["aggregate_name"] = names[k];
+    e["aggregate_unit"] = k == 3 ? "percentage" : "time";
+    e["iterations"] = n;
+    e["real_time"] = real[k];
+    e["cpu_time"] = cpu[k];
+    e["time_unit"] = "us";
+    if (its.front().contains("foreign_cpu")) e["foreign_cpu"] = its.front()["foreign_cpu"];
+    if (k < 2) add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+    c.annotate(e);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void teardown(std::unique_ptr<Case>& c) {
+  if (!c) return;
+  try {
+    c->teardown();
+  } catch (...) {
+  }
+  c.reset();
+}
+
+long resident_bytes() {
+  long pages = 0, rss = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    std::fclose(f);
+  }
+  return rss * sysconf(_SC_PAGESIZE);
+}
+
 }  // namespace
 
 std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const TimingPolicy& policy, const Peaks& peaks,
@@ -233,35 +402,14 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       record = failure_entry(base, "verification failed: " + chk.message);
       entries.push_back(record);
     } else {
-      const std::string metric = metric_key(c->metric());
-      const bench::Work w = c->work();
-      const bool manual = c->manual_time();
       const std::string fn = spec.id.name();
       double foreign_cpu = std::nan("");
       auto time_it = [&](int r) {
-        Collector col;
-        Case* cp = c.get();
-        auto* b = benchmark::RegisterBenchmark(fn.c_str(), [cp, manual](benchmark::State& st) {
-          for (auto _ : st) {
-            try {
-              const double s = cp->run();
-              if (manual) st.SetIterationTime(s);
-            } catch (const std::exception& e) {
-              st.SkipWithError(e.what());
-              break;
-            }
-          }
-        });
-        b->Repetitions(r)->Unit(benchmark::kMicrosecond);
-        if (manual) b->UseManualTime();
-        else b->UseRealTime();
-        if (c->iterations() > 0) b->Iterations(c->iterations());
-        else b->MinTime(policy.min_time)->MinWarmUpTime(std::min(0.05, policy.min_time));
         const ForeignCpuProbe load;  // other processes' share of the CPUs while timing (compare reads it)
-        benchmark::RunSpecifiedBenchmarks(&col);
+        auto runs = c->iterations() > 0 ? gb_time(c.get(), fn, r, 0, c->iterations(), 0)
+                                        : gb_time(c.get(), fn, r, policy.min_time, 0, std::min(0.05, policy.min_time));
         foreign_cpu = load.fraction();
-        benchmark::ClearRegisteredBenchmarks();
-        return col.runs_;
+        return runs;
       };
       const int r0 = !policy.repetitions_given && c->repetitions() > 0 ? c->repetitions() : policy.repetitions;
       EnergyMark e0 = energy_mark(spec.id.device);
@@ -275,7 +423,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       double iters = 0;
       for (const auto& r : runs)
         if (r.run_type != benchmark::BenchmarkReporter::Run::RT_Aggregate && !r.error_occurred) iters += double(r.iterations);
-      meters = energy_keys(e0, e1, iters, w.items);
+      meters = energy_keys(e0, e1, iters, c->work().items);
       if (const auto rss = peak_rss_bytes()) {
         meters["host_peak_rss_bytes"] = *rss;
         meters["host_peak_rss_scope"] = rss_per_case ? "case" : "process";
@@ -290,70 +438,159 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
         }
       }
       for (const auto& r : runs) {
-        json e = base;
-        const bool agg = r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate;
-        e["name"] = agg ? fn + "_" + r.aggregate_name : fn;
-        e["run_type"] = agg ? "aggregate" : "iteration";
-        e["repetitions"] = r.repetitions;
-        if (agg) {
-          e["aggregate_name"] = r.aggregate_name;
-          e["aggregate_unit"] = r.aggregate_unit == benchmark::kPercentage ? "percentage" : "time";
-        } else {
-          e["repetition_index"] = r.repetition_index;
-        }
-        e["iterations"] = r.iterations;
-        e["real_time"] = r.GetAdjustedRealTime();
-        e["cpu_time"] = r.GetAdjustedCPUTime();
-        e["time_unit"] = "us";
-        if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
-        if (r.error_occurred) {
-          e["error_occurred"] = true;
-          e["error_message"] = r.error_message;
-        } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
-          add_throughput(e, r.GetAdjustedRealTime() * 1e-6, w.flops, w.bytes, w.items, metric,
-                         peak_for(e, metric, peaks));
-        }
+        json e = run_entry(base, fn, r, foreign_cpu, *c, peaks);
         if (!r.error_occurred) e.update(meters);
-        c->annotate(e);
-        entries.push_back(e);
+        entries.push_back(std::move(e));
       }
-      // The case's record for tables: the median, or the only repetition.
-      for (const auto& e : entries)
-        if (e.value("aggregate_name", "") == "median") record = e;
-      if (record.is_null() && !entries.empty()) record = entries.front();
+      record = summary_record(entries);
     }
-  } catch (const Interrupted& e) {
-    record = failure_entry(base, e.what());
-    record["interrupted"] = true;
-    entries = {record};
-  } catch (const OutOfMemory& e) {
-    record = failure_entry(base, e.what());
-    record["error"] = "out of memory";
-    record["verified"] = false;
-    entries = {record};
-  } catch (const Unsupported& e) {
-    record = failure_entry(base, std::string("skipped: ") + e.what());
-    record["skipped"] = e.what();
-    entries = {record};
-  } catch (const std::exception& e) {
-    record = failure_entry(base, e.what());
-    record["verified"] = false;
+  } catch (...) {
+    record = failure_from(base, std::current_exception());
     entries = {record};
   }
-  if (c) {
-    try {
-      c->teardown();
-    } catch (...) {
-    }
-  }
-  c.reset();
-  if (c) {
-    try {
-      c->teardown();
-    } catch (...) {
-    }
-  }
+  teardown(c);
   return entries;
+}
+
+WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t>>& window, const TimingPolicy& policy,
+                        const Peaks& peaks, std::uint64_t seed, std::vector<std::size_t>* timing_order) {
+  struct Slot {
+    const CaseSpec* spec;
+    std::size_t index;
+    std::string fn;
+    json base;
+    std::unique_ptr<Case> c;
+    bool timing = false;  // set up and verified: to be timed
+    int want = 0;         // repetitions
+    double min_time = 0;
+    long iters = 0;       // fixed iterations per repetition (the case's own, or the first round's)
+    std::vector<Run> runs;
+    WindowCase out;
+  };
+  WindowResult res;
+  std::vector<Slot> slots;
+  const long rss0 = resident_bytes();
+  auto abandon = [&] {
+    for (auto& s : slots) teardown(s.c);
+    res.cases.clear();
+    res.interrupted = true;
+    return res;
+  };
+  // 1. Make, set up and verify every case of the window before any is timed.
+  for (const auto& [spec, index] : window) {
+    if (static_cast<int>(slots.size()) >= std::max(1, policy.window)) break;
+    if (!slots.empty() && resident_bytes() - rss0 > policy.window_bytes) break;
+    if (interrupt_requested()) return abandon();
+    Slot s{spec, index, spec->id.name(), base_entry(spec->id, index), nullptr, false, 0, 0, 0, {}, {}};
+    try {
+      s.c = spec->make();
+      s.c->setup();
+      const CheckResult chk = s.c->verify();
+      s.base["verified"] = chk.ok;
+      s.base["max_rel_err"] = chk.max_rel_err;
+      s.base["tolerance"] = chk.tolerance;
+      if (!chk.ok) {
+        s.out.record = failure_entry(s.base, "verification failed: " + chk.message);
+        s.out.entries = {s.out.record};
+      } else {
+        s.timing = true;
+        s.want = !policy.repetitions_given && s.c->repetitions() > 0 ? s.c->repetitions() : policy.repetitions;
+        s.iters = s.c->iterations();
+        s.min_time = policy.min_time;
+        // Tiny cases: one untimed iteration tells; microseconds are dominated by timer and cache state.
+        if (s.iters == 0 && policy.tiny_min_time > policy.min_time) {
+          const auto t0 = std::chrono::steady_clock::now();
+          double secs = s.c->run();
+          if (!s.c->manual_time()) secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (secs < policy.tiny_below_s) s.min_time = policy.tiny_min_time;
+        }
+      }
+    } catch (const OutOfMemory&) {
+      if (!slots.empty()) {  // beside the others it does not fit: it opens the next window
+        teardown(s.c);
+        break;
+      }
+      s.out.record = failure_from(s.base, std::current_exception());
+      s.out.entries = {s.out.record};
+    } catch (...) {
+      s.out.record = failure_from(s.base, std::current_exception());
+      s.out.entries = {s.out.record};
+      if (s.out.record.value("interrupted", false)) {
+        teardown(s.c);
+        return abandon();
+      }
+    }
+    if (!s.timing) teardown(s.c);  // a failed case holds no memory while the others are timed
+    slots.push_back(std::move(s));
+  }
+  // 2. Rounds: one repetition of every case that still wants one, in a shuffled order.
+  std::mt19937_64 rng(seed);
+  const ForeignCpuProbe load;  // other processes' share of the CPUs while the window was timed
+  auto round = [&](const std::function<bool(const Slot&)>& wants) {
+    std::vector<Slot*> order;
+    for (auto& s : slots)
+      if (s.timing && wants(s)) order.push_back(&s);
+    if (order.empty()) return false;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (Slot* s : order) {
+      if (interrupt_requested()) return false;
+      if (timing_order) timing_order->push_back(s->index);
+      // Warm-up: as back to back before the first repetition; a fifth of it before the later ones
+      // (enough to bring the case's data back into the caches after the other cases ran).
+      const double warm = s->c->iterations() > 0 ? 0 : std::min(0.05, s->min_time) / (s->runs.empty() ? 1 : 5);
+      auto runs = s->iters > 0 ? gb_time(s->c.get(), s->fn, 1, 0, s->iters, warm)
+                               : gb_time(s->c.get(), s->fn, 1, s->min_time, 0, warm);
+      const Run* r = nullptr;
+      for (const auto& x : runs)
+        if (x.run_type == Run::RT_Iteration) r = &x;
+      if (!r || r->error_occurred) {  // the error ends the case's timing; its error entry is its record
+        s->timing = false;
+        json e = r ? run_entry(s->base, s->fn, *r, std::nan(""), *s->c, peaks) : failure_entry(s->base, "no timing");
+        if (!r) e["verified"] = false;
+        s->out.record = e;
+        s->out.entries = {e};
+        continue;
+      }
+      if (s->iters == 0) s->iters = r->iterations;  // later rounds: the same iterations per repetition
+      s->runs.push_back(*r);
+    }
+    ++res.rounds;
+    return true;
+  };
+  int rounds = 0;
+  for (const auto& s : slots) rounds = std::max(rounds, s.want);
+  for (int k = 0; k < rounds; ++k) {
+    round([k](const Slot& s) { return s.want > k; });
+    if (interrupt_requested()) return abandon();
+  }
+  // Noise-aware: a case whose repetitions vary more than max_cv gets as many again (at most 20).
+  if (policy.retry_noisy) {
+    for (auto& s : slots)
+      if (s.timing && s.want > 1 && s.want < 20 && cv_of_iterations(s.runs) > policy.max_cv) s.want = std::min(20, 2 * s.want);
+    for (int k = rounds; k < 20; ++k) {
+      if (!round([k](const Slot& s) { return s.want > k; })) break;
+    }
+    if (interrupt_requested()) return abandon();
+  }
+  const double foreign_cpu = load.fraction();
+  // 3. Entries in Google Benchmark's shape.
+  for (auto& s : slots) {
+    if (s.timing) {
+      std::vector<json> its;
+      for (std::size_t k = 0; k < s.runs.size(); ++k) {
+        json e = run_entry(s.base, s.fn, s.runs[k], foreign_cpu, *s.c, peaks);
+        e["repetitions"] = s.runs.size();
+        e["repetition_index"] = k;
+        its.push_back(std::move(e));
+      }
+      s.out.entries = its;
+      for (auto& a : aggregate_entries(s.base, s.fn, its, *s.c, peaks)) s.out.entries.push_back(std::move(a));
+      s.out.record = summary_record(s.out.entries);
+    }
+    teardown(s.c);
+    res.cases.push_back(std::move(s.out));
+  }
+  return res;
 }
 
 std::vector<std::string> resolve_devices(const std::string& spec, std::string* note) {
@@ -393,7 +630,8 @@ std::vector<std::string> resolve_devices(const std::string& spec, std::string* n
 json options_json(const RunOptions& o, const std::vector<std::string>& devices) {
   return {{"suites", o.suites},           {"devices", devices},   {"quick", o.quick},
           {"repetitions", o.repetitions}, {"min_time", o.min_time}, {"max_cv", o.max_cv},
-          {"filter", o.filter},           {"overrides", o.overrides}, {"extra", o.extra}};
+          {"filter", o.filter},           {"overrides", o.overrides}, {"extra", o.extra},
+          {"interleave", o.interleave}};
 }
 
 TimingPolicy timing_policy(const RunOptions& opts) {
@@ -422,6 +660,7 @@ void apply_stored_options(RunOptions& o, const json& st, const std::string& dir)
     o.filter = st.at("filter").get<std::string>();
     o.overrides = st.at("overrides");
     o.extra = st.at("extra");
+    o.interleave = st.value("interleave", true);
   } catch (const json::exception&) {
     throw InputError(dir + "/results.jsonl: its run header has no usable options; give the run's flags with --resume");
   }
@@ -459,6 +698,12 @@ bool is_failure(const json& r) {
 
 int run_suites(const RunOptions& given) {
   RunOptions opts = given;
+  // Back to back, not interleaved: a profiled step belongs to its case's own timing (one case set up
+  // at a time, its memory and energy its own), and dist's ranks must run the same cases in lockstep
+  // (the other ranks follow case by case, harness/dist.cpp).
+  if (opts.extra.value("profile", false) ||
+      std::find(opts.suites.begin(), opts.suites.end(), "dist") != opts.suites.end())
+    opts.interleave = false;
   std::unique_ptr<InterruptScope> interrupt_scope;  // SIGINT, SIGTERM, SIGHUP: finish the case, write, exit 130
   if (!opts.list_only)
     interrupt_scope = std::make_unique<InterruptScope>(
@@ -526,6 +771,13 @@ int run_suites(const RunOptions& given) {
   TimingPolicy policy = timing_policy(opts);
   if (opts.extra.value("profile", false)) policy.trace_dir = writer->dir();
 
+  if (opts.min_time <= 0) policy.tiny_min_time = opts.quick ? 0.05 : 0.2;  // tiny cases: longer repetitions
+  if (const long pages = sysconf(_SC_AVPHYS_PAGES); pages > 0)
+    policy.window_bytes = std::min(policy.window_bytes, 0.25 * static_cast<double>(pages) * sysconf(_SC_PAGESIZE));
+  // The rounds' shuffle seed: --seed, else a resumed run's own, else a random one (all recorded).
+  std::uint64_t seed = opts.seed_given ? opts.seed : std::random_device{}();
+  if (const json& h = writer->stored_header(); !opts.seed_given && resuming && h.contains("seed") && h["seed"].is_number_unsigned())
+    seed = h["seed"].get<std::uint64_t>();
   // 2. Context: fingerprint + measured peaks.
   json context = fingerprint(opts.argv);
   if (resuming) {
@@ -539,7 +791,8 @@ int run_suites(const RunOptions& given) {
                           {"machine", machine_json(context)},
                           {"argv", opts.argv},
                           {"host", host},
-                          {"pid", getpid()}});
+                          {"pid", getpid()},
+                          {"seed", seed}});
   }
   Peaks peaks;
   bool cpu_cases = false;
@@ -594,6 +847,10 @@ int run_suites(const RunOptions& given) {
   context["run"] = {{"suites", opts.suites},     {"devices", devices},   {"quick", opts.quick},
                     {"repetitions", policy.repetitions}, {"min_time_s", policy.min_time}, {"filter", opts.filter},
                     {"cases", cases.size()},     {"interrupted", false},
+                    {"timing", opts.interleave ? json{{"mode", "interleaved"}, {"seed", seed}, {"window", policy.window},
+                                                      {"tiny_min_time_s", policy.tiny_min_time},
+                                                      {"tiny_below_s", policy.tiny_below_s}}
+                                               : json{{"mode", "back-to-back"}}},
                     {"planned", planned},        {"state", "running"},   {"resumed", resuming}};
   writer->write_json(context);
 
@@ -609,32 +866,12 @@ int run_suites(const RunOptions& given) {
   if (cases.empty())
     std::cerr << "dlbench: nothing to run for --suite/--device/--filter as given (see: dlbench list)\n";
 
-  // 3. The loop.
+  // 3. The loop: windows of interleaved cases (run_window), or with --no-interleave case by case.
   const auto t_start = std::chrono::steady_clock::now();
   int failed = 0;
-  std::map<std::string, std::vector<json>> summary;  // suite -> one record per case
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (interrupt_requested()) break;
-    const auto& [suite_name, spec] = cases[i];
-    if (auto k = kept.find(spec.id.name()); k != kept.end()) {
-      failed += is_failure(k->second);
-      summary[suite_name].push_back(k->second);
-      continue;
-    }
-    std::cerr << progress_prefix(i, cases.size()) << spec.id.name() << " " << std::flush;
-    json record;
-    const auto entries = run_case(spec, i, policy, peaks, record);
-    // A case that failed because the run was interrupted (its child process stopped) is not a result.
-    if (record.value("interrupted", false) || (interrupt_requested() && record.value("error_occurred", false))) {
-      std::cerr << "interrupted (not recorded)\n";
-      break;
-    }
-    failed += is_failure(record);
-    writer->append(entries);
-    writer->write_json(context);
-    summary[suite_name].push_back(record);
-
-    // Progress line, finished.
+  std::vector<json> records(cases.size());  // one per case, finished or kept
+  std::size_t n_finished = 0;
+  auto progress = [&](const json& record, bool show_eta) {
     std::ostringstream line;
     if (record.value("error_occurred", false)) {
       line << (record.contains("skipped") ? "SKIPPED " : "FAILED ") << record.value("error_message", "");
@@ -651,13 +888,73 @@ int run_suites(const RunOptions& given) {
       if (record.contains("pct_of_peak")) line << " (" << fmt_number(record.at("pct_of_peak").get<double>(), 3) << "% of peak)";
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::cerr << line.str() << eta(elapsed, i + 1, cases.size()) << "\n";
+    ++n_finished;
+    std::cerr << line.str() << (show_eta ? eta(elapsed, n_finished, cases.size() - kept.size()) : "") << "\n";
     if (record.contains("profile")) {
       const json& p = record["profile"];
-      if (p.contains("error")) std::cerr << "dlbench: profile of " << spec.id.name() << " failed: " << p["error"].get<std::string>() << "\n";
-      else bench::print_profile(std::cout, spec.id.name(), p);
+      const std::string name = record.value("run_name", record.value("name", ""));
+      if (p.contains("error")) std::cerr << "dlbench: profile of " << name << " failed: " << p["error"].get<std::string>() << "\n";
+      else bench::print_profile(std::cout, name, p);
     }
+  };
+  for (std::size_t i = 0; i < cases.size();) {
+    if (interrupt_requested()) break;
+    if (auto k = kept.find(cases[i].second.id.name()); k != kept.end()) {
+      failed += is_failure(k->second);
+      records[i++] = k->second;
+      continue;
+    }
+    if (!opts.interleave) {
+      const auto& spec = cases[i].second;
+      std::cerr << progress_prefix(i, cases.size()) << spec.id.name() << " " << std::flush;
+      json record;
+      const auto entries = run_case(spec, i, policy, peaks, record);
+      // A case that failed because the run was interrupted (its child process stopped) is not a result.
+      if (record.value("interrupted", false) || (interrupt_requested() && record.value("error_occurred", false))) {
+        std::cerr << "interrupted (not recorded)\n";
+        break;
+      }
+      failed += is_failure(record);
+      writer->append(entries);
+      writer->write_json(context);
+      records[i] = record;
+      progress(record, true);
+      ++i;
+      continue;
+    }
+    // The next window: up to policy.window cases not already done (run_window may take fewer).
+    std::vector<std::pair<const CaseSpec*, std::size_t>> window;
+    for (std::size_t j = i; j < cases.size() && static_cast<int>(window.size()) < policy.window; ++j)
+      if (!kept.count(cases[j].second.id.name())) window.emplace_back(&cases[j].second, j);
+    std::cerr << progress_prefix(window.front().second, cases.size()) << "setting up and verifying up to "
+              << window.size() << " case(s), then timing them interleaved\n";
+    const WindowResult w = run_window(window, policy, peaks, seed + window.front().second);
+    if (w.interrupted || w.cases.empty()) {
+      std::cerr << "dlbench: interrupted (this window's cases are not recorded; --resume runs them)\n";
+      break;
+    }
+    std::vector<json> all;
+    for (const auto& c : w.cases) all.insert(all.end(), c.entries.begin(), c.entries.end());
+    writer->append(all);  // the window's records at once (one write, synced)
+    writer->write_json(context);
+    for (std::size_t k = 0; k < w.cases.size(); ++k) {
+      const std::size_t idx = window[k].second;
+      records[idx] = w.cases[k].record;
+      failed += is_failure(records[idx]);
+      std::cerr << progress_prefix(idx, cases.size()) << cases[idx].second.id.name() << " ";
+      progress(records[idx], k + 1 == w.cases.size());  // the ETA once the window is done
+    }
+    // Past the last case this window took (kept cases in between are picked up by the loop).
+    i = window[w.cases.size() - 1].second + 1;
+    for (std::size_t j = window.front().second; j < i; ++j)
+      if (records[j].is_null() && kept.count(cases[j].second.id.name())) {
+        records[j] = kept.at(cases[j].second.id.name());
+        failed += is_failure(records[j]);
+      }
   }
+  std::map<std::string, std::vector<json>> summary;  // suite -> one record per case, in sweep order
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (!records[i].is_null()) summary[cases[i].first].push_back(records[i]);
   const bool interrupted = interrupt_requested();
   std::set<std::string> done;
   for (const auto& e : writer->entries()) done.insert(e.value("run_name", e.value("name", "")));

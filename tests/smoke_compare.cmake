@@ -40,6 +40,8 @@ dlb_smoke(compare_threshold_text 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_D
 dlb_smoke(compare_threshold_negative 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json --threshold -5%)
 dlb_smoke(compare_alpha_range 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json --alpha 1.5)
 dlb_smoke(compare_time_field 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json --time wall)
+dlb_smoke(compare_noise_floor_text 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json --noise-floor fast)
+dlb_smoke(compare_noise_floor_few_runs 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json --noise-floor ${DLB_CMP_DATA})
 dlb_smoke(baseline_no_action 2 baseline)
 dlb_smoke(baseline_check_no_dir 2 baseline check ${DLB_CMP_DATA}/base.json)
 dlb_smoke(history_min_segment 2 history ${DLB_CMP_DATA} --min-segment 0)

@@ -512,3 +512,44 @@ TEST(History, ParseDate) {
   EXPECT_DOUBLE_EQ(parse_date("1969-12-31T23:00:10-0100"), 10);
   EXPECT_TRUE(std::isnan(parse_date("yesterday")));
 }
+
+TEST(Compare, NoiseFloorTurnsAChangeWithinItIntoNoisy) {
+  const CaseRun base = timed("c", {100, 101, 99, 100, 100.5}), neu = timed("c", {130, 131, 129, 130, 130.5});
+  CompareOptions o;
+  EXPECT_EQ(compare_case(&base, &neu, o).verdict, Verdict::slower);  // +30%, clean
+  o.noise_floor = 0.5;  // this machine's runs differ by up to 50%: +30% cannot be told from that
+  auto c = compare_case(&base, &neu, o);
+  EXPECT_EQ(c.verdict, Verdict::noisy);
+  EXPECT_FALSE(c.fatal);
+  EXPECT_NE(c.note.find("noise floor 50"), std::string::npos) << c.note;
+  o.case_floors["c"] = 0.2;  // a learned floor for this case wins over the flag's
+  o.floor_runs = 4;
+  EXPECT_EQ(compare_case(&base, &neu, o).verdict, Verdict::slower);
+  o.case_floors["c"] = 0.4;
+  c = compare_case(&base, &neu, o);
+  EXPECT_EQ(c.verdict, Verdict::noisy);
+  EXPECT_NE(c.note.find("learned from 4 runs"), std::string::npos) << c.note;
+  const CaseRun neu2 = timed("c", {300, 301, 299, 300, 300});  // 3x is beyond any floor here
+  EXPECT_EQ(compare_case(&base, &neu2, o).verdict, Verdict::slower);
+}
+
+TEST(History, LearnedFloorIsTheSpreadOfEachCasesMedians) {
+  TempDir dir("floors");
+  const double scale[] = {1.0, 1.1, 0.95, 1.2};
+  for (int i = 0; i < 4; ++i) {
+    char date[40];
+    std::snprintf(date, sizeof date, "2026-03-%02dT12:00:00+0100", 10 + i);
+    write_json(dir.path / ("run-" + std::to_string(i)) / "results.json",
+               doc_of(fingerprint_context("cpu A", date),
+                      {iterations("steady", {100, 101, 99}), iterations("wobbly", {200 * scale[i], 201 * scale[i], 199 * scale[i]})}));
+  }
+  std::size_t runs = 0;
+  const auto f = learned_floors(dir.path.string(), TimeField::real, &runs);
+  EXPECT_EQ(runs, 4u);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_NEAR(f.at("steady"), 0.0, 1e-12);
+  EXPECT_NEAR(f.at("wobbly"), 1.2 / 0.95 - 1, 1e-9);
+  fs::remove_all(dir.path / "run-3");
+  fs::remove_all(dir.path / "run-2");
+  EXPECT_THROW(learned_floors(dir.path.string(), TimeField::real), dlb::InputError);  // 2 runs: too few
+}
