@@ -353,7 +353,8 @@ std::vector<json> aggregate_entries(const json& base, const std::string& fn, con
     e["real_time"] = real[k];
     e["cpu_time"] = cpu[k];
     e["time_unit"] = "us";
-    if (its.front().contains("foreign_cpu")) e["foreign_cpu"] = its.front()["foreign_cpu"];
+    for (const char* k : {"foreign_cpu", "energy_note", "host_peak_rss_bytes", "host_peak_rss_scope"})
+      if (its.front().contains(k)) e[k] = its.front()[k];
     if (k < 2) add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
     c.annotate(e);
     out.push_back(std::move(e));
@@ -454,6 +455,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
 
 WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t>>& window, const TimingPolicy& policy,
                         const Peaks& peaks, std::uint64_t seed, std::vector<std::size_t>* timing_order) {
+  const bool rss_per_window = reset_peak_rss();  // the window's own peak, where the kernel lets us reset it
   struct Slot {
     const CaseSpec* spec;
     std::size_t index;
@@ -573,7 +575,13 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
     if (interrupt_requested()) return abandon();
   }
   const double foreign_cpu = load.fraction();
-  // 3. Entries in Google Benchmark's shape.
+  // 3. Entries in Google Benchmark's shape. Meters are per window here: the peak host memory of the
+  // window's cases set up together, and no energy per case (--no-interleave measures both per case).
+  json meters = {{"energy_note", "not per case when interleaved (--no-interleave measures it)"}};
+  if (const auto rss = peak_rss_bytes()) {
+    meters["host_peak_rss_bytes"] = *rss;
+    meters["host_peak_rss_scope"] = rss_per_window ? "window" : "process";
+  }
   for (auto& s : slots) {
     if (s.timing) {
       std::vector<json> its;
@@ -581,6 +589,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
         json e = run_entry(s.base, s.fn, s.runs[k], foreign_cpu, *s.c, peaks);
         e["repetitions"] = s.runs.size();
         e["repetition_index"] = k;
+        e.update(meters);
         its.push_back(std::move(e));
       }
       s.out.entries = its;
