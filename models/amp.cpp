@@ -243,7 +243,8 @@ float AmpTrainer::step(const Batch& b) {
     layers[i]->forward(sh[i], cur, acts_[i].data());
     if (lower) t = dtype_ == DType::tf32 ? DType::fp32 : dtype_;  // tf32: fp32 out
     else if (kinds_[i] == int(CastKind::fp32)) t = DType::fp32;
-    if (half_like(t) && !exact_[i]) round_to(t, acts_[i].data(), acts_[i].size());
+    const bool rounded = lower && bf16_compute_active() && layers[i]->bf16_output_rounded();
+    if (half_like(t) && !exact_[i] && !rounded) round_to(t, acts_[i].data(), acts_[i].size());
     cur = acts_[i].data();
   }
   in_t[L] = t;

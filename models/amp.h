@@ -116,8 +116,10 @@ struct Shape;
 // are restored before the optimizer (fp32) steps on the fp32 gradients. fp16 uses the GradScaler.
 //
 // bf16 where bf16_compute_native() (models/layers.h: oneDNN, avx512_bf16, DLB_CPU_ISA allowing it):
-// Conv2d, ConvTranspose2d and Linear really compute in bf16 (vdpbf16ps, fp32 accumulation, fp32 outputs), the rest
-// (loss, reductions, optimizer) in fp32. Elsewhere the arithmetic between roundings is fp32 (our
+// Conv2d, ConvTranspose2d and Linear really compute in bf16 (vdpbf16ps, fp32 accumulation), the rest
+// (loss, reductions, optimizer) in fp32. The convolutions take fp32 arrays and convert them inside
+// oneDNN's own layout reorders, and return outputs oneDNN rounded to bf16 (Conv2d's forward output
+// needs no rounding pass of ours then: Layer::bf16_output_rounded). Elsewhere the arithmetic between roundings is fp32 (our
 // fp32 kernels on values exactly representable in the half type): the numbers of a half-type GEMM
 // with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32 either way.
 // fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).

@@ -26,7 +26,9 @@ const std::uint16_t* as_bf16(const float* x, std::size_t n, int slot) {
   cpu::cast_fp32_to_bf16(x, b.data(), n);
   return b.data();
 }
-constexpr auto kBf16 = cpu::onednn::Dt::bf16;
+// Convolutions take the fp32 arrays as they are: oneDNN converts them to bf16 in its own reorders
+// (one pass instead of our cast plus its reorder) and hands bf16-rounded outputs back widened.
+constexpr auto kAsBf16 = cpu::onednn::Dt::f32_as_bf16;
 }  // namespace
 
 Bf16Compute::Bf16Compute(bool on) : prev_(t_bf16) { t_bf16 = on; }
@@ -169,11 +171,7 @@ void Conv2d::init(std::uint64_t seed) {
 }
 
 void Conv2d::forward(const Shape& in, const float* x, float* y) {
-  if (t_bf16) {
-    const Conv2dShape s = conv_shape(in);
-    return cpu::onednn::conv2d_forward(s, kBf16, as_bf16(x, s.x_size(), 0), as_bf16(weight.value.data(), weight.size(), 1),
-                                       bias.value.data(), y);
-  }
+  if (t_bf16) return cpu::onednn::conv2d_forward(conv_shape(in), kAsBf16, x, weight.value.data(), bias.value.data(), y);
   cpu::conv2d_forward_im2col(conv_shape(in), x, weight.value.data(), bias.value.data(), y, ws_);
 }
 
@@ -181,12 +179,10 @@ void Conv2d::backward(const Shape& in, const float* x, const float*, const float
   const Conv2dShape s = conv_shape(in);
   dw_tmp_.resize(weight.size() + bias.size());
   if (t_bf16) {
-    const std::uint16_t* dy16 = as_bf16(dy, s.y_size(), 0);
-    cpu::onednn::conv2d_backward_filter(s, kBf16, as_bf16(x, s.x_size(), 1), dy16, dw_tmp_.data(),
-                                        dw_tmp_.data() + weight.size());
+    cpu::onednn::conv2d_backward_filter(s, kAsBf16, x, dy, dw_tmp_.data(), dw_tmp_.data() + weight.size());
     add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
     add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
-    if (dx) cpu::onednn::conv2d_backward_data(s, kBf16, dy16, as_bf16(weight.value.data(), weight.size(), 2), dx);
+    if (dx) cpu::onednn::conv2d_backward_data(s, kAsBf16, dy, weight.value.data(), dx);
     return;
   }
   cpu::conv2d_backward_filter_im2col(s, x, dy, dw_tmp_.data(), dw_tmp_.data() + weight.size(), ws_);
@@ -236,8 +232,7 @@ void ConvTranspose2d::init(std::uint64_t seed) {
 
 void ConvTranspose2d::forward(const Shape& in, const float* x, float* y) {
   const Conv2dShape s = conv_shape(in);
-  if (t_bf16)
-    cpu::onednn::conv2d_backward_data(s, kBf16, as_bf16(x, s.y_size(), 0), as_bf16(weight.value.data(), weight.size(), 1), y);
+  if (t_bf16) cpu::onednn::conv2d_backward_data(s, kAsBf16, x, weight.value.data(), y);
   else cpu::conv2d_backward_data_im2col(s, x, weight.value.data(), y, ws_);
   cpu::bias_nchw_forward(y, bias.value.data(), s.n, out_c, s.h * s.w);
 }
@@ -247,11 +242,10 @@ void ConvTranspose2d::backward(const Shape& in, const float* x, const float*, co
   dw_tmp_.resize(weight.size());
   // dW of the equivalent conv: its input is our dy, its output gradient our x.
   if (t_bf16) {
-    const std::uint16_t* dy16 = as_bf16(dy, s.x_size(), 0);
-    cpu::onednn::conv2d_backward_filter(s, kBf16, dy16, as_bf16(x, s.y_size(), 1), dw_tmp_.data(), nullptr);
+    cpu::onednn::conv2d_backward_filter(s, kAsBf16, dy, x, dw_tmp_.data(), nullptr);
     add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
     cpu::bias_nchw_backward(dy, bias.grad.data(), s.n, out_c, s.h * s.w);
-    if (dx) cpu::onednn::conv2d_forward(s, kBf16, dy16, as_bf16(weight.value.data(), weight.size(), 2), nullptr, dx);
+    if (dx) cpu::onednn::conv2d_forward(s, kAsBf16, dy, weight.value.data(), nullptr, dx);
     return;
   }
   cpu::conv2d_backward_filter_im2col(s, dy, x, dw_tmp_.data(), nullptr, ws_);

@@ -19,7 +19,8 @@ namespace dlb::models {
 // bf16 compute for the CPU AMP step (models/amp.h): while a Bf16Compute(true) lives on this thread,
 // Conv2d, ConvTranspose2d and Linear run their GEMMs/convolutions on bf16 operands with fp32 accumulation and fp32
 // outputs (oneDNN, kernels/cpu/onednn/) instead of fp32 arithmetic. Callers pass values that are
-// already bf16-exact (the AMP step rounds them); the layers cast them to 16-bit buffers. Only where
+// already bf16-exact (the AMP step rounds them); Linear casts them to 16-bit buffers, the
+// convolutions let oneDNN convert them in its layout reorders and get bf16-rounded y/dx back. Only where
 // bf16_compute_native() (oneDNN built, CPU with avx512_bf16, DLB_CPU_ISA allowing it).
 class Bf16Compute {
  public:
@@ -68,6 +69,9 @@ class Layer {
   virtual void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) = 0;
   // Multiply-adds of forward for one batch, x2 = flops (napkin math for GFLOP/s).
   virtual double forward_flops(const Shape& in) const { (void)in; return 0; }
+  // True when forward(), under an active Bf16Compute, returns outputs already rounded to bf16 (the
+  // AMP step then skips its own rounding pass over them).
+  virtual bool bf16_output_rounded() const { return false; }
 };
 
 // nn.Conv2d(in, out, k, stride, padding) with bias.
@@ -83,6 +87,7 @@ class Conv2d final : public Layer {
   void forward_ref(const Shape& in, const double* x, double* y) override;
   void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
   double forward_flops(const Shape& in) const override { return conv_shape(in).flops(); }
+  bool bf16_output_rounded() const override { return true; }  // oneDNN writes bf16, bias included
   Conv2dShape conv_shape(const Shape& in) const;
   int in_c, out_c, k, stride, pad;
   Param weight, bias;  // [out, in, k, k], [out]

@@ -1,5 +1,5 @@
 // The oneDNN backend (kernels/cpu/onednn/): matmul fp32/bf16 with transposes, leading dimensions
-// and beta, and conv forward / backward-data / backward-filter in fp32 and bf16 (padding, stride,
+// and beta, and conv forward / backward-data / backward-filter in fp32, bf16 and fp32-in/bf16-compute (padding, stride,
 // non-square, the lecture's layers in miniature) against the fp64 references. Registered once per
 // ISA level too (tests/smoke_isa.cmake sets DLB_CPU_ISA), so oneDNN's avx2, avx512_core and
 // avx512_core_bf16 kernels all run here; a level the CPU lacks is clamped and skipped with the reason.
@@ -102,16 +102,18 @@ TEST_F(OneDnn, ConvMatchesReferenceEveryDirection) {
                          Conv2dShape::make(2, 32, 7, 7, 16, 5, 5),       // lecture conv2 in miniature
                          Conv2dShape::make(3, 4, 11, 10, 6, 3, 3, 1, 2),  // pad + stride 2, odd sizes
                          Conv2dShape::make(1, 5, 9, 7, 4, 2, 3, 0, 1)}) { // non-square filter
-    for (dn::Dt dt : {dn::Dt::f32, dn::Dt::bf16}) {
+    // f32_as_bf16: fp32 arrays in, converted by oneDNN's reorders; y and dx come back bf16-rounded.
+    for (dn::Dt dt : {dn::Dt::f32, dn::Dt::bf16, dn::Dt::f32_as_bf16}) {
       std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
       fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
       fill_uniform(b.data(), b.size(), 3), fill_uniform(dy.data(), dy.size(), 4);
       std::vector<std::uint16_t> x16, w16, dy16;
-      const bool bf = dt == dn::Dt::bf16;
+      const bool bf = dt != dn::Dt::f32, bits = dt == dn::Dt::bf16;
+      // The reference sees the bf16 values either way (f32_as_bf16 rounds them the same way inside).
       if (bf) x16 = to_bf16(x), w16 = to_bf16(w), dy16 = to_bf16(dy);
-      const void* px = bf ? static_cast<const void*>(x16.data()) : x.data();
-      const void* pw = bf ? static_cast<const void*>(w16.data()) : w.data();
-      const void* pdy = bf ? static_cast<const void*>(dy16.data()) : dy.data();
+      const void* px = bits ? static_cast<const void*>(x16.data()) : x.data();
+      const void* pw = bits ? static_cast<const void*>(w16.data()) : w.data();
+      const void* pdy = bits ? static_cast<const void*>(dy16.data()) : dy.data();
       std::vector<float> y(sh.y_size()), dx(sh.x_size()), dw(sh.w_size()), db(sh.k);
       try {
         dn::conv2d_forward(sh, dt, px, pw, b.data(), y.data());
@@ -128,7 +130,11 @@ TEST_F(OneDnn, ConvMatchesReferenceEveryDirection) {
       // bf16 inputs are exact; the accumulation is fp32 either way (oneDNN may round bf16 partial
       // sums of its blocked reductions, hence the bf16 tolerance there).
       const double tol = default_tolerance(bf ? DType::bf16 : DType::fp32);
-      const std::string what = sh.str() + (bf ? " bf16" : " fp32");
+      const std::string what = sh.str() + (dt == dn::Dt::f32 ? " fp32" : bits ? " bf16" : " f32_as_bf16");
+      if (dt == dn::Dt::f32_as_bf16) {
+        for (const auto* v : {&y, &dx})
+          for (float f : *v) ASSERT_EQ(f, cpu::bf16_to_fp32_ref(cpu::fp32_to_bf16_ref(f))) << what << ": not bf16";
+      }
       EXPECT_LT(max_rel_err(y.data(), ry.data(), y.size()), tol) << what;
       EXPECT_LT(max_rel_err(dx.data(), rdx.data(), dx.size()), tol) << what;
       EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), tol) << what;

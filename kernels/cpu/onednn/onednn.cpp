@@ -73,7 +73,13 @@ dnnl::stream& stream() {
 std::mutex g_impl_mu;
 std::string g_last_impl;  // the last call's implementation, from whichever thread ran it
 
-dt to_dnnl(Dt d) { return d == Dt::bf16 ? dt::bf16 : dt::f32; }
+// The type oneDNN computes in, and the type of the caller's input arrays.
+dt to_dnnl(Dt d) { return d == Dt::f32 ? dt::f32 : dt::bf16; }
+dt user_dt(Dt d) { return d == Dt::bf16 ? dt::bf16 : dt::f32; }
+// A convolution's forward / backward-data output inside oneDNN: bf16 under f32_as_bf16 (rounded
+// there, widened by the output reorder), fp32 otherwise.
+dt conv_out_dt(Dt d) { return d == Dt::f32_as_bf16 ? dt::bf16 : dt::f32; }
+const char* dt_name(Dt d) { return d == Dt::f32 ? "fp32" : d == Dt::bf16 ? "bf16" : "f32>bf16"; }
 
 // One tensor of an entry: the caller's plain layout, and (when oneDNN wants another) a buffer in
 // its layout plus the reorder between them.
@@ -150,13 +156,13 @@ ConvDescs conv_dims(const Conv2dShape& s) {
 }
 
 std::string conv_key(const char* what, const Conv2dShape& sh, Dt d, bool bias) {
-  return std::string(what) + (d == Dt::bf16 ? " bf16 " : " fp32 ") + sh.str() + (bias ? " +bias" : "");
+  return std::string(what) + " " + dt_name(d) + " " + sh.str() + (bias ? " +bias" : "");
 }
 
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(const Conv2dShape& sh, Dt d, bool bias) {
   const ConvDescs cd = conv_dims(sh);
   const dt in = to_dnnl(d);
-  const memory::desc x(cd.x, in, tag::any), w(cd.w, in, tag::any), y(cd.y, dt::f32, tag::any),
+  const memory::desc x(cd.x, in, tag::any), w(cd.w, in, tag::any), y(cd.y, conv_out_dt(d), tag::any),
       b(cd.b, dt::f32, tag::a);
   const auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                                            dnnl::algorithm::convolution_direct, x, w, b, y,
@@ -207,18 +213,21 @@ void gemm_one(const Gemm& g) {
   const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n),
              ldc = g.ldc ? g.ldc : g.n;
   std::ostringstream key;
-  key << "matmul " << (g.dt == Dt::bf16 ? "bf16" : "fp32") << " " << g.m << "x" << g.n << "x" << g.k << " t"
+ key << "matmul " << dt_name(g.dt) << " " << g.m << "x" << g.n << "x" << g.k << " t"
       << g.trans_a << g.trans_b << " ld" << lda << "," << ldb << "," << ldc << " beta" << g.beta;
   Entry& e = cached(key.str(), [&](Entry& e) {
-    const memory::desc a({g.m, g.k}, to_dnnl(g.dt), mat_strides(g.trans_a, lda)),
-        b({g.k, g.n}, to_dnnl(g.dt), mat_strides(g.trans_b, ldb)), c({g.m, g.n}, dt::f32, memory::dims{ldc, 1});
+    const memory::desc a({g.m, g.k}, user_dt(g.dt), mat_strides(g.trans_a, lda)),
+        b({g.k, g.n}, user_dt(g.dt), mat_strides(g.trans_b, ldb)), c({g.m, g.n}, dt::f32, memory::dims{ldc, 1});
+    // The primitive's own operands: bf16 under f32_as_bf16 (the reorders convert), else the caller's.
+    const memory::desc pa({g.m, g.k}, to_dnnl(g.dt), mat_strides(g.trans_a, lda)),
+        pb({g.k, g.n}, to_dnnl(g.dt), mat_strides(g.trans_b, ldb));
     dnnl::primitive_attr attr;
     if (g.beta != 0.0f) {
       dnnl::post_ops po;
       po.append_sum(g.beta);
       attr.set_post_ops(po);
     }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(pa, pb, c), attr, engine());
     e.prim = dnnl::matmul(pd);
     e.impl = pd.impl_info_str();
     e.t[0].init(a, pd.src_desc(), true);
@@ -237,8 +246,8 @@ void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* 
     const ConvDescs cd = conv_dims(sh);
     e.prim = dnnl::convolution_forward(pd);
     e.impl = pd.impl_info_str();
-    e.t[0].init(memory::desc(cd.x, to_dnnl(d), tag::nchw), pd.src_desc(), true);
-    e.t[1].init(memory::desc(cd.w, to_dnnl(d), tag::oihw), pd.weights_desc(), true);
+    e.t[0].init(memory::desc(cd.x, user_dt(d), tag::nchw), pd.src_desc(), true);
+    e.t[1].init(memory::desc(cd.w, user_dt(d), tag::oihw), pd.weights_desc(), true);
     e.t[2].init(memory::desc(cd.y, dt::f32, tag::nchw), pd.dst_desc(), false);
   });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
@@ -255,15 +264,15 @@ void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const
     const ConvDescs cd = conv_dims(sh);
     const dt in = to_dnnl(d);
     const dnnl::convolution_backward_data::desc desc(
-        dnnl::algorithm::convolution_direct, memory::desc(cd.x, dt::f32, tag::any), memory::desc(cd.w, in, tag::any),
+        dnnl::algorithm::convolution_direct, memory::desc(cd.x, conv_out_dt(d), tag::any), memory::desc(cd.w, in, tag::any),
         memory::desc(cd.y, in, tag::any), cd.strides, cd.pad_l, cd.pad_r);
     // The hint: a forward of the same types (bf16 forward with an f32 output as above).
     const auto hint = conv_fwd_pd(sh, d, false);
     const dnnl::convolution_backward_data::primitive_desc pd(desc, engine(), hint);
     e.prim = dnnl::convolution_backward_data(pd);
     e.impl = pd.impl_info_str();
-    e.t[0].init(memory::desc(cd.y, in, tag::nchw), pd.diff_dst_desc(), true);
-    e.t[1].init(memory::desc(cd.w, in, tag::oihw), pd.weights_desc(), true);
+    e.t[0].init(memory::desc(cd.y, user_dt(d), tag::nchw), pd.diff_dst_desc(), true);
+    e.t[1].init(memory::desc(cd.w, user_dt(d), tag::oihw), pd.weights_desc(), true);
     e.t[2].init(memory::desc(cd.x, dt::f32, tag::nchw), pd.diff_src_desc(), false);
   });
   e.prim.execute(stream(), {{DNNL_ARG_DIFF_DST, e.t[0].before(dy, true)},
@@ -287,8 +296,8 @@ void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, cons
     const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine(), hint);
     e.prim = dnnl::convolution_backward_weights(pd);
     e.impl = pd.impl_info_str();
-    e.t[0].init(memory::desc(cd.x, in, tag::nchw), pd.src_desc(), true);
-    e.t[1].init(memory::desc(cd.y, in, tag::nchw), pd.diff_dst_desc(), true);
+    e.t[0].init(memory::desc(cd.x, user_dt(d), tag::nchw), pd.src_desc(), true);
+    e.t[1].init(memory::desc(cd.y, user_dt(d), tag::nchw), pd.diff_dst_desc(), true);
     e.t[2].init(memory::desc(cd.w, dt::f32, tag::oihw), pd.diff_weights_desc(), false);
   });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
@@ -331,7 +340,7 @@ void split(long n, F&& fn, long chunk = 1L << 30) {
 
 constexpr long kConvChunk = 8;  // images per conv task
 
-std::size_t esize(Dt d) { return d == Dt::bf16 ? 2 : 4; }
+std::size_t esize(Dt d) { return d == Dt::bf16 ? 2 : 4; }  // of the caller's arrays
 const void* at(const void* p, std::size_t elems, Dt d) { return static_cast<const char*>(p) + elems * esize(d); }
 Conv2dShape part(Conv2dShape s, long lo, long hi) {
   s.n = int(hi - lo);

@@ -23,10 +23,15 @@ std::string isa();               // the ISA oneDNN dispatches to now (after our 
 // Native bf16 dot products (avx512_bf16 and the cap allows it); false: oneDNN converts to fp32.
 bool bf16_native();
 
-enum class Dt { f32, bf16 };  // input type; outputs are fp32
+// Input type. f32 and bf16: the caller's arrays hold that type, outputs are fp32. f32_as_bf16 (the
+// CPU AMP step's layers): the caller passes fp32 arrays, oneDNN converts them to bf16 (round to
+// nearest even) on the way into its own layouts, in the same pass as its reorder, and computes in
+// bf16 with fp32 accumulation; a convolution's forward output and backward-data output are rounded
+// to bf16 (as under autocast) and handed back widened to fp32, again in one reorder pass.
+enum class Dt { f32, bf16, f32_as_bf16 };
 
 // C[m x n] = op(A) op(B) + beta C, row-major with leading dimensions (0: dense). a/b are float*
-// (Dt::f32) or bf16 bit patterns (Dt::bf16).
+// (Dt::f32, Dt::f32_as_bf16) or bf16 bit patterns (Dt::bf16); C is fp32.
 struct Gemm {
   Dt dt = Dt::f32;
   bool trans_a = false, trans_b = false;
@@ -40,7 +45,7 @@ struct Gemm {
 void gemm(const Gemm& g);
 
 // Convolution, PyTorch semantics (conv2d.h). Inputs of type dt (float* or bf16 bits), outputs fp32
-// and overwritten; bias / db may be null.
+// and overwritten (bf16-rounded under Dt::f32_as_bf16, except dW and db); bias / db may be null.
 void conv2d_forward(const Conv2dShape& sh, Dt dt, const void* x, const void* w, const float* bias, float* y);
 void conv2d_backward_data(const Conv2dShape& sh, Dt dt, const void* dy, const void* w, float* dx);
 void conv2d_backward_filter(const Conv2dShape& sh, Dt dt, const void* x, const void* dy, float* dw, float* db);
