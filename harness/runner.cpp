@@ -300,11 +300,14 @@ json run_entry(const json& base, const std::string& fn, const Run& r, double for
   } else {
     e["repetition_index"] = r.repetition_index;
   }
-  e["iterations"] = r.iterations;
+  // A case that makes N back-to-back calls per iteration (Case::calls_per_run) is reported per call.
+  const long calls = std::max(1L, c.calls_per_run());
+  e["iterations"] = agg ? r.iterations : r.iterations * calls;
+  if (calls > 1) e["calls_per_iteration"] = calls;
   // cv is a ratio: Google Benchmark's adjusted time would scale it by the unit and divide it by the count
   const bool ratio = agg && r.aggregate_unit == benchmark::kPercentage;
-  e["real_time"] = ratio ? r.real_accumulated_time : r.GetAdjustedRealTime();
-  e["cpu_time"] = ratio ? r.cpu_accumulated_time : r.GetAdjustedCPUTime();
+  e["real_time"] = ratio ? r.real_accumulated_time : r.GetAdjustedRealTime() / double(calls);
+  e["cpu_time"] = ratio ? r.cpu_accumulated_time : r.GetAdjustedCPUTime() / double(calls);
   e["time_unit"] = "us";
   if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
   const std::string metric = metric_key(c.metric());
@@ -435,7 +438,8 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       const EnergyMark e1 = energy_mark(spec.id.device);
       double iters = 0;
       for (const auto& r : runs)
-        if (r.run_type != benchmark::BenchmarkReporter::Run::RT_Aggregate && !r.error_occurred) iters += double(r.iterations);
+        if (r.run_type != benchmark::BenchmarkReporter::Run::RT_Aggregate && !r.error_occurred)
+          iters += double(r.iterations) * double(std::max(1L, c->calls_per_run()));  // energy per call
       meters = energy_keys(e0, e1, iters, c->work().items);
       if (const auto rss = peak_rss_bytes()) {
         meters["host_peak_rss_bytes"] = *rss;
