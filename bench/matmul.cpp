@@ -37,6 +37,7 @@
 #include "bench/napkin.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/memcpy.h"
 #include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/openblas_core.h"
 
@@ -64,9 +65,10 @@ std::string gib(double bytes) {
 }
 
 // Refuse up front what cannot fit (instead of letting the kernel's OOM killer end the sweep), and
-// dimensions the BLAS interfaces (32-bit int) cannot express.
+// dimensions the BLAS interfaces (32-bit int) cannot express. Available = MemAvailable (free pages
+// plus the page cache the kernel can drop), not MemFree, which a warm page cache makes look full.
 void check_host_memory(const Shape& s, double bytes) {
-  const double avail = double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double avail = double(cpu::host_available_bytes());
   if (avail > 0 && bytes > 0.8 * avail)
     throw OutOfMemory(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " needs " +
                       gib(bytes) + " of host memory, " + gib(avail) + " available");
