@@ -2,6 +2,7 @@
 // maximum clock, every peak with its clock; unknown GPUs fall back to the maximum clock, said so.
 #include <gtest/gtest.h>
 
+#include "harness/fingerprint.h"
 #include "harness/gpu_peaks.h"
 
 using dlb::GpuInfo;
@@ -61,4 +62,20 @@ TEST(GpuPeaks, JsonStatesTheClockOfEveryPeak) {
     EXPECT_FALSE(j.at(d).at("clock").get<std::string>().empty()) << d;
   }
   EXPECT_FALSE(gpu_peaks_json(gpu("NVIDIA GeForce RTX 4090", 8, 9, 128, 2520, 128)).contains("bf16"));
+}
+
+// `dlbench info` (fingerprint_text) prints each GPU's peaks with their clocks: an H100 SXM entry as
+// the fingerprint would hold it on that machine.
+TEST(GpuPeaks, InfoTextNamesThePeaksAndTheirClocks) {
+  nlohmann::json fp = dlb::harness::fingerprint();
+  const GpuInfo h100 = gpu("NVIDIA H100 80GB HBM3", 9, 0, 132, 1980, 128);
+  fp["cuda"]["available"] = true;
+  fp["cuda"]["gpus"] = {{{"index", 0}, {"name", h100.name}, {"compute_capability", "9.0"}, {"sms", 132},
+                         {"sm_clock_mhz", 1980.0}, {"peak_fp32_gflops", h100.peak_fp32_gflops},
+                         {"peak_mem_gb_per_s", 3352.3}, {"peaks", gpu_peaks_json(h100)}}};
+  const std::string text = dlb::harness::fingerprint_text(fp);
+  EXPECT_NE(text.find("bf16 989.4 TFLOP/s at 1830 MHz"), std::string::npos) << text;
+  EXPECT_NE(text.find("tf32 494.7 TFLOP/s at 1830 MHz"), std::string::npos) << text;
+  EXPECT_NE(text.find("fp32 66.9 TFLOP/s at 1980 MHz"), std::string::npos) << text;
+  EXPECT_NE(text.find("datasheet boost clock"), std::string::npos) << text;
 }
