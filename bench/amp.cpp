@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "bench/case.h"
+#include "bench/gpu_timing.h"
 #include "bench/markdown.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
@@ -365,6 +366,7 @@ class GemmAmpGpu final : public Case {
     std::string why;
     if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
     DLB_CUDA_CHECK(cudaSetDevice(dev_));
+    l2_bytes_ = device_l2_bytes(dev_);
     const std::size_t nn = std::size_t(n_) * n_;
     ha_.resize(nn), hb_.resize(nn);
     fill_uniform(ha_.data(), nn, 11), fill_uniform(hb_.data(), nn, 12);
@@ -400,11 +402,10 @@ class GemmAmpGpu final : public Case {
     c_.download(c.data(), c.size());
     return cpu::check_gemm(ha_.data(), hb_.data(), c.data(), n_, n_, n_, t_);  // ha_, hb_: the rounded inputs
   }
-  double run() override {
-    timer_.start();
-    enqueue();
-    return timer_.stop_seconds();
-  }
+  // N back-to-back GEMMs per event pair (bench/gpu_timing.h); the timer's events are made on first
+  // use, after setup()'s cudaSetDevice.
+  double run() override { return timer_.time([this] { enqueue(); }); }
+  long calls_per_run() const override { return timer_.calls(); }
   bool manual_time() const override { return true; }
   Work work() const override { return {2.0 * n_ * n_ * n_, 0, 0}; }
   Metric metric() const override { return Metric::gflops; }
@@ -412,8 +413,12 @@ class GemmAmpGpu final : public Case {
     e["impl"] = "cublasGemmEx";
     e["peak_device_bytes"] = cuda::peak_device_bytes();
     note_time(e, "gemm/cuda:" + std::to_string(dev_) + "/" + std::to_string(n_), dtype_name(t_));
+    timer_.annotate(e);
+    const double nn = double(n_) * double(n_);
+    note_l2(e, nn * (models::is_half(t_) ? 2.0 * 2 : 4.0 * 2) + nn * 4.0, l2_bytes_);
   }
   void teardown() override {
+    timer_.release();
     a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {};
   }
 
@@ -424,7 +429,8 @@ class GemmAmpGpu final : public Case {
   std::vector<float> ha_, hb_;
   cuda::DeviceBuffer<float> a_, b_, c_;
   cuda::DeviceBuffer<std::uint16_t> ah_, bh_;
-  cuda::EventTimer timer_;
+  GpuCallTimer timer_{dev_};
+  double l2_bytes_ = 0;
 };
 
 // ---- ops "cast" and "unscale" (GPU): our AMP kernels, bandwidth-bound. Napkin: a cast reads 4 and
@@ -436,6 +442,7 @@ class AmpKernelGpu final : public Case {
     std::string why;
     if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
     DLB_CUDA_CHECK(cudaSetDevice(dev_));
+    l2_bytes_ = device_l2_bytes(dev_);
     host_.resize(n_);
     fill_uniform(host_.data(), n_, 31);
     for (auto& v : host_) v *= 70000.0f;  // some values overflow fp16 (a cast must give inf there)
@@ -468,16 +475,20 @@ class AmpKernelGpu final : public Case {
     for (std::size_t i = 0; i < n_; ++i) wrong += got[i] != (t_ == DType::fp16 ? models::to_fp16(host_[i]) : models::to_bf16(host_[i]));
     return judge(double(wrong) / n_, 0.0, std::to_string(wrong) + " values differ from the host reference bits");
   }
-  double run() override {
-    timer_.start();
-    enqueue();
-    return timer_.stop_seconds();
-  }
+  double run() override { return timer_.time([this] { enqueue(); }); }  // bench/gpu_timing.h
+  long calls_per_run() const override { return timer_.calls(); }
   bool manual_time() const override { return true; }
   Work work() const override { return {0, double(n_) * (op_ == "cast" ? 6 : 8), 0}; }
   Metric metric() const override { return Metric::gb_per_s; }
-  void annotate(json& e) const override { e["elements"] = n_; }
-  void teardown() override { x_ = {}, h_ = {}, flags_ = {}; }
+  void annotate(json& e) const override {
+    e["elements"] = n_;
+    timer_.annotate(e);
+    note_l2(e, double(n_) * (op_ == "cast" ? 6 : 8), l2_bytes_);  // a bandwidth figure from L2 is not DRAM's
+  }
+  void teardown() override {
+    timer_.release();
+    x_ = {}, h_ = {}, flags_ = {};
+  }
 
  private:
   int dev_;
@@ -487,7 +498,8 @@ class AmpKernelGpu final : public Case {
   std::vector<float> host_;
   cuda::DeviceBuffer<float> x_, flags_;
   cuda::DeviceBuffer<std::uint16_t> h_;
-  cuda::EventTimer timer_;
+  GpuCallTimer timer_{dev_};
+  double l2_bytes_ = 0;
 };
 #endif
 

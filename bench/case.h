@@ -54,6 +54,11 @@ class Case {
   // events); otherwise the harness times the wall clock and ignores the return value.
   virtual double run() = 0;
   virtual bool manual_time() const { return false; }
+  // Back-to-back calls one run() makes (with manual_time(), run() returns their total seconds: GPU
+  // cases time N calls per event pair, bench/gpu_timing.h). The harness reports per call: the
+  // record's real_time and cpu_time are divided by it, iterations multiplied. Fixed after the first
+  // run() (calibration), read after timing.
+  virtual long calls_per_run() const { return 1; }
   // Fixed iterations per repetition (e.g. 1 for a whole epoch); 0 lets --min-time decide.
   virtual long iterations() const { return 0; }
   // Repetitions this case wants when the user gave no --repetitions (e.g. 1 for a 30 s epoch); 0: default.

@@ -319,6 +319,7 @@ class PeerCase final : public Case {
         loss_ = j.value("loss", loss_);
         version_ = j.value("torch", version_);
         threads_ = j.value("threads", threads_);
+        if (j.contains("math") && j.at("math").is_object()) math_ = j.at("math");
       }
     }
     if (secs_.empty()) {
@@ -343,6 +344,8 @@ class PeerCase final : public Case {
     r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
     r["torch_threads"] = threads_;
     r["mean_loss"] = loss_;
+    // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
+    if (!math_.empty()) r["torch_math"] = math_;
   }
 
  private:
@@ -355,6 +358,7 @@ class PeerCase final : public Case {
   std::string version_ = "?";
   std::string python_;
   int threads_ = 0;
+  json math_ = json::object();
   std::size_t next_ = 0;
 };
 

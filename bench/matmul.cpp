@@ -32,10 +32,12 @@
 #include <vector>
 
 #include "bench/case.h"
+#include "bench/gpu_timing.h"
 #include "kernels/common/child.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
+#include "kernels/cpu/memcpy.h"
 #include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/openblas_core.h"
 
@@ -63,9 +65,10 @@ std::string gib(double bytes) {
 }
 
 // Refuse up front what cannot fit (instead of letting the kernel's OOM killer end the sweep), and
-// dimensions the BLAS interfaces (32-bit int) cannot express.
+// dimensions the BLAS interfaces (32-bit int) cannot express. Available = MemAvailable (free pages
+// plus the page cache the kernel can drop), not MemFree, which a warm page cache makes look full.
 void check_host_memory(const Shape& s, double bytes) {
-  const double avail = double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double avail = double(cpu::host_available_bytes());
   if (avail > 0 && bytes > 0.8 * avail)
     throw OutOfMemory(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " needs " +
                       gib(bytes) + " of host memory, " + gib(avail) + " available");
@@ -286,7 +289,7 @@ class GpuGemm final : public Case {
     }
     dc_ = cuda::DeviceBuffer<float>(mn);
     DLB_CUDA_CHECK(cudaMemset(dc_.data(), 0xff, dc_.bytes()));  // NaN: a kernel that writes nothing fails
-    timer_ = std::make_unique<cuda::EventTimer>();
+    l2_bytes_ = device_l2_bytes(dev_);
   }
   CheckResult verify() override {
     launch();
@@ -294,11 +297,9 @@ class GpuGemm final : public Case {
     dc_.download(c_.data(), c_.size());
     return cpu::check_gemm(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k, t_);
   }
-  double run() override {
-    timer_->start();
-    launch();
-    return timer_->stop_seconds();
-  }
+  // N back-to-back products per event pair (bench/gpu_timing.h); verify() checked the first result.
+  double run() override { return timer_.time([this] { launch(); }); }
+  long calls_per_run() const override { return timer_.calls(); }
   bool manual_time() const override { return true; }
   Work work() const override { return {2.0 * s_.mnk(), 0, 0}; }
   Metric metric() const override { return Metric::gflops; }
@@ -306,9 +307,12 @@ class GpuGemm final : public Case {
     annotate_shape(r, s_);
     r["verification"] = s_.mnk() <= cpu::kExactCheckMaxMNK ? "fp64" : "freivalds+rows";
     r["output_dtype"] = "fp32";
+    timer_.annotate(r);
+    const double in = (t_ == DType::fp16 || t_ == DType::bf16 ? 2.0 : 4.0) * double(s_.m * s_.k + s_.k * s_.n);
+    note_l2(r, in + 4.0 * double(s_.m * s_.n), l2_bytes_);
   }
   void teardown() override {
-    timer_.reset();
+    timer_.release();
     da_ = {}, db_ = {}, dc_ = {}, da16_ = {}, db16_ = {};
     a_ = {}, b_ = {}, c_ = {};
   }
@@ -341,7 +345,8 @@ class GpuGemm final : public Case {
   std::vector<float> a_, b_, c_;  // host inputs as the kernel sees them (half cases: rounded)
   cuda::DeviceBuffer<float> da_, db_, dc_;
   cuda::DeviceBuffer<std::uint16_t> da16_, db16_;
-  std::unique_ptr<cuda::EventTimer> timer_;
+  GpuCallTimer timer_{dev_};
+  double l2_bytes_ = 0;
 };
 #endif
 

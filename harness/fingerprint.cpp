@@ -1,5 +1,6 @@
 // Machine fingerprint (see fingerprint.h).
 #include "harness/fingerprint.h"
+#include "harness/gpu_peaks.h"
 
 #include <cblas.h>
 #include <sys/utsname.h>
@@ -167,7 +168,8 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
                     {"mem_total_bytes", g.mem_total_bytes},
                     {"ecc", g.ecc},
                     {"peak_fp32_gflops", g.peak_fp32_gflops},
-                    {"peak_mem_gb_per_s", g.peak_mem_gb_per_s}});
+                    {"peak_mem_gb_per_s", g.peak_mem_gb_per_s},
+                    {"peaks", gpu_peaks_json(g)}});  // per dtype, with the SM clock each assumes
   fp["cuda"] = {{"built_with_cuda", cu.built_with_cuda},
                 {"available", cu.available},
                 {"reason", cu.reason},
@@ -246,6 +248,20 @@ std::string fingerprint_text(const nlohmann::json& fp) {
                     g.value("mem_total_bytes", 0.0) / (1024.0 * 1024 * 1024), g.value("peak_mem_gb_per_s", 0.0),
                     g.value("peak_fp32_gflops", 0.0) / 1000, g.value("pci_bus_id", "").c_str());
       o << buf;
+      // Every compute peak with the clock it assumes (harness/gpu_peaks.h).
+      if (g.contains("peaks") && g.at("peaks").is_object() && !g.at("peaks").empty()) {
+        std::string line = "  peaks      ";
+        bool first = true;
+        for (const auto& [dt, p] : g.at("peaks").items()) {
+          std::snprintf(buf, sizeof buf, "%s %s %.1f TFLOP/s at %.0f MHz", first ? "" : ",", dt.c_str(),
+                        p.value("gflops", 0.0) / 1000, p.value("clock_mhz", 0.0));
+          line += buf;
+          first = false;
+        }
+        o << line << "\n";
+        for (const auto& [dt, p] : g.at("peaks").items())
+          if (dt == "fp32" || dt == "bf16") o << "             " << dt << " clock: " << p.value("clock", "") << "\n";
+      }
     }
   }
   o << "git           " << fp.at("git").value("sha", "") << (fp.at("git").value("dirty", false) ? " (dirty)" : "")

@@ -28,6 +28,7 @@
 #include "harness/commands.h"
 #include "harness/cpu_load.h"
 #include "harness/fingerprint.h"
+#include "harness/gpu_peaks.h"
 #include "harness/meters.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
@@ -107,14 +108,6 @@ double cv_of_iterations(const std::vector<benchmark::BenchmarkReporter::Run>& ru
   return std::sqrt(var) / mean;
 }
 
-// Tensor-core dense peaks in flop/clock/SM by compute capability (NVIDIA architecture whitepapers).
-double tensor_flops_per_clk_sm(const std::string& cc, const std::string& dtype) {
-  const bool half = dtype == "fp16" || dtype == "bf16";
-  if (cc == "9.0") return half ? 4096 : dtype == "tf32" ? 2048 : 0;
-  if (cc == "8.0") return half ? 2048 : dtype == "tf32" ? 1024 : 0;
-  return 0;
-}
-
 std::string progress_prefix(std::size_t i, std::size_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "[%*zu/%zu] ", static_cast<int>(std::to_string(n).size()), i + 1, n);
@@ -157,12 +150,27 @@ double peak_for(const json& e, const std::string& metric, const Peaks& peaks) {
     if (g.index != idx) continue;
     if (metric == "gb_per_s") return g.peak_mem_gb_per_s;
     if (metric != "gflops") return 0;
-    if (dtype == "fp32") return g.peak_fp32_gflops;
-    const std::string cc = std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor);
-    return tensor_flops_per_clk_sm(cc, dtype) * g.sms * g.sm_clock_mhz * 1e-3;
+    return gpu_peak(g, dtype).gflops;  // harness/gpu_peaks.h: fp32 or tensor-core, with its clock
   }
   return 0;
 }
+
+namespace {
+// A GPU entry with a compute % of peak says which peak and which SM clock it assumed.
+void note_peak_clock(json& e) {
+  if (!e.contains("pct_of_peak") || !e.contains("gflops") || !bench::is_gpu(e.value("device", ""))) return;
+  if (e.contains("gb_per_s") || e.contains("imgs_per_s")) return;  // the % is of another metric
+  const int idx = bench::gpu_index(e.value("device", ""));
+  for (const auto& g : cuda_info().gpus) {
+    if (g.index != idx) continue;
+    const GpuPeak p = gpu_peak(g, e.value("dtype", ""));
+    if (!(p.gflops > 0)) return;
+    e["peak_gflops"] = p.gflops;
+    e["peak_clock_mhz"] = p.clock_mhz;
+    e["peak_clock"] = p.clock;
+  }
+}
+}  // namespace
 
 void add_throughput(json& e, double seconds, double flops, double bytes, double items, const std::string& metric,
                     double peak) {
@@ -292,11 +300,14 @@ json run_entry(const json& base, const std::string& fn, const Run& r, double for
   } else {
     e["repetition_index"] = r.repetition_index;
   }
-  e["iterations"] = r.iterations;
+  // A case that makes N back-to-back calls per iteration (Case::calls_per_run) is reported per call.
+  const long calls = std::max(1L, c.calls_per_run());
+  e["iterations"] = agg ? r.iterations : r.iterations * calls;
+  if (calls > 1) e["calls_per_iteration"] = calls;
   // cv is a ratio: Google Benchmark's adjusted time would scale it by the unit and divide it by the count
   const bool ratio = agg && r.aggregate_unit == benchmark::kPercentage;
-  e["real_time"] = ratio ? r.real_accumulated_time : r.GetAdjustedRealTime();
-  e["cpu_time"] = ratio ? r.cpu_accumulated_time : r.GetAdjustedCPUTime();
+  e["real_time"] = ratio ? r.real_accumulated_time : r.GetAdjustedRealTime() / double(calls);
+  e["cpu_time"] = ratio ? r.cpu_accumulated_time : r.GetAdjustedCPUTime() / double(calls);
   e["time_unit"] = "us";
   if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
   const std::string metric = metric_key(c.metric());
@@ -305,7 +316,8 @@ json run_entry(const json& base, const std::string& fn, const Run& r, double for
     e["error_occurred"] = true;
     e["error_message"] = r.error_message;
   } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
-    add_throughput(e, r.GetAdjustedRealTime() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+    add_throughput(e, e["real_time"].get<double>() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+    note_peak_clock(e);
   }
   c.annotate(e);
   return e;
@@ -355,7 +367,10 @@ std::vector<json> aggregate_entries(const json& base, const std::string& fn, con
     e["time_unit"] = "us";
     for (const char* k : {"foreign_cpu", "energy_note", "host_peak_rss_bytes", "host_peak_rss_scope"})
       if (its.front().contains(k)) e[k] = its.front()[k];
-    if (k < 2) add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+    if (k < 2) {
+      add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+      note_peak_clock(e);
+    }
     c.annotate(e);
     out.push_back(std::move(e));
   }
@@ -423,7 +438,8 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       const EnergyMark e1 = energy_mark(spec.id.device);
       double iters = 0;
       for (const auto& r : runs)
-        if (r.run_type != benchmark::BenchmarkReporter::Run::RT_Aggregate && !r.error_occurred) iters += double(r.iterations);
+        if (r.run_type != benchmark::BenchmarkReporter::Run::RT_Aggregate && !r.error_occurred)
+          iters += double(r.iterations) * double(std::max(1L, c->calls_per_run()));  // energy per call
       meters = energy_keys(e0, e1, iters, c->work().items);
       if (const auto rss = peak_rss_bytes()) {
         meters["host_peak_rss_bytes"] = *rss;
@@ -847,7 +863,8 @@ int run_suites(const RunOptions& given) {
     try {
       const auto m = measure_gpu_peaks(bench::gpu_index(d));
       context["peaks"]["gpus"][d] = {{"cublas_sgemm_gflops", m.cublas_sgemm_gflops},
-                                     {"cublas_hgemm_tc_gflops", m.cublas_hgemm_tc_gflops}};
+                                     {"cublas_hgemm_tc_gflops", m.cublas_hgemm_tc_gflops},
+                                     {"data", kGpuProbeData}};
     } catch (const std::exception& e) {
       context["peaks"]["gpus"][d] = {{"error", e.what()}};
     }

@@ -177,3 +177,56 @@ TEST(ConvGpu, CudnnRejectsInvalidShape) {
   EXPECT_THROW(cuda::CudnnConv2d(Conv2dShape::make(1, 3, 2, 2, 4, 3, 3), DType::fp32), UsageError);
   EXPECT_THROW(cuda::CudnnConv2d(Conv2dShape::make(2, 3, 8, 8, 4, 3, 3), DType::fp64), Unsupported);
 }
+
+// Under CUDA graph capture a direction's first call (algorithm choice, workspace allocation) is
+// refused before anything is allocated, also when the choice comes from the cache.
+TEST(ConvGpu, CudnnFirstCallUnderCaptureAllocatesNothing) {
+  SKIP_WITHOUT_GPU();
+  const Conv2dShape sh = Conv2dShape::make(2, 3, 32, 32, 128, 5, 5);
+  cuda::DeviceBuffer<float> x(sh.x_size()), w(sh.w_size()), y(sh.y_size());
+  ASSERT_EQ(cudaMemset(x.data(), 0, x.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(w.data(), 0, w.bytes()), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  {
+    cuda::CudnnConv2d first(sh, DType::fp32);
+    first.forward(x.data(), w.data(), nullptr, y.data(), s);  // searches, fills the choice cache
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cuda::CudnnConv2d second(sh, DType::fp32);  // same shape: its first call takes the cached choice
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const std::size_t before = cuda::current_device_bytes();
+    EXPECT_THROW(second.forward(x.data(), w.data(), nullptr, y.data(), s), std::runtime_error);
+    EXPECT_EQ(cuda::current_device_bytes(), before);
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    EXPECT_EQ(second.workspace(cuda::ConvDir::forward), nullptr);
+    second.forward(x.data(), w.data(), nullptr, y.data(), s);  // outside capture it runs
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  }
+  cudaStreamDestroy(s);
+}
+
+// Each direction has its own workspace, which later directions' set-up never moves.
+TEST(ConvGpu, CudnnDirectionsKeepTheirWorkspaces) {
+  SKIP_WITHOUT_GPU();
+  const Conv2dShape sh = Conv2dShape::make(4, 128, 14, 14, 16, 5, 5);  // lecture conv2
+  cuda::DeviceBuffer<float> x(sh.x_size()), w(sh.w_size()), y(sh.y_size()), dw(sh.w_size()), db(sh.k);
+  ASSERT_EQ(cudaMemset(x.data(), 0, x.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(w.data(), 0, w.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y.data(), 0, y.bytes()), cudaSuccess);
+  cuda::CudnnConv2d c(sh, DType::fp32);
+  c.forward(x.data(), w.data(), nullptr, y.data());
+  const void* fwd = c.workspace(cuda::ConvDir::forward);
+  c.backward_data(y.data(), w.data(), x.data());
+  const void* bwd = c.workspace(cuda::ConvDir::backward_data);
+  c.backward_filter(x.data(), y.data(), dw.data(), db.data());
+  const void* flt = c.workspace(cuda::ConvDir::backward_filter);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(c.workspace(cuda::ConvDir::forward), fwd);
+  EXPECT_EQ(c.workspace(cuda::ConvDir::backward_data), bwd);
+  if (fwd && bwd) EXPECT_NE(fwd, bwd);
+  if (fwd && flt) EXPECT_NE(fwd, flt);
+  if (bwd && flt) EXPECT_NE(bwd, flt);
+}

@@ -70,7 +70,7 @@ TEST_P(GpuSgemm, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Impls, GpuSgemm,
                          ::testing::Combine(::testing::Values("cublas", "naive", "coalesced", "smem", "regblock",
-                                                              "warptile"),
+                                                              "warptile", "warptile_lb2"),
                                             kShapes));
 
 TEST(GpuTf32, CublasWithinTf32Tolerance) {
@@ -133,7 +133,7 @@ TEST(GpuGemmOffsetPointers, MisalignedBasePointersFallBack) {
   ASSERT_EQ(cudaMemcpy(da.data() + 1, in.a.data(), in.a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(db.data() + 1, in.b.data(), in.b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   std::vector<float> c(std::size_t(m) * n);
-  for (const char* impl : {"regblock", "warptile"}) {
+  for (const char* impl : {"regblock", "warptile", "warptile_lb2"}) {
     cuda::SgemmImpl which;
     ASSERT_TRUE(cuda::parse_sgemm_impl(impl, &which));
     ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);

@@ -2,7 +2,10 @@
 """PyTorch peer of the lecture suite: Net(hidden_num_chans=128), CrossEntropy, SGD(0.001, 0.9),
 one epoch of synthetic CIFAR-shaped images per repetition, batches gathered on the host and moved
 to the device per step (the lecture's loop). Prints one JSON line per repetition:
-{"torch", "device", "batch", "images", "seconds", "imgs_per_s", "loss"}.
+{"torch", "device", "batch", "images", "seconds", "imgs_per_s", "loss", "math"}. On a CUDA device the
+math is dlbench's: fp32 is plain FP32 (TF32 off for cuDNN and matmul; PyTorch leaves cuDNN's TF32 on
+by default) and cuDNN picks its algorithms by benchmarking (cudnn.benchmark, as dlbench searches
+too); "math" records these settings. The CPU path is untouched ("math" is {} there).
 Exit 3 (one line) when torch does not import; dlbench then records the peer as skipped."""
 import argparse
 import json
@@ -55,6 +58,14 @@ def main() -> int:
         print("torch has no CUDA device")
         return 3
     dev = torch.device(a.device)
+    math = {}
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        math = {"cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark}
     # Every core, as OpenBLAS uses on our side (some builds default to one intra-op thread).
     threads = a.threads or (os.cpu_count() or 1)
     torch.set_num_threads(threads)
@@ -96,7 +107,7 @@ def main() -> int:
         s = time.perf_counter() - t0
         print(json.dumps({"torch": torch.__version__, "device": a.device, "batch": a.batch, "images": a.images,
                           "threads": torch.get_num_threads(), "seconds": s, "imgs_per_s": a.images / s,
-                          "loss": total / max(1, steps)}), flush=True)
+                          "loss": total / max(1, steps), "math": math}), flush=True)
     return 0
 
 

@@ -107,7 +107,11 @@ struct CudnnConv2d::Impl {
   cudnnConvolutionDescriptor_t conv = nullptr;
   Choice choice[3];
   bool have[3] = {false, false, false};
-  Workspace ws;
+  // One workspace per direction, sized once when the direction is first called and never moved
+  // after: a CUDA graph captured from one direction keeps a valid pointer when another direction is
+  // set up later (one shared, growing workspace would be freed and reallocated under it). The cost
+  // is the sum of the three workspaces instead of their maximum.
+  Workspace ws[3];
 
   ~Impl() {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -117,27 +121,29 @@ struct CudnnConv2d::Impl {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
   }
 
-  // Before the first call of a direction: the cached choice, or a search on these buffers.
+  // Before the first call of a direction: the cached choice, or a search on these buffers; either
+  // way the direction's workspace is allocated here, so this must not happen under graph capture
+  // (checked before anything is allocated).
   void ensure(ConvDir dir, cudnnHandle_t h, const void* a0, const void* a1, void* out) {
     const int d = int(dir);
     if (have[d]) return;
-    const CacheKey k{device, key, int(dtype), d};
-    {
-      std::lock_guard<std::mutex> lock(g_cache_mu);
-      auto it = cache().find(k);
-      if (it != cache().end()) {
-        choice[d] = it->second, have[d] = true;
-        ws.reserve(choice[d].workspace);
-        return;
-      }
-    }
     cudaStream_t st = nullptr;
     DLB_CUDNN_CHECK(cudnnGetStream(h, &st));
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     DLB_CUDA_CHECK(cudaStreamIsCapturing(st, &cap));
     if (cap != cudaStreamCaptureStatusNone)
-      throw std::runtime_error("CudnnConv2d: the algorithm search cannot run inside CUDA graph capture; call each "
-                               "direction once before capturing");
+      throw std::runtime_error("CudnnConv2d: a direction's first call (algorithm choice and workspace allocation) "
+                               "cannot run inside CUDA graph capture; call each direction once before capturing");
+    const CacheKey k{device, key, int(dtype), d};
+    {
+      std::lock_guard<std::mutex> lock(g_cache_mu);
+      auto it = cache().find(k);
+      if (it != cache().end()) {
+        ws[d].reserve(it->second.workspace);  // may throw OutOfMemory: the direction stays unset
+        choice[d] = it->second, have[d] = true;
+        return;
+      }
+    }
     DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type(dtype)));
     const std::size_t cap_bytes = search_workspace_cap();
     Choice best;
@@ -212,8 +218,8 @@ struct CudnnConv2d::Impl {
       std::lock_guard<std::mutex> lock(g_cache_mu);
       cache()[k] = best;
     }
+    ws[d].reserve(best.workspace);
     choice[d] = best, have[d] = true;
-    ws.reserve(best.workspace);
   }
 };
 
@@ -256,7 +262,7 @@ void CudnnConv2d::forward(const void* x, const void* w, const void* bias, void* 
   const Choice& c = m.choice[0];
   DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv, c.math));
   const float one = 1.f, zero = 0.f;
-  DLB_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, x, m.w, w, m.conv, cudnnConvolutionFwdAlgo_t(c.algo), m.ws.p,
+  DLB_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, x, m.w, w, m.conv, cudnnConvolutionFwdAlgo_t(c.algo), m.ws[0].p,
                                           c.workspace, &zero, m.y, y));
   if (bias) DLB_CUDNN_CHECK(cudnnAddTensor(h, &one, m.b, bias, &one, m.y, y));
 }
@@ -269,7 +275,7 @@ void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, cudaStr
   DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv, c.math));
   const float one = 1.f, zero = 0.f;
   DLB_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, m.w, w, m.y, dy, m.conv,
-                                               cudnnConvolutionBwdDataAlgo_t(c.algo), m.ws.p, c.workspace, &zero, m.x,
+                                               cudnnConvolutionBwdDataAlgo_t(c.algo), m.ws[1].p, c.workspace, &zero, m.x,
                                                dx));
 }
 
@@ -281,10 +287,12 @@ void CudnnConv2d::backward_filter(const void* x, const void* dy, void* dw, void*
   DLB_CUDNN_CHECK(cudnnSetConvolutionMathType(m.conv, c.math));
   const float one = 1.f, zero = 0.f;
   DLB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, m.x, x, m.y, dy, m.conv,
-                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo), m.ws.p, c.workspace, &zero,
+                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo), m.ws[2].p, c.workspace, &zero,
                                                  m.w, dw));
   if (db) DLB_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, m.y, dy, &zero, m.b, db));
 }
+
+const void* CudnnConv2d::workspace(ConvDir dir) const { return impl_->ws[int(dir)].p; }
 
 std::string CudnnConv2d::algo_name(ConvDir dir) const {
   const int d = int(dir);

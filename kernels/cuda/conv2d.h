@@ -37,6 +37,9 @@ class CudnnConv2d {
   // of the output's scale instead of the direct sum's ~1e-6. 2e-4 admits that and still fails TF32
   // math (~1e-3) used by mistake.
   double tolerance(ConvDir dir) const;
+  // The direction's own workspace (nullptr before its first call or when it needs none): allocated
+  // at the direction's first call, never moved after (CUDA graphs captured from it stay valid).
+  const void* workspace(ConvDir dir) const;
 
  private:
   struct Impl;

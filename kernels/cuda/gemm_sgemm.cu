@@ -133,10 +133,13 @@ __global__ void __launch_bounds__(256) sgemm_forward_regblock(const float* a, co
 // conflicts; A reads are 8 distinct float4 = 128 B, B reads 4 distinct float4). BK = 16, two
 // shared-memory stages: the next tile is fetched into registers while this one is computed, and
 // one barrier per tile. A's shared rows are padded by 4 floats to soften the transposed stores.
+// kMinBlocks is the launch bound's blocks per SM: 1 (impl "warptile") lets ptxas keep the whole
+// prefetch in registers; 2 ("warptile_lb2") caps a thread at 128 registers, which spills on sm_90
+// (ptxas -v, CUDA 13), kept so a GPU run can measure the two side by side.
 constexpr int kWbM = 128, kWbN = 128, kWbK = 16, kWpad = 4;
 constexpr int kWarpM = 64, kWarpN = 32;
-template <bool kVec>
-__global__ void __launch_bounds__(256, 2) sgemm_forward_warptile(const float* a, const float* b, float* c, int m,
+template <bool kVec, int kMinBlocks>
+__global__ void __launch_bounds__(256, kMinBlocks) sgemm_forward_warptile(const float* a, const float* b, float* c, int m,
                                                                  int n, int k) {
   __shared__ __align__(16) float as[2][kWbK][kWbM + kWpad];
   __shared__ __align__(16) float bs[2][kWbK][kWbN];
@@ -215,13 +218,15 @@ const char* sgemm_impl_name(SgemmImpl impl) {
     case SgemmImpl::smem: return "smem";
     case SgemmImpl::regblock: return "regblock";
     case SgemmImpl::warptile: return "warptile";
+    case SgemmImpl::warptile_lb2: return "warptile_lb2";
   }
   return "?";
 }
 
 const std::vector<SgemmImpl>& sgemm_impls() {
   static const std::vector<SgemmImpl> all = {SgemmImpl::naive, SgemmImpl::coalesced, SgemmImpl::smem,
-                                             SgemmImpl::regblock, SgemmImpl::warptile};
+                                             SgemmImpl::regblock, SgemmImpl::warptile,
+                                             SgemmImpl::warptile_lb2};
   return all;
 }
 
@@ -260,8 +265,14 @@ void sgemm_forward(SgemmImpl impl, const float* a, const float* b, float* c, int
     }
     case SgemmImpl::warptile: {
       const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
-      if (vec) sgemm_forward_warptile<true><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      else sgemm_forward_warptile<false><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      if (vec) sgemm_forward_warptile<true, 1><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      else sgemm_forward_warptile<false, 1><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      break;
+    }
+    case SgemmImpl::warptile_lb2: {
+      const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
+      if (vec) sgemm_forward_warptile<true, 2><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
+      else sgemm_forward_warptile<false, 2><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
       break;
     }
   }

@@ -15,7 +15,9 @@ enum class SgemmImpl {
   coalesced,  // same, adjacent threads walk columns (coalesced B reads and C writes)
   smem,       // 32 x 32 shared-memory tiles, one element per thread
   regblock,   // 128 x 128 block, 8 x 8 register tile per thread, float4 loads
-  warptile,   // 128 x 128 block, 64 x 32 warp tiles, 8 x 8 per thread, double-buffered shared memory
+  warptile,   // 128 x 128 block, 64 x 32 warp tiles, 8 x 8 per thread, double-buffered shared memory;
+              // __launch_bounds__(256, 1): no register cap below 255, no spills on sm_80/sm_90
+  warptile_lb2,  // the same kernel under __launch_bounds__(256, 2) (<= 128 registers: spills on sm_90)
 };
 
 const char* sgemm_impl_name(SgemmImpl impl);
