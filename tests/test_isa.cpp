@@ -75,7 +75,10 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
                          Conv2dShape::make(2, 24, 14, 14, 8, 5, 5),
                          // k <= c/4: backward-data as a forward conv with 64 output channels (the
                          // AVX-512 kernel's 32-channel blocks), 3 filter rows (a 1-row remainder)
-                         Conv2dShape::make(2, 64, 9, 9, 16, 3, 3)}) {
+                         Conv2dShape::make(2, 64, 9, 9, 16, 3, 3),
+                         // lecture conv1 layout with K = 48 > 32: at avx512 the wide direct forward
+                         // and the pixels-in-lanes backward-filter, below it im2col
+                         Conv2dShape::make(3, 3, 20, 19, 48, 5, 5)}) {
     std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
     fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
     fill_uniform(b.data(), b.size(), 3), fill_uniform(dy.data(), dy.size(), 4);

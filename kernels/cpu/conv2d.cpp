@@ -339,16 +339,31 @@ bool cpu_has_avx2_fma() { return isa_allows(Isa::avx2); }  // under the DLB_CPU_
 
 constexpr int kDirectMaxK = 32;  // above this, a GEMM per image is deep enough
 
+// With AVX-512 (DLB_CPU_ISA permitting) the direct kernels also beat im2col + sgemm above
+// kDirectMaxK when K is a multiple of 16: 32 channels x 12 pixels per block (forward), 2 filter rows
+// x 5 taps per dy vector (backward-filter). Measured on the lecture's conv1 (K = 128, C = 3): the
+// im2col GEMM is only 75 deep there. (Backward-filter there: use_taps_backward_filter.)
+bool direct_wide_k(const Conv2dShape& sh) { return sh.k % 16 == 0 && isa_allows(Isa::avx512); }
+bool use_taps_backward_filter(const Conv2dShape& sh);
+
 bool use_direct(const Conv2dShape& sh) {
   return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.k % 8 == 0 &&
          sh.k <= kDirectMaxK && sh.c * sh.r * sh.s >= 64 && !is_pointwise(sh) && cpu_has_avx2_fma();
+}
+
+// Backward-filter for wide K and a shallow C*R*S (the lecture's conv1: K = 128, C*R*S = 75), where
+// the per-tap kernel above streams a transposed dy once per 16 channels and tap pair, and im2col's
+// GEMM is only C*R*S wide: pixels in the vector lanes instead (conv2d_backward_filter_pix_avx512).
+bool use_taps_backward_filter(const Conv2dShape& sh) {
+  return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.k % 4 == 0 &&
+         sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) && isa_allows(Isa::avx512);
 }
 
 // The forward kernel also takes padding. any_k: also above kDirectMaxK output channels (the
 // backward-data of a conv with few output channels, run as a forward conv with rotated filters and
 // "full" padding: ~50 GFLOP/s of useful work against ~38 for im2col there).
 bool use_direct_forward(const Conv2dShape& sh, bool any_k = false) {
-  return sh.stride_h == 1 && sh.stride_w == 1 && sh.k % 8 == 0 && (any_k || sh.k <= kDirectMaxK) &&
+  return sh.stride_h == 1 && sh.stride_w == 1 && sh.k % 8 == 0 && (any_k || sh.k <= kDirectMaxK || direct_wide_k(sh)) &&
          sh.c * sh.r * sh.s >= 64 && !is_pointwise(sh) && cpu_has_avx2_fma();
 }
 
@@ -708,8 +723,101 @@ DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, cons
         }
   }
 }
+
+// dW[k][t] for NK output channels k0.. and NT taps t0.. (offsets off[t] into an image: (c*H + r)*W
+// + s), summed over the images and pixels with the pixels in the vector lanes: dy is read as it
+// lies (a row of Q pixels, 16 at a time, the ragged end masked), x at the tap's offset, so neither
+// needs a transpose; per 16 pixels NK + NT loads feed NK*NT FMAs (4 + 6 for 24). The lane sums are
+// reduced once at the end. Adds into dw[(k0 + i)*CRS + t0 + t].
+DLB_AVX512_INLINE float hsum512(__m512 v) {  // (GCC 12's reduce/shuffle intrinsics warn under -Wall)
+  alignas(64) float t[16];
+  _mm512_store_ps(t, v);
+  float s = 0.f;
+  for (float f : t) s += f;
+  return s;
+}
+
+template <int NT>
+DLB_AVX512_INLINE void backward_filter_pix_block512(const Conv2dShape& sh, const float* x, const float* dy,
+                                                    const int* off, int k0, int t0, float* dw) {
+  static_assert(NT >= 1 && NT <= 6, "block: 4 channels x up to 6 taps");
+  // Named accumulators (see forward_direct_block): a<channel>_<tap>.
+#define DLB_PIX_ACC(i) __m512 a##i##_0 = _mm512_setzero_ps(), a##i##_1 = a##i##_0, a##i##_2 = a##i##_0, \
+                              a##i##_3 = a##i##_0, a##i##_4 = a##i##_0, a##i##_5 = a##i##_0;
+  DLB_PIX_ACC(0) DLB_PIX_ACC(1) DLB_PIX_ACC(2) DLB_PIX_ACC(3)
+#undef DLB_PIX_ACC
+  const int K = sh.k, P = sh.p(), Q = sh.q(), W = sh.w, CRS = sh.c * sh.r * sh.s;
+  const std::size_t xi = std::size_t(sh.c) * sh.h * W, PQ = std::size_t(P) * Q;
+  for (int n = 0; n < sh.n; ++n) {
+    const float* xn = x + n * xi;
+    const float* dn = dy + (std::size_t(n) * K + k0) * PQ;
+    for (int p = 0; p < P; ++p)
+      for (int q0 = 0; q0 < Q; q0 += 16) {
+        const __mmask16 m = Q - q0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (Q - q0)) - 1);
+        const float* d = dn + std::size_t(p) * Q + q0;
+        const __m512 g0 = _mm512_maskz_loadu_ps(m, d), g1 = _mm512_maskz_loadu_ps(m, d + PQ),
+                     g2 = _mm512_maskz_loadu_ps(m, d + 2 * PQ), g3 = _mm512_maskz_loadu_ps(m, d + 3 * PQ);
+        const float* xr = xn + std::size_t(p) * W + q0;
+#define DLB_PIX_TAP(t)                                             \
+  if constexpr (NT > t) {                                          \
+    const __m512 xv = _mm512_maskz_loadu_ps(m, xr + off[t]);       \
+    a0_##t = _mm512_fmadd_ps(g0, xv, a0_##t);                      \
+    a1_##t = _mm512_fmadd_ps(g1, xv, a1_##t);                      \
+    a2_##t = _mm512_fmadd_ps(g2, xv, a2_##t);                      \
+    a3_##t = _mm512_fmadd_ps(g3, xv, a3_##t);                      \
+  }
+        DLB_PIX_TAP(0) DLB_PIX_TAP(1) DLB_PIX_TAP(2) DLB_PIX_TAP(3) DLB_PIX_TAP(4) DLB_PIX_TAP(5)
+#undef DLB_PIX_TAP
+      }
+  }
+  const __m512 acc[4][6] = {{a0_0, a0_1, a0_2, a0_3, a0_4, a0_5}, {a1_0, a1_1, a1_2, a1_3, a1_4, a1_5},
+                            {a2_0, a2_1, a2_2, a2_3, a2_4, a2_5}, {a3_0, a3_1, a3_2, a3_3, a3_4, a3_5}};
+  for (int i = 0; i < 4; ++i)
+    for (int t = 0; t < NT; ++t) dw[std::size_t(k0 + i) * CRS + t0 + t] += hsum512(acc[i][t]);
+}
+
+DLB_AVX512_T void backward_filter_pix_run512(int nt, const Conv2dShape& sh, const float* x, const float* dy,
+                                             const int* off, int k0, int t0, float* dw) {
+  switch (nt) {
+    case 1: return backward_filter_pix_block512<1>(sh, x, dy, off, k0, t0, dw);
+    case 2: return backward_filter_pix_block512<2>(sh, x, dy, off, k0, t0, dw);
+    case 3: return backward_filter_pix_block512<3>(sh, x, dy, off, k0, t0, dw);
+    case 4: return backward_filter_pix_block512<4>(sh, x, dy, off, k0, t0, dw);
+    case 5: return backward_filter_pix_block512<5>(sh, x, dy, off, k0, t0, dw);
+    default: return backward_filter_pix_block512<6>(sh, x, dy, off, k0, t0, dw);
+  }
+}
+
+// dw (KCRS) and db over the images of `sh` (overwritten); K a multiple of 4, stride 1, no padding.
+// Images in groups of kPixGroup; in a group, blocks of 4 channels x 6 taps each sum the group's
+// pixels: a block's 4 channels of dy and the group's images stay in L1/L2 across the tap blocks.
+constexpr int kPixGroup = 2;
+void conv2d_backward_filter_pix_avx512(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
+  const int K = sh.k, C = sh.c, R = sh.r, S = sh.s, H = sh.h, W = sh.w, CRS = C * R * S;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(C) * H * W;
+  std::vector<int> off(static_cast<std::size_t>(CRS));
+  for (int c = 0, t = 0; c < C; ++c)
+    for (int r = 0; r < R; ++r)
+      for (int s = 0; s < S; ++s) off[t++] = (c * H + r) * W + s;
+  std::fill(dw, dw + sh.w_size(), 0.f);
+  for (int n0 = 0; n0 < sh.n; n0 += kPixGroup) {
+    Conv2dShape g = sh;
+    g.n = std::min(kPixGroup, sh.n - n0);
+    const float* xg = x + n0 * xi;
+    const float* dg = dy + std::size_t(n0) * K * PQ;
+    for (int k0 = 0; k0 < K; k0 += 4)
+      for (int t0 = 0; t0 < CRS; t0 += 6)
+        backward_filter_pix_run512(std::min(6, CRS - t0), g, xg, dg, off.data() + t0, k0, t0, dw);
+  }
+  if (db) {
+    std::fill(db, db + K, 0.f);
+    for (int n = 0; n < sh.n; ++n)
+      for (int k = 0; k < K; ++k) db[k] += sum(dy + (std::size_t(n) * K + k) * PQ, PQ);
+  }
+}
 #else
 bool use_direct(const Conv2dShape&) { return false; }
+bool use_taps_backward_filter(const Conv2dShape&) { return false; }
 #endif
 
 // ---- one thread: the images of `sh` (a part of the batch) in chunks ----
@@ -861,6 +969,7 @@ void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* 
     ensure(ws, sh.y_size());
     return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ws.data());
   }
+  if (use_taps_backward_filter(sh)) return conv2d_backward_filter_pix_avx512(sh, x, dy, dw, db);
 #endif
   const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
   if (db) std::fill(db, db + K, 0.f);
