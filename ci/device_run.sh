@@ -15,10 +15,10 @@
 #   check         90  ldd of every bundled binary, `dlbench info` (+ --json), test_lazy_libs: every
 #                     lazily loaded cuBLAS/cuDNN/NCCL symbol resolves from the libraries found here
 #   tests        360  every test_*_gpu binary, one after the other (never concurrently), gtest JSON
-#   sanitize     420  compute-sanitizer memcheck + racecheck over the small-shape kernel tests
-#                     (test_matmul_gpu without GpuGemmLarge's 9 GB case, test_conv_gpu); DLB_SANITIZE
-#                     replaces the list ("tool:binary:gtest_filter ...")
-#   ncu          300  one Nsight Compute profile each of warptile (fp32) and mma (bf16) at n=4096
+#   sanitize     300  compute-sanitizer memcheck + racecheck over the small-shape kernel tests:
+#                     test_matmul_gpu (not GpuGemmLarge's 9 GB case), the implicit-GEMM conv, then
+#                     memcheck of test_train_gpu; DLB_SANITIZE replaces the list ("tool:binary:filter ...")
+#   ncu          180  one Nsight Compute profile each of warptile (fp32) and mma (bf16) at n=4096
 #                     (DLB_NCU_SIZE), --clock-control none, sections SpeedOfLight, Occupancy,
 #                     MemoryWorkloadAnalysis, WarpStateStats, LaunchStats
 #   matmul       240  --quick: 128, 512 and one DeepBench shape; every impl and dtype vs cuBLAS
@@ -34,8 +34,8 @@
 #   amp-full     480  --batch 64,256, every model and dtype
 #   train-full   480  the full sweep
 # Calls (the GPU session's plan, ci/README.md; each fits one 10-minute device call):
-#   call-a = env check tests          call-b = matmul-full conv
-#   call-c = sanitize ncu             call-d = train lecture transfer amp
+#   call-a = env check tests          call-b = conv matmul-full
+#   call-c = ncu sanitize             call-d = train lecture transfer amp
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
@@ -59,10 +59,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-declare -A LIMIT=([env]=60 [check]=90 [tests]=360 [sanitize]=420 [ncu]=300
+declare -A LIMIT=([env]=60 [check]=90 [tests]=360 [sanitize]=300 [ncu]=180
   [matmul]=240 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180
   [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
-declare -A CALL=([call-a]="env check tests" [call-b]="matmul-full conv" [call-c]="sanitize ncu"
+declare -A CALL=([call-a]="env check tests" [call-b]="conv matmul-full" [call-c]="ncu sanitize"
   [call-d]="train lecture transfer amp")
 ORDER="env check tests sanitize ncu matmul conv transfer lecture amp train matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
@@ -379,7 +379,8 @@ step_sanitize() {
     return 1
   fi
   mkdir -p "$work/sanitize"
-  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:-GpuGemmLarge.*:*OutOfMemory* memcheck:test_conv_gpu:* racecheck:test_matmul_gpu:*GpuSgemm.*:*GpuHalf.*:GpuGemmOffsetPointers.*-*OutOfMemory* racecheck:test_conv_gpu:ConvGpu.ImplicitGemm*"}
+  # Our kernels first (cuBLAS/cuDNN under the sanitizers are slow); the trainer's kernels last.
+  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:-GpuGemmLarge.*:*OutOfMemory* racecheck:test_matmul_gpu:*GpuSgemm.*:*GpuHalf.*-*OutOfMemory* memcheck:test_conv_gpu:ConvGpu.ImplicitGemm* racecheck:test_conv_gpu:ConvGpu.ImplicitGemm* memcheck:test_train_gpu:*"}
   local -a specs; read -r -a specs <<<"$list"  # (read: no pathname expansion of the filters)
   for spec in "${specs[@]}"; do
     tool=${spec%%:*}; spec=${spec#*:}; b=${spec%%:*}; filter=${spec#*:}
@@ -389,7 +390,7 @@ step_sanitize() {
     local r=$? one
     one=$(facts sanitizer "$f" 2>/dev/null) || rc=1
     [ $r = 0 ] || rc=1
-    parts+="${parts:+, }$b ${one} (exit $r)"
+    parts+="${parts:+; }$tool $b: ${one} (exit $r)"
     tail -5 "$f" >>"$log"
   done
   FACTS=$parts
