@@ -45,6 +45,7 @@
 #                    CPU, as tests/device_dry_run.sh uses it)
 #   DLB_TORCH_PYTHON the venv python with PyTorch (default /opt/torch/.venv/bin/python3); it becomes
 #                    DLBENCH_PYTHON and DLBENCH_PEER_PYTHON unless those are set
+#   DLB_RUN_TIMEOUT  seconds for one gpu test binary or one sanitizer run (default 180)
 #   DLB_CALL_BUDGET  seconds for the whole call (default 540: the device tool stops a command at 600);
 #                    each step gets min(its limit, what is left - 35 s); a step with < 10 s left is NOT RUN
 #   DLB_DRY_RUN      1: no GPU here, GPU skips are expected (suites only check their flags with --list,
@@ -96,6 +97,7 @@ for s in "${steps[@]}"; do
   LIMIT[$s]=$(int_env "$v" "${LIMIT[$s]}" 10 86400) || exit 2
 done
 ncu_n=$(int_env DLB_NCU_SIZE 4096 64 16384) || exit 2
+run_cap=$(int_env DLB_RUN_TIMEOUT 180 10 86400) || exit 2
 dev=${DLB_DEVICE:-cuda:0}
 [[ "$dev" =~ ^(cuda(:[0-9]+)?|cpu)$ ]] || usage "DLB_DEVICE=$dev: expected cuda, cuda:N or cpu"
 
@@ -258,6 +260,7 @@ STEP_TIMED_OUT=0
 run_cmd() {  # run_cmd LOG CMD...: in the background under the step's deadline (so traps stay live)
   local log=$1; shift
   local left=$((step_deadline - SECONDS))
+  [ -n "${RUN_CAP:-}" ] && [ "$RUN_CAP" -lt "$left" ] && left=$RUN_CAP  # one binary must not starve the rest
   if [ $left -le 0 ]; then echo "+ (no time left in the step) $*" >>"$log"; STEP_TIMED_OUT=1; return 124; fi
   echo "+ $*" >>"$log"
   timeout -k 30 "$left" "$@" >>"$log" 2>&1 </dev/null &
@@ -265,7 +268,10 @@ run_cmd() {  # run_cmd LOG CMD...: in the background under the step's deadline (
   wait "$cur_pid"
   local rc=$?
   cur_pid=""
-  if [ $rc = 124 ] || [ $rc = 137 ] || { [ $rc != 0 ] && [ $SECONDS -ge $step_deadline ]; }; then STEP_TIMED_OUT=1; fi
+  if [ $rc = 124 ] || [ $rc = 137 ] || { [ $rc != 0 ] && [ $SECONDS -ge $step_deadline ]; }; then
+    STEP_TIMED_OUT=1 STEP_LIMIT_HIT=$left
+    echo "+ stopped at its limit of $left s" >>"$log"
+  fi
   echo "+ exit $rc" >>"$log"
   return $rc
 }
@@ -358,7 +364,7 @@ step_check() {
 }
 
 step_tests() {
-  local log=$1 t n
+  local log=$1 t n RUN_CAP=$run_cap
   mkdir -p "$work/tests"
   : >"$work/tests/rc.txt"
   for t in "$bin"/test_*_gpu; do
@@ -372,7 +378,7 @@ step_tests() {
 }
 
 step_sanitize() {
-  local log=$1 cs rc=0 spec tool b filter n=0 parts=""
+  local log=$1 cs rc=0 spec tool b filter n=0 parts="" RUN_CAP=$run_cap
   if ! cs=$(find_tool compute-sanitizer); then
     FACTS="compute-sanitizer not found"
     [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
@@ -482,7 +488,7 @@ for s in "${steps[@]}"; do
   log="$work/logs/$(printf %02d $i)-$s.log"
   : >"$log"
   echo "=== $s (limit $lim s): log $name/logs/$(basename "$log")"
-  step_t0=$SECONDS step_deadline=$((SECONDS + lim)) STEP_TIMED_OUT=0 FACTS="" cur_step=$s
+  step_t0=$SECONDS step_deadline=$((SECONDS + lim)) STEP_TIMED_OUT=0 STEP_LIMIT_HIT=$lim FACTS="" cur_step=$s
   case "$s" in
     env|check|tests|sanitize|ncu) "step_$s" "$log" ;;
     *) step_suite "$log" "$s" ;;
@@ -490,7 +496,7 @@ for s in "${steps[@]}"; do
   rc=$?
   cur_step=""
   secs=$((SECONDS - step_t0))
-  if [ $STEP_TIMED_OUT = 1 ]; then result=TIMEOUT; FACTS="stopped at its limit of $lim s; $FACTS"
+  if [ $STEP_TIMED_OUT = 1 ]; then result=TIMEOUT; FACTS="stopped at its limit of $STEP_LIMIT_HIT s; $FACTS"
   elif [ $rc = 0 ]; then result=ok
   elif [ $rc = 77 ]; then result=SKIP; rc=0
   else result=FAIL
