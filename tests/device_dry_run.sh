@@ -4,7 +4,7 @@
 # passes); ci/device_run.sh from that archive, as the device tool runs it: the dry run of every call
 # (A-D) exits 0 with every library resolved, every gpu test SKIPPED and every suite's flags accepted,
 # leaves exactly 2 files in $OUT and prints summary.txt last; forced GPU mode (DLB_DRY_RUN=0) turns
-# those skips into failures; a step past its limit is TIMEOUT, the next one NOT RUN when the call's
+# those skips into failures, as it does an unavailable PyTorch peer; a step past its limit is TIMEOUT, the next one NOT RUN when the call's
 # budget is spent, and a SIGTERM to the script still leaves both files. CUDA builds only (exit 77).
 set -u
 src=$1 build=$2 out=$3
@@ -68,6 +68,12 @@ run_dev gpu DLB_DRY_RUN=0 -- tests; rc=$?
 [ $rc = 1 ] && ok "forced GPU mode: exit 1" || fail "forced GPU mode: exit $rc"
 two_files gpu
 has gpu '^tests +FAIL .*SKIPPED on a GPU machine'
+
+# 4b. The PyTorch peer unavailable on a "GPU machine" (the suite rehearsed on the CPU): a FAIL that says so.
+run_dev peer DLB_DRY_RUN=0 DLB_DEVICE=cpu DLB_TORCH_PYTHON=/nonexistent DLBENCH_PEER_PYTHON=/nonexistent/python3 \
+  DLB_ARGS_LECTURE="--images 64 --batch 64 --repetitions 1" -- lecture; rc=$?
+[ $rc = 1 ] && ok "peer unavailable: exit 1" || fail "peer unavailable: exit $rc"
+has peer '^lecture +FAIL .*PEER UNAVAILABLE'
 
 # 5. A step past its limit: TIMEOUT; the call's budget then spent: NOT RUN; results so far kept.
 run_dev budget DLB_DRY_RUN=0 DLB_DEVICE=cpu DLB_CALL_BUDGET=60 DLB_TIMEOUT_MATMUL_FULL=20 -- matmul-full transfer; rc=$?
