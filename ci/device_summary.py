@@ -60,8 +60,16 @@ def gtest(d, mode):
             with open(p) as f:
                 j = json.load(f)
         except (OSError, ValueError):
-            # No report: the binary crashed, was killed by its timeout or never started.
-            broken.append(f"{name} (exit {rc}, no report)")
+            # No report: the binary crashed, was killed by its timeout or never started. Its log's
+            # last "[ RUN      ]" names the test it was in.
+            last = ""
+            try:
+                with open(os.path.join(d, name + ".log"), errors="replace") as f:
+                    runs = [ln.split("]", 1)[1].strip() for ln in f if ln.startswith("[ RUN      ]")]
+                last = f", in {runs[-1]}" if runs else ""
+            except OSError:
+                pass
+            broken.append(f"{name} (exit {rc}, no report{last})")
             continue
         for suite in j.get("testsuites", []):
             for t in suite.get("testsuite", []):
