@@ -4,11 +4,16 @@
 # passes); ci/device_run.sh from that archive, as the device tool runs it: the dry run of every call
 # (A-D) exits 0 with every library resolved, every gpu test SKIPPED and every suite's flags accepted,
 # leaves exactly 2 files in $OUT and prints summary.txt last; forced GPU mode (DLB_DRY_RUN=0) turns
-# those skips into failures, as it does an unavailable PyTorch peer; a step past its limit is TIMEOUT, the next one NOT RUN when the call's
-# budget is spent, and a SIGTERM to the script still leaves both files. CUDA builds only (exit 77).
+# those skips into failures, as it does an unavailable PyTorch peer; a step past its limit is
+# TIMEOUT, the next one NOT RUN when the call's budget is spent, and a SIGTERM to the script still
+# leaves both files. CUDA builds on machines
+# without a GPU driver only (else exit 77).
 set -u
 src=$1 build=$2 out=$3
 if ! compgen -G "$build/bin/test_*_gpu" >/dev/null; then echo "skipped: no gpu test binaries in $build/bin (CPU-only build)"; exit 77; fi
+if command -v nvidia-smi >/dev/null 2>&1 || [ -e /dev/nvidiactl ]; then
+  echo "skipped: a GPU driver is here (the GPU job runs the real calls; this rehearses them without one)"; exit 77
+fi
 rm -rf "$out" && mkdir -p "$out"
 bad=0
 fail() { echo "FAIL: $*"; bad=$((bad + 1)); }
