@@ -6,8 +6,7 @@
 # leaves exactly 2 files in $OUT and prints summary.txt last; forced GPU mode (DLB_DRY_RUN=0) turns
 # those skips into failures, as it does an unavailable PyTorch peer; a step past its limit is
 # TIMEOUT, the next one NOT RUN when the call's budget is spent, and a SIGTERM to the script still
-# leaves both files. CUDA builds on machines
-# without a GPU driver only (else exit 77).
+# leaves both files. CUDA builds on machines without a GPU driver only (else exit 77).
 set -u
 src=$1 build=$2 out=$3
 if ! compgen -G "$build/bin/test_*_gpu" >/dev/null; then echo "skipped: no gpu test binaries in $build/bin (CPU-only build)"; exit 77; fi
