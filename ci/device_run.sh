@@ -39,7 +39,8 @@
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
-#   BUNDLE           .devbundle (dlbench-bundle.tar.xz is unpacked into $TMPDIR; a folder with bin/ is used as is)
+#   BUNDLE           .devbundle (its dlbench-bundle.tar.xz is unpacked into $TMPDIR for the call; a
+#                    folder with bin/ is used as is)
 #   OUT              where the two files go (default ./device-out)
 #   DLB_DEVICE       the GPU for the suites (default cuda:0; cpu: a rehearsal of the suite steps on the
 #                    CPU, as tests/device_dry_run.sh uses it)
@@ -187,17 +188,14 @@ trap on_signal INT TERM HUP
 bundle=${BUNDLE:-.devbundle}
 if [ -x "$bundle/bin/dlbench" ]; then
   bdir=$(cd "$bundle" && pwd)
-elif [ -f "$bundle/dlbench-bundle.tar.xz" ]; then
-  key=$(cksum <"$bundle/dlbench-bundle.tar.xz" | cut -d' ' -f1)
-  bdir="${TMPDIR:-/tmp}/dlbench-bundle-$key"
-  if [ ! -f "$bdir/.complete" ]; then
-    rm -rf "$bdir" && mkdir -p "$bdir"
-    if command -v xz >/dev/null 2>&1; then
-      tar -C "$bdir" -xJf "$bundle/dlbench-bundle.tar.xz"
-    else  # no xz binary: Python's tarfile reads it
-      python3 -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); t.extractall(sys.argv[2], **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))' \
-        "$bundle/dlbench-bundle.tar.xz" "$bdir"
-    fi && touch "$bdir/.complete"
+elif [ -f "$bundle/dlbench-bundle.tar.xz" ]; then  # unpacked for this call only (~2 s), removed at exit
+  bdir="$workroot/bundle"
+  mkdir -p "$bdir"
+  if command -v xz >/dev/null 2>&1; then
+    tar -C "$bdir" -xJf "$bundle/dlbench-bundle.tar.xz"
+  else  # no xz binary: Python's tarfile reads it
+    python3 -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); t.extractall(sys.argv[2], **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))' \
+      "$bundle/dlbench-bundle.tar.xz" "$bdir"
   fi
 else
   echo "device_run: no bundle: $bundle/dlbench-bundle.tar.xz (make it with ci/device_bundle.sh and carry $bundle)" >&2
