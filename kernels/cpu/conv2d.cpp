@@ -729,13 +729,10 @@ DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, cons
 // lies (a row of Q pixels, 16 at a time, the ragged end masked), x at the tap's offset, so neither
 // needs a transpose; per 16 pixels NK + NT loads feed NK*NT FMAs (4 + 6 for 24). The lane sums are
 // reduced once at the end. Adds into dw[(k0 + i)*CRS + t0 + t].
-DLB_AVX512_INLINE float hsum512(__m512 v) {  // (GCC 12's reduce/shuffle intrinsics warn under -Wall)
-  alignas(64) float t[16];
-  _mm512_store_ps(t, v);
-  float s = 0.f;
-  for (float f : t) s += f;
-  return s;
-}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's reduce intrinsic (_mm256_undefined_ps inside)
+DLB_AVX512_INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+#pragma GCC diagnostic pop
 
 template <int NT>
 DLB_AVX512_INLINE void backward_filter_pix_block512(const Conv2dShape& sh, const float* x, const float* dy,
@@ -751,24 +748,36 @@ DLB_AVX512_INLINE void backward_filter_pix_block512(const Conv2dShape& sh, const
   for (int n = 0; n < sh.n; ++n) {
     const float* xn = x + n * xi;
     const float* dn = dy + (std::size_t(n) * K + k0) * PQ;
-    for (int p = 0; p < P; ++p)
-      for (int q0 = 0; q0 < Q; q0 += 16) {
-        const __mmask16 m = Q - q0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (Q - q0)) - 1);
-        const float* d = dn + std::size_t(p) * Q + q0;
-        const __m512 g0 = _mm512_maskz_loadu_ps(m, d), g1 = _mm512_maskz_loadu_ps(m, d + PQ),
-                     g2 = _mm512_maskz_loadu_ps(m, d + 2 * PQ), g3 = _mm512_maskz_loadu_ps(m, d + 3 * PQ);
-        const float* xr = xn + std::size_t(p) * W + q0;
-#define DLB_PIX_TAP(t)                                             \
+    for (int p = 0; p < P; ++p) {
+      const float* d = dn + std::size_t(p) * Q;
+      const float* xr = xn + std::size_t(p) * W;
+      // Full steps load as they are; the ragged end of the row loads under a mask (zeros beyond it:
+      // x there may be anything, even inf, and 0 * inf would not be 0).
+#define DLB_PIX_TAP(t, LOAD)                                       \
   if constexpr (NT > t) {                                          \
-    const __m512 xv = _mm512_maskz_loadu_ps(m, xr + off[t]);       \
+    const __m512 xv = LOAD(xr + q0 + off[t]);                      \
     a0_##t = _mm512_fmadd_ps(g0, xv, a0_##t);                      \
     a1_##t = _mm512_fmadd_ps(g1, xv, a1_##t);                      \
     a2_##t = _mm512_fmadd_ps(g2, xv, a2_##t);                      \
     a3_##t = _mm512_fmadd_ps(g3, xv, a3_##t);                      \
   }
-        DLB_PIX_TAP(0) DLB_PIX_TAP(1) DLB_PIX_TAP(2) DLB_PIX_TAP(3) DLB_PIX_TAP(4) DLB_PIX_TAP(5)
-#undef DLB_PIX_TAP
+#define DLB_PIX_STEP(LOAD)                                                                                  \
+  {                                                                                                        \
+    const __m512 g0 = LOAD(d + q0), g1 = LOAD(d + q0 + PQ), g2 = LOAD(d + q0 + 2 * PQ), g3 = LOAD(d + q0 + 3 * PQ); \
+    DLB_PIX_TAP(0, LOAD) DLB_PIX_TAP(1, LOAD) DLB_PIX_TAP(2, LOAD) DLB_PIX_TAP(3, LOAD) DLB_PIX_TAP(4, LOAD)    \
+    DLB_PIX_TAP(5, LOAD)                                                                                   \
+  }
+      int q0 = 0;
+      for (; q0 + 16 <= Q; q0 += 16) DLB_PIX_STEP(_mm512_loadu_ps)
+      if (q0 < Q) {
+        const __mmask16 m = __mmask16((1u << (Q - q0)) - 1);
+#define DLB_MASKED_LOAD(ptr) _mm512_maskz_loadu_ps(m, ptr)
+        DLB_PIX_STEP(DLB_MASKED_LOAD)
+#undef DLB_MASKED_LOAD
       }
+#undef DLB_PIX_STEP
+#undef DLB_PIX_TAP
+    }
   }
   const __m512 acc[4][6] = {{a0_0, a0_1, a0_2, a0_3, a0_4, a0_5}, {a1_0, a1_1, a1_2, a1_3, a1_4, a1_5},
                             {a2_0, a2_1, a2_2, a2_3, a2_4, a2_5}, {a3_0, a3_1, a3_2, a3_3, a3_4, a3_5}};
