@@ -729,10 +729,14 @@ DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, cons
 // lies (a row of Q pixels, 16 at a time, the ragged end masked), x at the tap's offset, so neither
 // needs a transpose; per 16 pixels NK + NT loads feed NK*NT FMAs (4 + 6 for 24). The lane sums are
 // reduced once at the end. Adds into dw[(k0 + i)*CRS + t0 + t].
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's reduce intrinsic (_mm256_undefined_ps inside)
+#endif
 DLB_AVX512_INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 template <int NT>
 DLB_AVX512_INLINE void backward_filter_pix_block512(const Conv2dShape& sh, const float* x, const float* dy,
