@@ -87,6 +87,7 @@ struct SuiteOptions {
   bool quick = false;
   std::vector<std::string> devices;  // "cpu", "cuda:0", ... (only devices that exist)
   json extra = json::object();       // free-form flags: "input", "cuda_graph", "peer", ...
+  int repetitions = 0;               // the user's --repetitions (0: not given)
 };
 
 struct Suite {

@@ -332,7 +332,7 @@ class PeerCase final : public Case {
     CheckResult r = judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
     return r;
   }
-  double run() override { return secs_[next_++ % secs_.size()]; }
+  double run() override { return secs_[next_++ % secs_.size()]; }  // (as many as asked: see expand)
   bool manual_time() const override { return true; }
   long iterations() const override { return 1; }
   int repetitions() const override { return int(secs_.empty() ? reps_ : secs_.size()); }
@@ -510,7 +510,9 @@ Suite lecture_suite() {
           if (with_peer) {
             CaseId id{"lecture", "train", dev, "fp32", {}};
             id.with("model", "net128").with("impl", "pytorch").with("batch", b).with("images", images);
-            const int reps = o.quick ? 2 : 1;
+            // As many epochs as our cases get: the peer's median is over as many real measurements
+            // (run in one go in its setup; a single epoch repeated would look noiseless).
+            const int reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 1;
             cases.push_back({id, [=] { return std::make_unique<PeerCase>(dev, int(b), std::size_t(images), reps); }});
           }
         }

@@ -768,6 +768,7 @@ int run_suites(const RunOptions& given) {
     so.quick = opts.quick;
     so.devices = devices;
     so.extra = opts.extra;
+    so.repetitions = opts.repetitions;
     for (auto& c : s->expand(so)) {
       ++expanded;
       if (opts.filter.empty() || std::regex_search(c.id.name(), filter)) cases.emplace_back(name, std::move(c));
