@@ -333,6 +333,7 @@ class PeerCase final : public Case {
     return r;
   }
   double run() override { return secs_[next_++ % secs_.size()]; }  // (as many as asked: see expand)
+  bool fixed_repetitions() const override { return true; }
   bool manual_time() const override { return true; }
   long iterations() const override { return 1; }
   int repetitions() const override { return int(secs_.empty() ? reps_ : secs_.size()); }

@@ -431,7 +431,7 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       EnergyMark e0 = energy_mark(spec.id.device);
       auto runs = time_it(r0);
       // Noise-aware: a noisy first pass is redone once with twice the repetitions.
-      if (policy.retry_noisy && r0 > 1 && r0 < 20 && cv_of_iterations(runs) > policy.max_cv) {
+      if (policy.retry_noisy && r0 > 1 && r0 < 20 && !c->fixed_repetitions() && cv_of_iterations(runs) > policy.max_cv) {
         e0 = energy_mark(spec.id.device);
         runs = time_it(std::min(20, 2 * r0));
       }
@@ -584,7 +584,8 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
   // Noise-aware: a case whose repetitions vary more than max_cv gets as many again (at most 20).
   if (policy.retry_noisy) {
     for (auto& s : slots)
-      if (s.timing && s.want > 1 && s.want < 20 && cv_of_iterations(s.runs) > policy.max_cv) s.want = std::min(20, 2 * s.want);
+      if (s.timing && s.want > 1 && s.want < 20 && !s.c->fixed_repetitions() && cv_of_iterations(s.runs) > policy.max_cv)
+        s.want = std::min(20, 2 * s.want);
     for (int k = rounds; k < 20; ++k) {
       if (!round([k](const Slot& s) { return s.want > k; })) break;
     }
