@@ -224,6 +224,7 @@ float AmpTrainer::step(const Batch& b) {
       }
     }
 
+  blocked_fwd_.assign(L, 0);
   // Forward. t = dtype of the current activation.
   std::vector<DType> in_t(L + 1, DType::fp32);
   std::memcpy(input_.data(), b.x, input_.size() * sizeof(float));
@@ -240,6 +241,23 @@ float AmpTrainer::step(const Batch& b) {
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
     if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
     in_t[i] = lower ? dtype_ : t;
+    // bf16 compute, Conv2d -> ReLU -> MaxPool2d(2): the pool reads the conv's bf16 output in
+    // oneDNN's own layout (no reorder to fp32 NCHW, half the bytes read); the conv's fp32 output is
+    // not materialized (its backward does not read it). Same values as the path below.
+    if (lower && bf16_compute_active() && i + 2 < L && fused_[i + 1] && sh[i + 1].c % 16 == 0)
+      if (auto* conv = dynamic_cast<Conv2d*>(layers[i])) {
+        auto* pool = static_cast<MaxPool2d*>(layers[i + 2]);
+        blocked_.resize(sh[i + 1].size());
+        if (pool->k == 2 && conv->forward_bf16_nchw16c(sh[i], cur, blocked_.data())) {
+          pool->forward_relu_nchw16c_bf16(sh[i + 1], blocked_.data(), acts_[i + 2].data());
+          blocked_fwd_[i] = 1;
+          t = dtype_;
+          in_t[i + 1] = in_t[i + 2] = t;
+          cur = acts_[i + 2].data();
+          i += 2;
+          continue;
+        }
+      }
     layers[i]->forward(sh[i], cur, acts_[i].data());
     if (lower) t = dtype_ == DType::tf32 ? DType::fp32 : dtype_;  // tf32: fp32 out
     else if (kinds_[i] == int(CastKind::fp32)) t = DType::fp32;
@@ -263,6 +281,24 @@ float AmpTrainer::step(const Batch& b) {
     if (i + 1 == L && half_like(in_t[L]) && in_t[L] != DType::tf32) round_to(in_t[L], dy, ny);
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
     if (lower && dtype_ == DType::tf32) round_to(DType::tf32, dy, ny);  // tensor cores read dy as tf32
+    // MaxPool2d + ReLU after a bf16 Conv2d that wrote nChw16c: the pool's dx goes to the conv in that
+    // layout (bf16, no reorder of dy), then the conv's backward; the roundings as below.
+    if (i >= 2 && fused_[i - 1] && blocked_fwd_[i - 2]) {
+      const std::size_t c = i - 2;
+      auto* conv = static_cast<Conv2d*>(layers[c]);
+      float* dx = c == 0 ? nullptr : grads_[c].data();
+      if (conv->backward_takes_nchw16c(sh[c], dx != nullptr)) {
+        static_cast<MaxPool2d*>(layers[i])->backward_relu_nchw16c_bf16(sh[i - 1], acts_[i].data(), dy, blocked_.data());
+        const float* xin = c == 0 ? input_.data() : acts_[c - 1].data();
+        if (!conv->backward_bf16_nchw16c(sh[c], xin, blocked_.data(), dx))
+          throw std::logic_error("AmpTrainer: conv backward refused the nChw16c dy it accepted");
+        const DType gt = in_t[c] == DType::tf32 ? DType::fp32 : in_t[c];
+        if (dx && half_like(gt)) round_to(gt, dx, sh[c].size());
+        for (Param* p : layers[c]->params()) round_to(dtype_, p->grad.data(), p->grad.size());
+        i = c;
+        continue;
+      }
+    }
     if (i > 1 && fused_[i - 1]) {  // MaxPool2d + the ReLU before it: dx straight to the ReLU's input
       static_cast<MaxPool2d*>(layers[i])->backward_relu(sh[i - 1], acts_[i].data(), dy, grads_[i - 1].data());
       --i;

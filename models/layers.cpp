@@ -175,6 +175,25 @@ void Conv2d::forward(const Shape& in, const float* x, float* y) {
   cpu::conv2d_forward_im2col(conv_shape(in), x, weight.value.data(), bias.value.data(), y, ws_);
 }
 
+bool Conv2d::forward_bf16_nchw16c(const Shape& in, const float* x, std::uint16_t* y16) {
+  return t_bf16 && cpu::onednn::conv2d_forward_bf16_nchw16c(conv_shape(in), x, weight.value.data(), bias.value.data(), y16);
+}
+
+bool Conv2d::backward_takes_nchw16c(const Shape& in, bool dx) const {
+  return t_bf16 && cpu::onednn::conv2d_backward_reads_nchw16c_dy(conv_shape(in), true, dx);
+}
+
+bool Conv2d::backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx) {
+  if (!t_bf16) return false;
+  dw_tmp_.resize(weight.size() + bias.size());
+  if (!cpu::onednn::conv2d_backward_bf16_nchw16c_dy(conv_shape(in), x, weight.value.data(), dy16, dw_tmp_.data(),
+                                                    dw_tmp_.data() + weight.size(), dx))
+    return false;
+  add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
+  add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
+  return true;
+}
+
 void Conv2d::backward(const Shape& in, const float* x, const float*, const float* dy, float* dx) {
   const Conv2dShape s = conv_shape(in);
   dw_tmp_.resize(weight.size() + bias.size());
@@ -410,6 +429,15 @@ void MaxPool2d::forward_relu(const Shape& in, const float* x, float* y) {
   const Shape o = out_shape(in);
   arg_.resize(o.size());
   cpu::maxpool2d_relu_forward(x, y, arg_.data(), in.n, in.c, in.h, in.w, k);
+}
+void MaxPool2d::forward_relu_nchw16c_bf16(const Shape& in, const std::uint16_t* x16, float* y) {
+  if (k != 2 || in.c % 16 != 0) throw std::invalid_argument("forward_relu_nchw16c_bf16: k 2 and channels % 16 only");
+  arg_.resize(out_shape(in).size());
+  cpu::maxpool2x2_relu_forward_nchw16c_bf16(x16, y, arg_.data(), in.n, in.c, in.h, in.w);
+}
+void MaxPool2d::backward_relu_nchw16c_bf16(const Shape& in, const float* y, const float* dy, std::uint16_t* dx16) {
+  if (k != 2 || in.c % 16 != 0) throw std::invalid_argument("backward_relu_nchw16c_bf16: k 2 and channels % 16 only");
+  cpu::maxpool2x2_relu_backward_nchw16c_bf16(dy, y, arg_.data(), dx16, in.n, in.c, in.h, in.w);
 }
 void MaxPool2d::backward_relu(const Shape& in, const float* y, const float* dy, float* dx) {
   cpu::maxpool2d_relu_backward(dy, y, arg_.data(), dx, in.n, in.c, in.h, in.w, k);

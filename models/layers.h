@@ -88,6 +88,13 @@ class Conv2d final : public Layer {
   void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
   double forward_flops(const Shape& in) const override { return conv_shape(in).flops(); }
   bool bf16_output_rounded() const override { return true; }  // oneDNN writes bf16, bias included
+  // Under bf16 compute: the forward output left as oneDNN writes it, bf16 in nChw16c (onednn.h),
+  // for a consumer that reads that layout; false (nothing written) where oneDNN writes another.
+  bool forward_bf16_nchw16c(const Shape& in, const float* x, std::uint16_t* y16);
+  // Its backward with dy in that layout (backward()'s contract otherwise); false, computing
+  // nothing, where oneDNN reads dy in another layout (backward_takes_nchw16c says so up front).
+  bool backward_takes_nchw16c(const Shape& in, bool dx) const;
+  bool backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx);
   Conv2dShape conv_shape(const Shape& in) const;
   int in_c, out_c, k, stride, pad;
   Param weight, bias;  // [out, in, k, k], [out]
@@ -171,6 +178,11 @@ class MaxPool2d final : public Layer {
   // writes dx (the gradient w.r.t. the ReLU's input x) in one pass from dy and the pooled y.
   void forward_relu(const Shape& in, const float* x, float* y);
   void backward_relu(const Shape& in, const float* y, const float* dy, float* dx);
+  // forward_relu for k = 2 on x given as bf16 in nChw16c (a bf16 convolution's own output,
+  // Conv2d::forward_bf16_nchw16c): the same y, and the same state for backward_relu.
+  void forward_relu_nchw16c_bf16(const Shape& in, const std::uint16_t* x16, float* y);
+  // backward_relu writing dx as bf16 in nChw16c (for Conv2d::backward_bf16_nchw16c).
+  void backward_relu_nchw16c_bf16(const Shape& in, const float* y, const float* dy, std::uint16_t* dx16);
   int k;
 
  private:

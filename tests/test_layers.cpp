@@ -10,6 +10,8 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/threads.h"
 #include "models/net.h"
@@ -356,4 +358,42 @@ TEST(ThreadedKernels, MaxPool2x2MatchesPlainLoop) {
   }
   cpu::maxpool2d_relu_backward(g.data(), yr.data(), argr.data(), dx.data(), n, c, h, w, 2);
   EXPECT_EQ(dx, ref_dx);
+}
+
+// ReLU + 2x2 max pool reading a bf16 convolution's output in oneDNN's nChw16c layout, and its
+// backward writing that layout: the same y, arg and (unblocked) dx as the NCHW kernels, bit for bit,
+// on bf16 values full of ties, NaNs and negatives, at every ISA level this CPU has.
+TEST(ThreadedKernels, MaxPool2x2Nchw16cBf16MatchesNchw) {
+  const int n = 3, c = 32, h = 10, w = 14, p = h / 2, q = w / 2;
+  const std::size_t xs = std::size_t(n) * c * h * w, ys = std::size_t(n) * c * p * q;
+  std::vector<float> x(xs), g(ys);
+  fill_uniform(x.data(), xs, 61), fill_uniform(g.data(), ys, 62);
+  for (std::size_t i = 0; i < xs; ++i) x[i] = std::round(x[i] * 4.f) / 2.f;  // bf16-exact, many ties
+  for (std::size_t i = 7; i < xs; i += 23) x[i] = std::nanf("");
+  cpu::round_through_bf16(g.data(), ys);
+  std::vector<std::uint16_t> xb(xs);  // NCHW -> nChw16c
+  for (int in = 0; in < n; ++in)
+    for (int ch = 0; ch < c; ++ch)
+      for (int s = 0; s < h * w; ++s)
+        xb[((std::size_t(in) * (c / 16) + ch / 16) * h * w + s) * 16 + ch % 16] =
+            cpu::fp32_to_bf16_ref(x[(std::size_t(in) * c + ch) * h * w + s]);
+  std::vector<float> y(ys), yb(ys), dx(xs);
+  std::vector<std::int32_t> arg(ys), argb(ys);
+  cpu::maxpool2d_relu_forward(x.data(), y.data(), arg.data(), n, c, h, w, 2);
+  cpu::maxpool2d_relu_backward(g.data(), y.data(), arg.data(), dx.data(), n, c, h, w, 2);
+  for (const cpu::Isa level : {cpu::Isa::scalar, cpu::Isa::avx512}) {
+    if (static_cast<int>(level) > static_cast<int>(cpu::isa_cap())) continue;
+    const cpu::IsaLimit lim(level);
+    SCOPED_TRACE(cpu::isa_name(level));
+    std::vector<std::uint16_t> dxb(xs, 0x7777);
+    cpu::maxpool2x2_relu_forward_nchw16c_bf16(xb.data(), yb.data(), argb.data(), n, c, h, w);
+    EXPECT_EQ(argb, arg);
+    EXPECT_EQ(yb, y);
+    cpu::maxpool2x2_relu_backward_nchw16c_bf16(g.data(), yb.data(), argb.data(), dxb.data(), n, c, h, w);
+    for (int in = 0; in < n; ++in)
+      for (int ch = 0; ch < c; ++ch)
+        for (int s = 0; s < h * w; ++s)
+          ASSERT_EQ(cpu::bf16_to_fp32_ref(dxb[((std::size_t(in) * (c / 16) + ch / 16) * h * w + s) * 16 + ch % 16]),
+                    dx[(std::size_t(in) * c + ch) * h * w + s]);
+  }
 }

@@ -142,3 +142,40 @@ TEST_F(OneDnn, ConvMatchesReferenceEveryDirection) {
     }
   }
 }
+
+// The AMP step's nChw16c hand-offs: the bf16 forward left in oneDNN's layout and the backward taking
+// dy in it give exactly what the Dt::f32_as_bf16 calls give (the same primitives, without the
+// reorders), on the lecture layers in miniature, with a batch the threads cut into parts of two sizes.
+TEST_F(OneDnn, Nchw16cHandOffsMatchF32AsBf16) {
+  if (!dn::bf16_native()) GTEST_SKIP() << "no native bf16 at ISA " << dn::isa();
+  for (const auto& sh : {Conv2dShape::make(3, 3, 16, 16, 32, 5, 5), Conv2dShape::make(3, 32, 7, 7, 16, 5, 5)}) {
+    SCOPED_TRACE(sh.str());
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
+    fill_uniform(x.data(), x.size(), 11), fill_uniform(w.data(), w.size(), 12);
+    fill_uniform(b.data(), b.size(), 13), fill_uniform(dy.data(), dy.size(), 14);
+    to_bf16(x), to_bf16(w), to_bf16(dy);
+    std::vector<float> y(sh.y_size());
+    dn::conv2d_forward(sh, dn::Dt::f32_as_bf16, x.data(), w.data(), b.data(), y.data());
+    std::vector<std::uint16_t> y16(sh.y_size());
+    if (!dn::conv2d_forward_bf16_nchw16c(sh, x.data(), w.data(), b.data(), y16.data()))
+      GTEST_SKIP() << "oneDNN writes another layout here";
+    const int P = sh.p(), Q = sh.q(), kb = sh.k / 16;
+    auto at = [&](int in, int k, int s) { return ((std::size_t(in) * kb + k / 16) * P * Q + s) * 16 + k % 16; };
+    std::vector<std::uint16_t> dy16(sh.y_size());
+    for (int in = 0; in < sh.n; ++in)
+      for (int k = 0; k < sh.k; ++k)
+        for (int s = 0; s < P * Q; ++s) {
+          const std::size_t o = (std::size_t(in) * sh.k + k) * P * Q + s;
+          ASSERT_EQ(cpu::bf16_to_fp32_ref(y16[at(in, k, s)]), y[o]);
+          dy16[at(in, k, s)] = cpu::fp32_to_bf16_ref(dy[o]);
+        }
+    std::vector<float> dw(sh.w_size()), db(sh.k), dx(sh.x_size()), dw2(sh.w_size()), db2(sh.k), dx2(sh.x_size());
+    dn::conv2d_backward_filter(sh, dn::Dt::f32_as_bf16, x.data(), dy.data(), dw.data(), db.data());
+    dn::conv2d_backward_data(sh, dn::Dt::f32_as_bf16, dy.data(), w.data(), dx.data());
+    ASSERT_TRUE(dn::conv2d_backward_reads_nchw16c_dy(sh, true, true));
+    ASSERT_TRUE(dn::conv2d_backward_bf16_nchw16c_dy(sh, x.data(), w.data(), dy16.data(), dw2.data(), db2.data(), dx2.data()));
+    EXPECT_EQ(dw2, dw);
+    EXPECT_EQ(db2, db);
+    EXPECT_EQ(dx2, dx);
+  }
+}

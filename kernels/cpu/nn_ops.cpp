@@ -4,12 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/threads.h"
 
 namespace dlb::cpu {
@@ -217,6 +223,121 @@ void maxpool2d_relu_forward(const float* x, float* y, std::int32_t* arg, int n, 
   split_items(long(n) * c, long(h) * w,
               [&](long lo, long hi) { maxpool2d_forward_planes(x, y, arg, lo, hi, h, w, k, true); });
 }
+namespace {
+// One 16-channel block of one image: rows i of the output, as the scalar rule of max2x2 per lane.
+void pool16_block_scalar(const std::uint16_t* xb, std::int32_t base, int c0, int h, int w, int p, int q, std::size_t pq,
+                         float* y, std::int32_t* arg) {
+  for (int l = 0; l < 16; ++l)
+    for (int i = 0; i < p; ++i)
+      for (int j = 0; j < q; ++j) {
+        const int off[4] = {(2 * i) * w + 2 * j, (2 * i) * w + 2 * j + 1, (2 * i + 1) * w + 2 * j, (2 * i + 1) * w + 2 * j + 1};
+        float bv = bf16_to_fp32_ref(xb[std::size_t(off[0]) * 16 + l]);
+        int bo = off[0];
+        for (int t = 1; t < 4; ++t) {
+          const float v = bf16_to_fp32_ref(xb[std::size_t(off[t]) * 16 + l]);
+          if (v > bv || v != v) bv = v, bo = off[t];
+        }
+        const std::size_t o = std::size_t(c0 + l) * pq + std::size_t(i) * q + j;
+        y[o] = bv > 0.f ? bv : 0.f;
+        arg[o] = base + (c0 + l) * h * w + bo;
+      }
+}
+
+#if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 intrinsics (_mm512_undefined_* inside)
+#endif
+#define DLB_POOL16 __attribute__((target("avx512f,avx512bw,avx512vl")))
+DLB_POOL16 inline __m512 load_bf16x16(const std::uint16_t* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+// The 16 channels in the lanes: 4 loads per window, the choice in mask registers; the lanes go to
+// their NCHW planes through a small buffer (16 scalar stores per window and array).
+DLB_POOL16 void pool16_block_avx512(const std::uint16_t* xb, std::int32_t base, int c0, int h, int w, int p, int q,
+                                    std::size_t pq, float* y, std::int32_t* arg) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i chan = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(h * w));
+  alignas(64) float vb[16];
+  alignas(64) std::int32_t ib[16];
+  for (int i = 0; i < p; ++i)
+    for (int j = 0; j < q; ++j) {
+      const int o00 = (2 * i) * w + 2 * j;
+      const std::uint16_t* r0 = xb + std::size_t(o00) * 16;
+      const std::uint16_t* r1 = r0 + std::size_t(w) * 16;
+      const __m512 a = load_bf16x16(r0), b = load_bf16x16(r0 + 16), cc = load_bf16x16(r1), d = load_bf16x16(r1 + 16);
+      __m512 bv = a;
+      __m512i bo = _mm512_set1_epi32(o00);
+      __mmask16 t = _mm512_cmp_ps_mask(b, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
+      bv = _mm512_mask_mov_ps(bv, t, b), bo = _mm512_mask_mov_epi32(bo, t, _mm512_set1_epi32(o00 + 1));
+      t = _mm512_cmp_ps_mask(cc, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cc, cc, _CMP_UNORD_Q);
+      bv = _mm512_mask_mov_ps(bv, t, cc), bo = _mm512_mask_mov_epi32(bo, t, _mm512_set1_epi32(o00 + w));
+      t = _mm512_cmp_ps_mask(d, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+      bv = _mm512_mask_mov_ps(bv, t, d), bo = _mm512_mask_mov_epi32(bo, t, _mm512_set1_epi32(o00 + w + 1));
+      bv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(bv, zero, _CMP_GT_OQ), bv);  // relu: v > 0 ? v : 0 (NaN -> 0)
+      _mm512_store_ps(vb, bv);
+      _mm512_store_si512(ib, _mm512_add_epi32(_mm512_add_epi32(bo, chan), _mm512_set1_epi32(base + c0 * h * w)));
+      const std::size_t o = std::size_t(c0) * pq + std::size_t(i) * q + j;
+      for (int l = 0; l < 16; ++l) y[o + l * pq] = vb[l], arg[o + l * pq] = ib[l];
+    }
+}
+#undef DLB_POOL16
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+}  // namespace
+
+void maxpool2x2_relu_forward_nchw16c_bf16(const std::uint16_t* x, float* y, std::int32_t* arg, int n, int c, int h,
+                                          int w) {
+  const int p = h / 2, q = w / 2, cb = c / 16;
+  const std::size_t pq = std::size_t(p) * q, hw = std::size_t(h) * w;
+  const bool simd = isa_allows(Isa::avx512);
+  split_items(long(n) * cb, long(16 * hw), [&](long b0, long b1) {
+    for (long b = b0; b < b1; ++b) {
+      const long img = b / cb;
+      const int c0 = int(b % cb) * 16;
+      const std::uint16_t* xb = x + std::size_t(b) * hw * 16;
+      const std::int32_t base = static_cast<std::int32_t>(img * c * hw);
+      float* yi = y + std::size_t(img) * c * pq;
+      std::int32_t* ai = arg + std::size_t(img) * c * pq;
+#if defined(__x86_64__)
+      if (simd) {
+        pool16_block_avx512(xb, base, c0, h, w, p, q, pq, yi, ai);
+        continue;
+      }
+#endif
+      pool16_block_scalar(xb, base, c0, h, w, p, q, pq, yi, ai);
+    }
+  });
+  (void)simd;
+}
+
+void maxpool2x2_relu_backward_nchw16c_bf16(const float* dy, const float* y, const std::int32_t* arg, std::uint16_t* dx,
+                                           int n, int c, int h, int w) {
+  const int p = h / 2, q = w / 2, cb = c / 16;
+  const std::size_t pq = std::size_t(p) * q, hw = std::size_t(h) * w;
+  split_items(long(n) * cb, long(16 * hw), [&](long b0, long b1) {
+    for (long b = b0; b < b1; ++b) {
+      const long img = b / cb;
+      const int c0 = int(b % cb) * 16;
+      std::uint16_t* db = dx + std::size_t(b) * hw * 16;
+      std::memset(db, 0, hw * 16 * sizeof(std::uint16_t));
+      for (int l = 0; l < 16; ++l) {
+        const std::size_t plane = std::size_t(img) * c + c0 + l;
+        const float* g = dy + plane * pq;
+        const float* yv = y + plane * pq;
+        const std::int32_t* a = arg + plane * pq;
+        const std::int32_t base = static_cast<std::int32_t>(plane * hw);
+        for (std::size_t o = 0; o < pq; ++o)
+          if (yv[o] > 0.f) db[std::size_t(a[o] - base) * 16 + l] = fp32_to_bf16_ref(g[o]);
+      }
+    }
+  });
+}
+
 void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size) {
   std::fill(dx, dx + x_size, 0.f);
   for (std::size_t i = 0; i < y_size; ++i) dx[arg[i]] += dy[i];

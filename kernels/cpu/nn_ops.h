@@ -30,6 +30,15 @@ void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std
 // y = relu(maxpool(x)) in one pass (max pooling commutes with ReLU; ReLU as relu_forward: NaN -> 0),
 // arg as maxpool2d_forward's.
 void maxpool2d_relu_forward(const float* x, float* y, std::int32_t* arg, int n, int c, int h, int w, int k);
+// The same for k = 2 with x given as bf16 bits in oneDNN's blocked layout nChw16c ([n][c/16][h][w][16],
+// c % 16 == 0: a bf16 convolution's own output): y and arg exactly as maxpool2d_relu_forward writes
+// them for the NCHW fp32 copy of x (arg the flat NCHW index of each window's winner).
+void maxpool2x2_relu_forward_nchw16c_bf16(const std::uint16_t* x, float* y, std::int32_t* arg, int n, int c, int h,
+                                          int w);
+// Its backward into the same layout: dx (bf16 bits, nChw16c, every element written: dy rounded to
+// bf16 at each window's winner where y > 0, else 0), from dy, y and arg (NCHW, as forward wrote).
+void maxpool2x2_relu_backward_nchw16c_bf16(const float* dy, const float* y, const std::int32_t* arg, std::uint16_t* dx,
+                                           int n, int c, int h, int w);
 // Backward of relu(maxpool(x)) (k x k windows, stride k; y = the pooled, ReLU'd output, arg from
 // maxpool2d_forward): dx[arg[j]] = dy[j] where y[j] > 0, every other dx element 0. One pass over dx,
 // no separate zero fill.

@@ -37,6 +37,14 @@ void conv2d_forward(const Conv2dShape&, Dt, const void*, const void*, const floa
 void conv2d_backward_data(const Conv2dShape&, Dt, const void*, const void*, float*) {
   throw Unsupported(unavailable_reason());
 }
+bool conv2d_forward_bf16_nchw16c(const Conv2dShape&, const float*, const float*, const float*, std::uint16_t*) {
+  return false;
+}
+bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape&, const float*, const float*, const std::uint16_t*, float*, float*,
+                                     float*) {
+  return false;
+}
+bool conv2d_backward_reads_nchw16c_dy(const Conv2dShape&, bool, bool) { return false; }
 void conv2d_backward_filter(const Conv2dShape&, Dt, const void*, const void*, float*, float*) {
   throw Unsupported(unavailable_reason());
 }
@@ -240,8 +248,8 @@ void gemm_one(const Gemm& g) {
   stream().wait();
 }
 
-void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
-  Entry& e = cached(conv_key("conv fwd", sh, d, bias), [&](Entry& e) {
+Entry& conv_fwd_entry(const Conv2dShape& sh, Dt d, const float* bias) {
+  return cached(conv_key("conv fwd", sh, d, bias), [&](Entry& e) {
     const auto pd = conv_fwd_pd(sh, d, bias);
     const ConvDescs cd = conv_dims(sh);
     e.prim = dnnl::convolution_forward(pd);
@@ -250,6 +258,10 @@ void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* 
     e.t[1].init(memory::desc(cd.w, user_dt(d), tag::oihw), pd.weights_desc(), true);
     e.t[2].init(memory::desc(cd.y, dt::f32, tag::nchw), pd.dst_desc(), false);
   });
+}
+
+void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
+  Entry& e = conv_fwd_entry(sh, d, bias);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
                                        {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
                                        {DNNL_ARG_DST, e.t[2].before(y, false)}};
@@ -259,54 +271,115 @@ void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* 
   stream().wait();
 }
 
-void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
+// Dt::f32_as_bf16 forward writing oneDNN's own bf16 nChw16c output straight into y16 (no reorder).
+void conv2d_forward_one_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
+                                std::uint16_t* y16) {
+  Entry& e = conv_fwd_entry(sh, Dt::f32_as_bf16, bias);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
+                                       {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                                       {DNNL_ARG_DST, memory(e.t[2].prim, engine(), y16)}};
+  if (bias) args[DNNL_ARG_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), const_cast<float*>(bias));
+  e.prim.execute(stream(), args);
+  stream().wait();
+}
+
+// Does oneDNN's f32_as_bf16 forward for this (part) shape write nChw16c bf16? Asked once per shape.
+bool writes_nchw16c(const Conv2dShape& sh, bool bias) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, bool> known;
+  const std::string key = conv_key("fwd layout", sh, Dt::f32_as_bf16, bias);
+  std::lock_guard<std::mutex> lk(mu);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  bool ok = false;
+  try {
+    ok = sh.k % 16 == 0 &&
+         conv_fwd_pd(sh, Dt::f32_as_bf16, bias).dst_desc() == memory::desc(conv_dims(sh).y, dt::bf16, tag::aBcd16b);
+  } catch (const dnnl::error&) {
+  }
+  return known[key] = ok;
+}
+
+dnnl::convolution_backward_data::primitive_desc conv_bwdd_pd(const Conv2dShape& sh, Dt d) {
+  const ConvDescs cd = conv_dims(sh);
+  const dt in = to_dnnl(d);
+  const dnnl::convolution_backward_data::desc desc(
+      dnnl::algorithm::convolution_direct, memory::desc(cd.x, conv_out_dt(d), tag::any), memory::desc(cd.w, in, tag::any),
+      memory::desc(cd.y, in, tag::any), cd.strides, cd.pad_l, cd.pad_r);
+  // The hint: a forward of the same types (bf16 forward with an f32 output as above).
+  return dnnl::convolution_backward_data::primitive_desc(desc, engine(), conv_fwd_pd(sh, d, false));
+}
+
+dnnl::convolution_backward_weights::primitive_desc conv_bwdw_pd(const Conv2dShape& sh, Dt d, bool bias) {
+  const ConvDescs cd = conv_dims(sh);
+  const dt in = to_dnnl(d);
+  const memory::desc mx(cd.x, in, tag::any), mw(cd.w, dt::f32, tag::any), my(cd.y, in, tag::any),
+      mb(cd.b, dt::f32, tag::a);
+  const auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, mx, mw, mb, my,
+                                                                    cd.strides, cd.pad_l, cd.pad_r)
+                         : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, mx, mw, my,
+                                                                    cd.strides, cd.pad_l, cd.pad_r);
+  return dnnl::convolution_backward_weights::primitive_desc(desc, engine(), conv_fwd_pd(sh, d, bias));
+}
+
+// dy16: when not null, dy is already bf16 in the primitive's own layout (nChw16c, checked by the
+// caller) and `dy` is ignored: no reorder.
+void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx,
+                              const std::uint16_t* dy16 = nullptr) {
   Entry& e = cached(conv_key("conv bwd-data", sh, d, false), [&](Entry& e) {
     const ConvDescs cd = conv_dims(sh);
-    const dt in = to_dnnl(d);
-    const dnnl::convolution_backward_data::desc desc(
-        dnnl::algorithm::convolution_direct, memory::desc(cd.x, conv_out_dt(d), tag::any), memory::desc(cd.w, in, tag::any),
-        memory::desc(cd.y, in, tag::any), cd.strides, cd.pad_l, cd.pad_r);
-    // The hint: a forward of the same types (bf16 forward with an f32 output as above).
-    const auto hint = conv_fwd_pd(sh, d, false);
-    const dnnl::convolution_backward_data::primitive_desc pd(desc, engine(), hint);
+    const auto pd = conv_bwdd_pd(sh, d);
     e.prim = dnnl::convolution_backward_data(pd);
     e.impl = pd.impl_info_str();
     e.t[0].init(memory::desc(cd.y, user_dt(d), tag::nchw), pd.diff_dst_desc(), true);
     e.t[1].init(memory::desc(cd.w, user_dt(d), tag::oihw), pd.weights_desc(), true);
     e.t[2].init(memory::desc(cd.x, dt::f32, tag::nchw), pd.diff_src_desc(), false);
   });
-  e.prim.execute(stream(), {{DNNL_ARG_DIFF_DST, e.t[0].before(dy, true)},
+  const memory mdy = dy16 ? memory(e.t[0].prim, engine(), const_cast<std::uint16_t*>(dy16)) : e.t[0].before(dy, true);
+  e.prim.execute(stream(), {{DNNL_ARG_DIFF_DST, mdy},
                             {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
                             {DNNL_ARG_DIFF_SRC, e.t[2].before(dx, false)}});
   e.t[2].after(dx);
   stream().wait();
 }
 
-void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
+void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db,
+                                const std::uint16_t* dy16 = nullptr) {
   Entry& e = cached(conv_key("conv bwd-filter", sh, d, db != nullptr), [&](Entry& e) {
     const ConvDescs cd = conv_dims(sh);
-    const dt in = to_dnnl(d);
-    const memory::desc mx(cd.x, in, tag::any), mw(cd.w, dt::f32, tag::any), my(cd.y, in, tag::any),
-        mb(cd.b, dt::f32, tag::a);
-    const auto desc = db ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, mx, mw, mb,
-                                                                    my, cd.strides, cd.pad_l, cd.pad_r)
-                         : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, mx, mw, my,
-                                                                    cd.strides, cd.pad_l, cd.pad_r);
-    const auto hint = conv_fwd_pd(sh, d, db != nullptr);
-    const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine(), hint);
+    const auto pd = conv_bwdw_pd(sh, d, db != nullptr);
     e.prim = dnnl::convolution_backward_weights(pd);
     e.impl = pd.impl_info_str();
     e.t[0].init(memory::desc(cd.x, user_dt(d), tag::nchw), pd.src_desc(), true);
     e.t[1].init(memory::desc(cd.y, user_dt(d), tag::nchw), pd.diff_dst_desc(), true);
     e.t[2].init(memory::desc(cd.w, dt::f32, tag::oihw), pd.diff_weights_desc(), false);
   });
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
-                                       {DNNL_ARG_DIFF_DST, e.t[1].before(dy, true)},
-                                       {DNNL_ARG_DIFF_WEIGHTS, e.t[2].before(dw, false)}};
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, e.t[0].before(x, true)},
+      {DNNL_ARG_DIFF_DST, dy16 ? memory(e.t[1].prim, engine(), const_cast<std::uint16_t*>(dy16)) : e.t[1].before(dy, true)},
+      {DNNL_ARG_DIFF_WEIGHTS, e.t[2].before(dw, false)}};
   if (db) args[DNNL_ARG_DIFF_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), db);
   e.prim.execute(stream(), args);
   e.t[2].after(dw);
   stream().wait();
+}
+
+// Do oneDNN's f32_as_bf16 backward kernels for this (part) shape read dy as nChw16c bf16?
+bool reads_nchw16c_dy(const Conv2dShape& sh, bool bias, bool dx) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, bool> known;
+  const std::string key = conv_key(dx ? "bwd dy layout +dx" : "bwd dy layout", sh, Dt::f32_as_bf16, bias);
+  std::lock_guard<std::mutex> lk(mu);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  bool ok = false;
+  try {
+    const memory::desc want(conv_dims(sh).y, dt::bf16, tag::aBcd16b);
+    ok = sh.k % 16 == 0 && conv_bwdw_pd(sh, Dt::f32_as_bf16, bias).diff_dst_desc() == want &&
+         (!dx || conv_bwdd_pd(sh, Dt::f32_as_bf16).diff_dst_desc() == want);
+  } catch (const dnnl::error&) {
+  }
+  return known[key] = ok;
 }
 
 // ---- the batch (rows of C) split over our kernel threads, oneDNN on one OpenMP thread in each ----
@@ -347,6 +420,17 @@ Conv2dShape part(Conv2dShape s, long lo, long hi) {
   return s;
 }
 
+// The parts of a batch split as `split` cuts it (at most two sizes), each checked with ok(part).
+template <class F>
+bool every_part(const Conv2dShape& sh, F&& ok) {
+  const int tasks = kernel_threads() <= 1 ? 1 : task_count(sh.n, kConvChunk);
+  const long small = sh.n / tasks, big = (sh.n + tasks - 1) / tasks;
+  for (long m : {small, big})
+    if (m > 0 && !ok(part(sh, 0, m))) return false;
+  return true;
+}
+
+
 }  // namespace
 
 void gemm(const Gemm& g) {
@@ -368,11 +452,50 @@ void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, c
   }, kConvChunk);
 }
 
+bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
+                                 std::uint16_t* y16) {
+  if (!every_part(sh, [&](const Conv2dShape& p) { return writes_nchw16c(p, bias != nullptr); })) return false;
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split(sh.n, [&](long lo, long hi, int) {
+    conv2d_forward_one_nchw16c(part(sh, lo, hi), x + lo * xi, w, bias, y16 + lo * yi);
+  }, kConvChunk);
+  return true;
+}
+
 void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
   split(sh.n, [&](long lo, long hi, int) {
     conv2d_backward_data_one(part(sh, lo, hi), d, at(dy, lo * yi, d), w, dx + lo * xi);
   }, kConvChunk);
+}
+
+bool conv2d_backward_reads_nchw16c_dy(const Conv2dShape& sh, bool db, bool dx) {
+  return every_part(sh, [&](const Conv2dShape& p) { return reads_nchw16c_dy(p, db, dx); });
+}
+
+bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape& sh, const float* x, const float* w, const std::uint16_t* dy16,
+                                     float* dw, float* db, float* dx) {
+  if (!every_part(sh, [&](const Conv2dShape& p) { return reads_nchw16c_dy(p, db != nullptr, dx != nullptr); }))
+    return false;
+  const Dt d = Dt::f32_as_bf16;
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n, nw = sh.w_size(), nb = db ? sh.k : 0;
+  std::vector<std::vector<float>> partial(std::size_t(task_count(sh.n, kConvChunk)));
+  split(sh.n, [&](long lo, long hi, int t) {
+    float* pw = dw;
+    float* pb = db;
+    if (t > 0) {
+      partial[t].assign(nw + nb, 0.f);
+      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
+    }
+    conv2d_backward_filter_one(part(sh, lo, hi), d, x + lo * xi, nullptr, pw, pb, dy16 + lo * yi);
+    if (dx) conv2d_backward_data_one(part(sh, lo, hi), d, nullptr, w, dx + lo * xi, dy16 + lo * yi);
+  }, kConvChunk);
+  for (std::size_t t = 1; t < partial.size(); ++t) {
+    if (partial[t].empty()) continue;
+    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
+    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
+  }
+  return true;
 }
 
 void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {

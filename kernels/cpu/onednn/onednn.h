@@ -48,6 +48,18 @@ void gemm(const Gemm& g);
 // and overwritten (bf16-rounded under Dt::f32_as_bf16, except dW and db); bias / db may be null.
 void conv2d_forward(const Conv2dShape& sh, Dt dt, const void* x, const void* w, const float* bias, float* y);
 void conv2d_backward_data(const Conv2dShape& sh, Dt dt, const void* dy, const void* w, float* dx);
+// The Dt::f32_as_bf16 forward with its output left as oneDNN writes it: bf16 bits in the blocked
+// layout nChw16c ([n][k/16][p][q][16], bias added, rounded once), so a consumer that reads that
+// layout (the AMP step's ReLU + max pool) saves the output reorder. False, writing nothing, when
+// oneDNN's kernel for this shape writes another layout (or without oneDNN): use conv2d_forward then.
+bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
+                                 std::uint16_t* y16);
+// Its backward: dW (+ db) and, when dx is not null, dx (fp32, bf16-rounded), with dy given as bf16 in
+// nChw16c (no dy reorder); x and w fp32 as for Dt::f32_as_bf16. False, computing nothing, where
+// oneDNN's kernels read dy in another layout.
+bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape& sh, const float* x, const float* w, const std::uint16_t* dy16,
+                                     float* dw, float* db, float* dx);
+bool conv2d_backward_reads_nchw16c_dy(const Conv2dShape& sh, bool db, bool dx);  // the check alone
 void conv2d_backward_filter(const Conv2dShape& sh, Dt dt, const void* x, const void* dy, float* dw, float* db);
 
 // The implementation oneDNN picked for the last call of each kind on this thread ("jit:avx512_core", ...).
