@@ -119,7 +119,9 @@ struct Shape;
 // Conv2d, ConvTranspose2d and Linear really compute in bf16 (vdpbf16ps, fp32 accumulation), the rest
 // (loss, reductions, optimizer) in fp32. The convolutions take fp32 arrays and convert them inside
 // oneDNN's own layout reorders, and return outputs oneDNN rounded to bf16 (Conv2d's forward output
-// needs no rounding pass of ours then: Layer::bf16_output_rounded). Elsewhere the arithmetic between roundings is fp32 (our
+// needs no rounding pass of ours then: Layer::bf16_output_rounded). A Conv2d followed by ReLU +
+// MaxPool2d(2) hands off in oneDNN's bf16 nChw16c layout both ways (the pool reads the conv's output
+// and writes the conv's dy in it), so neither tensor is reordered to or from fp32 NCHW. Elsewhere the arithmetic between roundings is fp32 (our
 // fp32 kernels on values exactly representable in the half type): the numbers of a half-type GEMM
 // with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32 either way.
 // fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).
