@@ -282,34 +282,33 @@ float AmpTrainer::step(const Batch& b) {
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
     if (lower && dtype_ == DType::tf32) round_to(DType::tf32, dy, ny);  // tensor cores read dy as tf32
     // MaxPool2d + ReLU after a bf16 Conv2d that wrote nChw16c: the pool's dx goes to the conv in that
-    // layout (bf16, no reorder of dy), then the conv's backward; the roundings as below.
+    // layout (bf16, no reorder of dy), then the conv's backward runs here and i moves to the conv,
+    // whose roundings follow below as for any layer.
+    bool ran = false;
     if (i >= 2 && fused_[i - 1] && blocked_fwd_[i - 2]) {
       const std::size_t c = i - 2;
       auto* conv = static_cast<Conv2d*>(layers[c]);
-      float* dx = c == 0 ? nullptr : grads_[c].data();
-      if (conv->backward_takes_nchw16c(sh[c], dx != nullptr)) {
+      float* cdx = c == 0 ? nullptr : grads_[c].data();
+      if (conv->backward_takes_nchw16c(sh[c], cdx != nullptr)) {
         static_cast<MaxPool2d*>(layers[i])->backward_relu_nchw16c_bf16(sh[i - 1], acts_[i].data(), dy, blocked_.data());
-        const float* xin = c == 0 ? input_.data() : acts_[c - 1].data();
-        if (!conv->backward_bf16_nchw16c(sh[c], xin, blocked_.data(), dx))
+        const float* cx = c == 0 ? input_.data() : acts_[c - 1].data();
+        if (!conv->backward_bf16_nchw16c(sh[c], cx, blocked_.data(), cdx))
           throw std::logic_error("AmpTrainer: conv backward refused the nChw16c dy it accepted");
-        const DType gt = in_t[c] == DType::tf32 ? DType::fp32 : in_t[c];
-        if (dx && half_like(gt)) round_to(gt, dx, sh[c].size());
-        for (Param* p : layers[c]->params()) round_to(dtype_, p->grad.data(), p->grad.size());
-        i = c;
-        continue;
+        i = c, ran = true;
       }
     }
-    if (i > 1 && fused_[i - 1]) {  // MaxPool2d + the ReLU before it: dx straight to the ReLU's input
+    if (!ran && i > 1 && fused_[i - 1]) {  // MaxPool2d + the ReLU before it: dx straight to the ReLU's input
       static_cast<MaxPool2d*>(layers[i])->backward_relu(sh[i - 1], acts_[i].data(), dy, grads_[i - 1].data());
       --i;
       continue;
     }
     const float* xin = i == 0 ? input_.data() : acts_[i - 1].data();
     float* dx = i == 0 ? nullptr : grads_[i].data();
-    layers[i]->backward(sh[i], xin, acts_[i].data(), dy, dx);
+    if (!ran) layers[i]->backward(sh[i], xin, acts_[i].data(), dy, dx);
     const DType gt = in_t[i] == DType::tf32 ? DType::fp32 : in_t[i];
     if (dx && half_like(gt) && !exact_[i]) round_to(gt, dx, sh[i].size());
-    if (lower && dtype_ != DType::tf32)  // dW, db come out of a half-type GEMM, then widen into .grad
+    const bool lower_i = lower_on && kinds_[i] == int(CastKind::lower_precision);  // (i may have moved)
+    if (lower_i && dtype_ != DType::tf32)  // dW, db come out of a half-type GEMM, then widen into .grad
       for (Param* p : layers[i]->params()) round_to(dtype_, p->grad.data(), p->grad.size());
   }
 

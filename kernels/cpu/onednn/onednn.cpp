@@ -283,21 +283,29 @@ void conv2d_forward_one_nchw16c(const Conv2dShape& sh, const float* x, const flo
   stream().wait();
 }
 
-// Does oneDNN's f32_as_bf16 forward for this (part) shape write nChw16c bf16? Asked once per shape.
-bool writes_nchw16c(const Conv2dShape& sh, bool bias) {
+// ask(): oneDNN's answer to a layout question about one shape, asked once per key (building
+// primitive descriptors costs more than a small convolution); a dnnl::error answers no.
+template <class F>
+bool asked_once(const std::string& key, F&& ask) {
   static std::mutex mu;
   static std::unordered_map<std::string, bool> known;
-  const std::string key = conv_key("fwd layout", sh, Dt::f32_as_bf16, bias);
   std::lock_guard<std::mutex> lk(mu);
   const auto it = known.find(key);
   if (it != known.end()) return it->second;
   bool ok = false;
   try {
-    ok = sh.k % 16 == 0 &&
-         conv_fwd_pd(sh, Dt::f32_as_bf16, bias).dst_desc() == memory::desc(conv_dims(sh).y, dt::bf16, tag::aBcd16b);
+    ok = ask();
   } catch (const dnnl::error&) {
   }
   return known[key] = ok;
+}
+
+// Does oneDNN's f32_as_bf16 forward for this (part) shape write nChw16c bf16?
+bool writes_nchw16c(const Conv2dShape& sh, bool bias) {
+  return asked_once(conv_key("fwd layout", sh, Dt::f32_as_bf16, bias), [&] {
+    return sh.k % 16 == 0 &&
+           conv_fwd_pd(sh, Dt::f32_as_bf16, bias).dst_desc() == memory::desc(conv_dims(sh).y, dt::bf16, tag::aBcd16b);
+  });
 }
 
 dnnl::convolution_backward_data::primitive_desc conv_bwdd_pd(const Conv2dShape& sh, Dt d) {
@@ -366,20 +374,11 @@ void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, cons
 
 // Do oneDNN's f32_as_bf16 backward kernels for this (part) shape read dy as nChw16c bf16?
 bool reads_nchw16c_dy(const Conv2dShape& sh, bool bias, bool dx) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, bool> known;
-  const std::string key = conv_key(dx ? "bwd dy layout +dx" : "bwd dy layout", sh, Dt::f32_as_bf16, bias);
-  std::lock_guard<std::mutex> lk(mu);
-  const auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  bool ok = false;
-  try {
+  return asked_once(conv_key(dx ? "bwd dy layout +dx" : "bwd dy layout", sh, Dt::f32_as_bf16, bias), [&] {
     const memory::desc want(conv_dims(sh).y, dt::bf16, tag::aBcd16b);
-    ok = sh.k % 16 == 0 && conv_bwdw_pd(sh, Dt::f32_as_bf16, bias).diff_dst_desc() == want &&
-         (!dx || conv_bwdd_pd(sh, Dt::f32_as_bf16).diff_dst_desc() == want);
-  } catch (const dnnl::error&) {
-  }
-  return known[key] = ok;
+    return sh.k % 16 == 0 && conv_bwdw_pd(sh, Dt::f32_as_bf16, bias).diff_dst_desc() == want &&
+           (!dx || conv_bwdd_pd(sh, Dt::f32_as_bf16).diff_dst_desc() == want);
+  });
 }
 
 // ---- the batch (rows of C) split over our kernel threads, oneDNN on one OpenMP thread in each ----
@@ -423,7 +422,7 @@ Conv2dShape part(Conv2dShape s, long lo, long hi) {
 // The parts of a batch split as `split` cuts it (at most two sizes), each checked with ok(part).
 template <class F>
 bool every_part(const Conv2dShape& sh, F&& ok) {
-  const int tasks = kernel_threads() <= 1 ? 1 : task_count(sh.n, kConvChunk);
+  const int tasks = task_count(sh.n, kConvChunk);
   const long small = sh.n / tasks, big = (sh.n + tasks - 1) / tasks;
   for (long m : {small, big})
     if (m > 0 && !ok(part(sh, 0, m))) return false;
@@ -473,49 +472,46 @@ bool conv2d_backward_reads_nchw16c_dy(const Conv2dShape& sh, bool db, bool dx) {
   return every_part(sh, [&](const Conv2dShape& p) { return reads_nchw16c_dy(p, db, dx); });
 }
 
+// The batch split for dW (+ db): fn(lo, hi, pw, pb) sums images [lo, hi) into pw/pb. Task 0 writes
+// dw/db; the others their own partial sums, added in task order (deterministic).
+template <class F>
+void split_dw(const Conv2dShape& sh, float* dw, float* db, F&& fn) {
+  const std::size_t nw = sh.w_size(), nb = db ? sh.k : 0;
+  std::vector<std::vector<float>> partial(std::size_t(task_count(sh.n, kConvChunk)));
+  split(sh.n, [&](long lo, long hi, int t) {
+    float* pw = dw;
+    float* pb = db;
+    if (t > 0) {
+      partial[t].assign(nw + nb, 0.f);
+      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
+    }
+    fn(lo, hi, pw, pb);
+  }, kConvChunk);
+  for (std::size_t t = 1; t < partial.size(); ++t) {
+    if (partial[t].empty()) continue;
+    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
+    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
+  }
+}
+
 bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape& sh, const float* x, const float* w, const std::uint16_t* dy16,
                                      float* dw, float* db, float* dx) {
   if (!every_part(sh, [&](const Conv2dShape& p) { return reads_nchw16c_dy(p, db != nullptr, dx != nullptr); }))
     return false;
   const Dt d = Dt::f32_as_bf16;
-  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n, nw = sh.w_size(), nb = db ? sh.k : 0;
-  std::vector<std::vector<float>> partial(std::size_t(task_count(sh.n, kConvChunk)));
-  split(sh.n, [&](long lo, long hi, int t) {
-    float* pw = dw;
-    float* pb = db;
-    if (t > 0) {
-      partial[t].assign(nw + nb, 0.f);
-      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
-    }
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split_dw(sh, dw, db, [&](long lo, long hi, float* pw, float* pb) {
     conv2d_backward_filter_one(part(sh, lo, hi), d, x + lo * xi, nullptr, pw, pb, dy16 + lo * yi);
     if (dx) conv2d_backward_data_one(part(sh, lo, hi), d, nullptr, w, dx + lo * xi, dy16 + lo * yi);
-  }, kConvChunk);
-  for (std::size_t t = 1; t < partial.size(); ++t) {
-    if (partial[t].empty()) continue;
-    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
-    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
-  }
+  });
   return true;
 }
 
 void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
-  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n, nw = sh.w_size(), nb = db ? sh.k : 0;
-  // Task 0 writes dw/db; the others their own partial sums, added in task order (deterministic).
-  std::vector<std::vector<float>> partial(std::size_t(task_count(sh.n, kConvChunk)));
-  split(sh.n, [&](long lo, long hi, int t) {
-    float* pw = dw;
-    float* pb = db;
-    if (t > 0) {
-      partial[t].assign(nw + nb, 0.f);
-      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
-    }
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split_dw(sh, dw, db, [&](long lo, long hi, float* pw, float* pb) {
     conv2d_backward_filter_one(part(sh, lo, hi), d, at(x, lo * xi, d), at(dy, lo * yi, d), pw, pb);
-  }, kConvChunk);
-  for (std::size_t t = 1; t < partial.size(); ++t) {
-    if (partial[t].empty()) continue;
-    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
-    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
-  }
+  });
 }
 
 #endif
