@@ -52,6 +52,22 @@ Out run_layer(Layer& l, const Shape& in, const std::vector<float>& x, const std:
   for (Param* p : l.params()) o.grads.insert(o.grads.end(), p->grad.begin(), p->grad.end());
   return o;
 }
+
+// Layer l (input shape `in`) on bf16 operands from `seed`, bf16 compute against fp32: y and dx within
+// out_tol, dW and db within 1e-4; and outputs the layer says are rounded are bf16-exact (the AMP step
+// skips its own rounding of them).
+void expect_native_matches(Layer& l, const Shape& in, std::uint64_t seed, double out_tol) {
+  std::vector<float> x(in.size()), dy(l.out_shape(in).size());
+  fill_uniform(x.data(), x.size(), seed), fill_uniform(dy.data(), dy.size(), seed + 1);
+  round_bf16(x), round_bf16(dy);
+  const Out f = run_layer(l, in, x, dy, false), h = run_layer(l, in, x, dy, true);
+  EXPECT_LT(max_rel_err(h.y.data(), f.y.data(), f.y.size()), out_tol) << l.kind() << " y";
+  EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), out_tol) << l.kind() << " dx";
+  EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << l.kind() << " dW, db";
+  if (l.bf16_output_rounded()) {
+    EXPECT_TRUE(bf16_exact(h.y)) << l.kind() << " y is not bf16-exact";
+  }
+}
 }  // namespace
 
 TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
@@ -64,18 +80,7 @@ TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
   for (Layer* l : m->layers()) {
     const Shape os = l->out_shape(in);
     if (l->kind() == "Conv2d" || l->kind() == "Linear") {
-      std::vector<float> x(in.size()), dy(os.size());
-      fill_uniform(x.data(), x.size(), 5), fill_uniform(dy.data(), dy.size(), 6);
-      round_bf16(x), round_bf16(dy);
-      const Out f = run_layer(*l, in, x, dy, false), h = run_layer(*l, in, x, dy, true);
-      const bool conv = l->kind() == "Conv2d";
-      EXPECT_LT(max_rel_err(h.y.data(), f.y.data(), f.y.size()), conv ? kRoundedTol : 1e-4) << l->kind() << " y";
-      EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), conv ? kRoundedTol : 1e-4) << l->kind() << " dx";
-      EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << l->kind() << " dW, db";
-      // The AMP step skips its own rounding of outputs a layer says are rounded: they must be.
-      if (l->bf16_output_rounded()) {
-        EXPECT_TRUE(bf16_exact(h.y)) << l->kind() << " y is not bf16-exact";
-      }
+      expect_native_matches(*l, in, 5, l->kind() == "Conv2d" ? kRoundedTol : 1e-4);
       ++checked;
     }
     in = os;
@@ -93,16 +98,7 @@ TEST(NativeBf16, ConvTransposeMatchesFp32OnBf16Operands) {
   for (Layer* l : m->layers()) {
     const Shape os = l->out_shape(in);
     if (l->kind() == "ConvTranspose2d" || l->kind() == "Conv2d") {
-      std::vector<float> x(in.size()), dy(os.size());
-      fill_uniform(x.data(), x.size(), 7), fill_uniform(dy.data(), dy.size(), 8);
-      round_bf16(x), round_bf16(dy);
-      const Out f = run_layer(*l, in, x, dy, false), h = run_layer(*l, in, x, dy, true);
-      EXPECT_LT(max_rel_err(h.y.data(), f.y.data(), f.y.size()), kRoundedTol) << l->kind() << " y";
-      EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), kRoundedTol) << l->kind() << " dx";
-      EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << l->kind() << " dW, db";
-      if (l->bf16_output_rounded()) {
-        EXPECT_TRUE(bf16_exact(h.y)) << l->kind() << " y is not bf16-exact";
-      }
+      expect_native_matches(*l, in, 7, kRoundedTol);
       checked += l->kind() == "ConvTranspose2d";
     }
     in = os;
