@@ -52,11 +52,15 @@ std::vector<Conv2dShape> shapes() {
       Conv2dShape::make(2, 4, 10, 10, 32, 4, 4),         // two 16-channel blocks
       Conv2dShape::make(2, 8, 9, 11, 16, 3, 3, 1),       // direct forward on a zero-bordered copy (pad 1)
       Conv2dShape::make(1, 6, 7, 8, 8, 5, 5, 2),         // pad 2: border rows skipped, 8 = 6 + 2 pixels
-      // K above 32 (AVX-512): the direct forward in 32 + 16 channel blocks; backward-filter with the
-      // pixels in the lanes (4 channels x 6 taps: 75 = 12 x 6 + 3 taps, 15 pixels masked, an odd
-      // image after the groups of 2); and K = 36 (not a multiple of 16), 38 = 16 + 16 + 6 pixels.
-      Conv2dShape::make(3, 3, 20, 19, 48, 5, 5),         // lecture conv1 layout, K = 48
-      Conv2dShape::make(2, 2, 12, 40, 36, 3, 3),         // K = 36, C*R*S = 18
+      // K above 32, a multiple of 4 (AVX-512): forward and backward-filter as our own GEMMs on
+      // im2col with the pixels in the lanes (4 channels x 6 vectors / 6 taps; 75 taps + db's row =
+      // 12 x 6 + 4); rows of Q < 16 copied under a mask, of Q >= 16 with an overlapping last step;
+      // PQ not a multiple of 16 (the last vector masked), PQ < 16, and stride + padding (forward only,
+      // through the generic im2col).
+      Conv2dShape::make(3, 3, 20, 19, 48, 5, 5),         // lecture conv1 layout, K = 48, Q = 15
+      Conv2dShape::make(2, 2, 12, 40, 36, 3, 3),         // K = 36, C*R*S = 18, Q = 38, PQ = 380
+      Conv2dShape::make(2, 3, 13, 11, 44, 3, 3, 1, 2),   // K = 44, pad 1, stride 2, PQ = 42
+      Conv2dShape::make(1, 2, 5, 6, 36, 3, 3),           // PQ = 12: one masked vector
       // (the k <= c/4 shapes above also run their backward-data through the direct forward kernel,
       // with rotated filters and "full" padding, where the rotated conv has a multiple of 8 outputs)
   };

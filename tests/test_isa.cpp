@@ -76,9 +76,10 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
                          // k <= c/4: backward-data as a forward conv with 64 output channels (the
                          // AVX-512 kernel's 32-channel blocks), 3 filter rows (a 1-row remainder)
                          Conv2dShape::make(2, 64, 9, 9, 16, 3, 3),
-                         // lecture conv1 layout with K = 48 > 32: at avx512 the wide direct forward
-                         // and the pixels-in-lanes backward-filter, below it im2col
-                         Conv2dShape::make(3, 3, 20, 19, 48, 5, 5)}) {
+                         // lecture conv1 layout with K = 48 > 32: at avx512 our GEMMs on im2col with
+                         // the pixels in the lanes (forward, backward-filter), below it im2col + sgemm;
+                         // and the forward one with stride 2 and padding, PQ = 42 (a masked vector)
+                         Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), Conv2dShape::make(2, 3, 13, 11, 44, 3, 3, 1, 2)}) {
     std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
     fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
     fill_uniform(b.data(), b.size(), 3), fill_uniform(dy.data(), dy.size(), 4);

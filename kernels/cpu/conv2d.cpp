@@ -342,9 +342,9 @@ constexpr int kDirectMaxK = 32;  // above this, a GEMM per image is deep enough
 // With AVX-512 (DLB_CPU_ISA permitting) the direct kernels also beat im2col + sgemm above
 // kDirectMaxK when K is a multiple of 16: 32 channels x 12 pixels per block (forward), 2 filter rows
 // x 5 taps per dy vector (backward-filter). Measured on the lecture's conv1 (K = 128, C = 3): the
-// im2col GEMM is only 75 deep there. (Backward-filter there: use_taps_backward_filter.)
+// im2col GEMM is only 75 deep there. (Backward-filter there: use_col_backward_filter.)
 bool direct_wide_k(const Conv2dShape& sh) { return sh.k % 16 == 0 && isa_allows(Isa::avx512); }
-bool use_taps_backward_filter(const Conv2dShape& sh);
+bool use_col_backward_filter(const Conv2dShape& sh);
 
 bool use_direct(const Conv2dShape& sh) {
   return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.k % 8 == 0 &&
@@ -353,10 +353,19 @@ bool use_direct(const Conv2dShape& sh) {
 
 // Backward-filter for wide K and a shallow C*R*S (the lecture's conv1: K = 128, C*R*S = 75), where
 // the per-tap kernel above streams a transposed dy once per 16 channels and tap pair, and im2col's
-// GEMM is only C*R*S wide: pixels in the vector lanes instead (conv2d_backward_filter_pix_avx512).
-bool use_taps_backward_filter(const Conv2dShape& sh) {
+// sgemm is only C*R*S wide: our own GEMM with the pixels in the vector lanes instead
+// (conv2d_backward_filter_col_avx512).
+bool use_col_backward_filter(const Conv2dShape& sh) {
   return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.k % 4 == 0 &&
          sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) && isa_allows(Isa::avx512);
+}
+
+// Forward for wide K over a shallow C*R*S (the lecture's conv1), any stride and padding: im2col
+// and our own GEMM with the pixels in the vector lanes (conv2d_forward_col_avx512). Ahead of the direct
+// kernel there, whose k-major blocks cost a scalar scatter of every output into NCHW.
+bool use_col_forward(const Conv2dShape& sh) {
+  return sh.k % 4 == 0 && sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) &&
+         isa_allows(Isa::avx512);
 }
 
 // The forward kernel also takes padding. any_k: also above kDirectMaxK output channels (the
@@ -724,113 +733,209 @@ DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, cons
   }
 }
 
-// dW[k][t] for NK output channels k0.. and NT taps t0.. (offsets off[t] into an image: (c*H + r)*W
-// + s), summed over the images and pixels with the pixels in the vector lanes: dy is read as it
-// lies (a row of Q pixels, 16 at a time, the ragged end masked), x at the tap's offset, so neither
-// needs a transpose; per 16 pixels NK + NT loads feed NK*NT FMAs (4 + 6 for 24). The lane sums are
-// reduced once at the end. Adds into dw[(k0 + i)*CRS + t0 + t].
+// ---- shallow GEMMs on an im2col matrix, pixels in the vector lanes (AVX-512) ----
+// For wide K over a shallow C*R*S (the lecture's conv1: K = 128, C*R*S = 75) both the forward and
+// the backward-filter are GEMMs over one image's im2col matrix col[T = C*R*S][PQ]:
+//   forward          y[k][pix]  = bias[k] + sum_t w[k][t] * col[t][pix]   (outer-product form)
+//   backward-filter  dW[k][t]  += sum_pix dy[k][pix] * col[t][pix]         (dot-product form)
+// With 16 pixels per zmm, y, dy and col are read and written as they lie (PQ = 784 = 49 x 16 for
+// conv1): no scatter of a k-major block into NCHW (the direct kernel stores its 32 x 12 block one
+// float at a time, ~20 % of conv1's forward), no unaligned tap offsets, no masked row ends.
+// Napkin math, both forms: 4 rows of k x 6 vectors = 24 accumulators; per step 10 loads (4 + 6) for
+// 24 FMAs, so the two FMA pipes, not the loads, set the pace. im2col writes 75 x 784 floats
+// (235 KB, L2-resident) per image for 15 MFLOP of work.
+
+// One image's im2col for stride 1 and no padding (the shapes the direct kernels take), rows copied
+// 16 floats at a time: a row of Q >= 16 ends with a step that overlaps the one before (stores under
+// a mask cost more than the few floats written twice); Q < 16 copies under a mask.
+DLB_AVX512_T void im2col_s1_avx512(const Conv2dShape& sh, const float* x, float* col) {
+  const int P = sh.p(), Q = sh.q(), H = sh.h, W = sh.w;
+  const std::size_t PQ = std::size_t(P) * Q;
+  const __mmask16 part = __mmask16((1u << (Q % 16)) - 1);
+  for (int c = 0; c < sh.c; ++c)
+    for (int r = 0; r < sh.r; ++r)
+      for (int s = 0; s < sh.s; ++s, col += PQ) {
+        const float* src = x + (std::size_t(c) * H + r) * W + s;
+        for (int p = 0; p < P; ++p) {
+          const float* a = src + std::size_t(p) * W;
+          float* d = col + std::size_t(p) * Q;
+          if (Q < 16) {
+            _mm512_mask_storeu_ps(d, part, _mm512_maskz_loadu_ps(part, a));
+            continue;
+          }
+          int q = 0;
+          for (; q + 16 <= Q; q += 16) _mm512_storeu_ps(d + q, _mm512_loadu_ps(a + q));
+          if (q < Q) _mm512_storeu_ps(d + Q - 16, _mm512_loadu_ps(a + Q - 16));
+        }
+      }
+}
+
+// NV vectors of pixels (the last one under `last`) x 4 rows of k: y = bias + w[4][T] * col.
+template <int NV>
+DLB_AVX512_INLINE void forward_col_block512(const float* w, int T, const float* col, std::size_t ldc,
+                                            const float* bias, float* y, std::size_t ldy, __mmask16 last) {
+  __m512 a0[NV], a1[NV], a2[NV], a3[NV];
+  const __m512 z0 = _mm512_set1_ps(bias ? bias[0] : 0.f), z1 = _mm512_set1_ps(bias ? bias[1] : 0.f),
+               z2 = _mm512_set1_ps(bias ? bias[2] : 0.f), z3 = _mm512_set1_ps(bias ? bias[3] : 0.f);
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) a0[j] = z0, a1[j] = z1, a2[j] = z2, a3[j] = z3;
+  for (int t = 0; t < T; ++t, col += ldc) {
+    const __m512 b0 = _mm512_set1_ps(w[t]), b1 = _mm512_set1_ps(w[T + t]), b2 = _mm512_set1_ps(w[2 * T + t]),
+                 b3 = _mm512_set1_ps(w[3 * T + t]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const __m512 v = j == NV - 1 ? _mm512_maskz_loadu_ps(last, col + 16 * j) : _mm512_loadu_ps(col + 16 * j);
+      a0[j] = _mm512_fmadd_ps(b0, v, a0[j]);
+      a1[j] = _mm512_fmadd_ps(b1, v, a1[j]);
+      a2[j] = _mm512_fmadd_ps(b2, v, a2[j]);
+      a3[j] = _mm512_fmadd_ps(b3, v, a3[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) {
+    const __mmask16 m = j == NV - 1 ? last : __mmask16(0xFFFF);
+    _mm512_mask_storeu_ps(y + 16 * j, m, a0[j]);
+    _mm512_mask_storeu_ps(y + ldy + 16 * j, m, a1[j]);
+    _mm512_mask_storeu_ps(y + 2 * ldy + 16 * j, m, a2[j]);
+    _mm512_mask_storeu_ps(y + 3 * ldy + 16 * j, m, a3[j]);
+  }
+}
+
+DLB_AVX512_T void forward_col_run512(int nv, const float* w, int T, const float* col, std::size_t ldc,
+                                     const float* bias, float* y, std::size_t ldy, __mmask16 last) {
+  switch (nv) {
+    case 1: return forward_col_block512<1>(w, T, col, ldc, bias, y, ldy, last);
+    case 2: return forward_col_block512<2>(w, T, col, ldc, bias, y, ldy, last);
+    case 3: return forward_col_block512<3>(w, T, col, ldc, bias, y, ldy, last);
+    case 4: return forward_col_block512<4>(w, T, col, ldc, bias, y, ldy, last);
+    case 5: return forward_col_block512<5>(w, T, col, ldc, bias, y, ldy, last);
+    default: return forward_col_block512<6>(w, T, col, ldc, bias, y, ldy, last);
+  }
+}
+
+// Forward of the images of `sh` (w KCRS as given, K a multiple of 4), one image's im2col at a time
+// into col (T x PQ floats). The pixel blocks are the outer loop: a block's col panel (T x 96 floats,
+// 29 KB for conv1) stays in L1 across the K/4 row blocks.
+void conv2d_forward_col_avx512(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                               float* col) {
+  const int K = sh.k, T = sh.c * sh.r * sh.s;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
+  const int nvec = int((PQ + 15) / 16), blocks = (nvec + 5) / 6, per = (nvec + blocks - 1) / blocks;
+  const bool s1 = sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0;
+  for (int n = 0; n < sh.n; ++n) {
+    if (s1) im2col_s1_avx512(sh, x + n * xi, col);
+    else im2col(sh, x + n * xi, 1, col);
+    float* yn = y + std::size_t(n) * K * PQ;
+    for (int v0 = 0; v0 < nvec; v0 += per) {
+      const int nv = std::min(per, nvec - v0);
+      const std::size_t p0 = std::size_t(v0) * 16, rest = PQ - (p0 + std::size_t(nv - 1) * 16);
+      const __mmask16 last = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
+      for (int k0 = 0; k0 < K; k0 += 4)
+        forward_col_run512(nv, w + std::size_t(k0) * T, T, col + p0, PQ, bias ? bias + k0 : nullptr,
+                           yn + std::size_t(k0) * PQ + p0, PQ, last);
+    }
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's reduce intrinsic (_mm256_undefined_ps inside)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's unpack intrinsics (an undefined vector inside)
 #endif
-DLB_AVX512_INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+// The lane sums of a, b, c and d as one __m128 {sum a, sum b, sum c, sum d}: 13 instructions
+// against 4 x 8 for four horizontal reductions (a 75 x 128 dW is 9600 of them per image).
+DLB_AVX512_INLINE __m128 hsum4x512(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // per 128-bit lane: {a0+a2, b0+b2, a1+a3, b1+b3} and the same for c, d
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  // per 128-bit lane: {a, b, c, d} partial sums
+  const __m512 s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+                                 _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// dWt[t0 .. t0+NT-1][k0 .. k0+3] (dW in TK order, rows of ldt floats) += sum over one image's PQ
+// pixels of dy[k][pix] * col[t][pix] (dy rows PQ floats apart, col rows ldc apart). The ragged last
+// vector loads under `last` (zeros beyond it, in both operands: what lies there may be anything,
+// even inf). The lane sums are reduced once, four channels at a time.
+template <int NT>
+DLB_AVX512_INLINE void backward_filter_col_block512(const float* dy, const float* col, std::size_t ldc,
+                                                    std::size_t PQ, __mmask16 last, float* dwt, int ldt) {
+  __m512 a0[NT], a1[NT], a2[NT], a3[NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t) a0[t] = a1[t] = a2[t] = a3[t] = _mm512_setzero_ps();
+#define DLB_COL_STEP(LOAD)                                                                                 \
+  {                                                                                                       \
+    const __m512 g0 = LOAD(dy + p), g1 = LOAD(dy + PQ + p), g2 = LOAD(dy + 2 * PQ + p), g3 = LOAD(dy + 3 * PQ + p); \
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; ++t) {                                                \
+      const __m512 v = LOAD(col + t * ldc + p);                                                           \
+      a0[t] = _mm512_fmadd_ps(g0, v, a0[t]);                                                              \
+      a1[t] = _mm512_fmadd_ps(g1, v, a1[t]);                                                              \
+      a2[t] = _mm512_fmadd_ps(g2, v, a2[t]);                                                              \
+      a3[t] = _mm512_fmadd_ps(g3, v, a3[t]);                                                              \
+    }                                                                                                     \
+  }
+  const std::size_t full = PQ / 16 * 16;
+  std::size_t p = 0;
+  for (; p < full; p += 16) DLB_COL_STEP(_mm512_loadu_ps)
+  if (p < PQ) {
+#define DLB_MASKED_LOAD(ptr) _mm512_maskz_loadu_ps(last, ptr)
+    DLB_COL_STEP(DLB_MASKED_LOAD)
+#undef DLB_MASKED_LOAD
+  }
+#undef DLB_COL_STEP
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t)
+    _mm_storeu_ps(dwt + t * ldt, _mm_add_ps(_mm_loadu_ps(dwt + t * ldt), hsum4x512(a0[t], a1[t], a2[t], a3[t])));
+}
+
+DLB_AVX512_T void backward_filter_col_run512(int nt, const float* dy, const float* col, std::size_t ldc,
+                                             std::size_t PQ, __mmask16 last, float* dwt, int ldt) {
+  switch (nt) {
+    case 1: return backward_filter_col_block512<1>(dy, col, ldc, PQ, last, dwt, ldt);
+    case 2: return backward_filter_col_block512<2>(dy, col, ldc, PQ, last, dwt, ldt);
+    case 3: return backward_filter_col_block512<3>(dy, col, ldc, PQ, last, dwt, ldt);
+    case 4: return backward_filter_col_block512<4>(dy, col, ldc, PQ, last, dwt, ldt);
+    case 5: return backward_filter_col_block512<5>(dy, col, ldc, PQ, last, dwt, ldt);
+    default: return backward_filter_col_block512<6>(dy, col, ldc, PQ, last, dwt, ldt);
+  }
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
-template <int NT>
-DLB_AVX512_INLINE void backward_filter_pix_block512(const Conv2dShape& sh, const float* x, const float* dy,
-                                                    const int* off, int k0, int t0, float* dw) {
-  static_assert(NT >= 1 && NT <= 6, "block: 4 channels x up to 6 taps");
-  // Named accumulators (see forward_direct_block): a<channel>_<tap>.
-#define DLB_PIX_ACC(i) __m512 a##i##_0 = _mm512_setzero_ps(), a##i##_1 = a##i##_0, a##i##_2 = a##i##_0, \
-                              a##i##_3 = a##i##_0, a##i##_4 = a##i##_0, a##i##_5 = a##i##_0;
-  DLB_PIX_ACC(0) DLB_PIX_ACC(1) DLB_PIX_ACC(2) DLB_PIX_ACC(3)
-#undef DLB_PIX_ACC
-  const int K = sh.k, P = sh.p(), Q = sh.q(), W = sh.w, CRS = sh.c * sh.r * sh.s;
-  const std::size_t xi = std::size_t(sh.c) * sh.h * W, PQ = std::size_t(P) * Q;
+// Backward-filter of the images of `sh` (dw KCRS and db overwritten; K a multiple of 4; stride 1,
+// no padding), one image at a time: its im2col into col, then blocks of 4 channels x 6 taps. db
+// rides along as one more row of col, all ones: dW's extra tap. The tap blocks are the outer loop:
+// a block's col rows (6 x PQ floats, 19 KB for conv1) stay in L1 while the K/4 channel blocks stream
+// the image's dy (400 KB for conv1: L2) past them. (Two images per im2col, which halves the lane
+// reductions, measured slower at batch 64: 1.25 MB of col and dy no longer fit L2.)
+void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                       std::vector<float>& ws) {
+  const int K = sh.k, T = sh.c * sh.r * sh.s, T1 = T + (db ? 1 : 0);
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w, yi = K * PQ;
+  const __mmask16 last = PQ % 16 ? __mmask16((1u << (PQ % 16)) - 1) : __mmask16(0xFFFF);
+  ensure(ws, std::size_t(T1) * PQ + std::size_t(T1) * K);
+  float* col = ws.data();
+  float* dwt = col + std::size_t(T1) * PQ;  // dW (and db) in TK order: a block's 4 channel sums of a tap are contiguous
+  std::fill(dwt, dwt + std::size_t(T1) * K, 0.f);
+  if (db) std::fill(col + std::size_t(T) * PQ, col + std::size_t(T1) * PQ, 1.f);
   for (int n = 0; n < sh.n; ++n) {
-    const float* xn = x + n * xi;
-    const float* dn = dy + (std::size_t(n) * K + k0) * PQ;
-    for (int p = 0; p < P; ++p) {
-      const float* d = dn + std::size_t(p) * Q;
-      const float* xr = xn + std::size_t(p) * W;
-      // Full steps load as they are; the ragged end of the row loads under a mask (zeros beyond it:
-      // x there may be anything, even inf, and 0 * inf would not be 0).
-#define DLB_PIX_TAP(t, LOAD)                                       \
-  if constexpr (NT > t) {                                          \
-    const __m512 xv = LOAD(xr + q0 + off[t]);                      \
-    a0_##t = _mm512_fmadd_ps(g0, xv, a0_##t);                      \
-    a1_##t = _mm512_fmadd_ps(g1, xv, a1_##t);                      \
-    a2_##t = _mm512_fmadd_ps(g2, xv, a2_##t);                      \
-    a3_##t = _mm512_fmadd_ps(g3, xv, a3_##t);                      \
+    im2col_s1_avx512(sh, x + n * xi, col);
+    const float* dn = dy + n * yi;
+    for (int t0 = 0; t0 < T1; t0 += 6)
+      for (int k0 = 0; k0 < K; k0 += 4)
+        backward_filter_col_run512(std::min(6, T1 - t0), dn + std::size_t(k0) * PQ, col + t0 * PQ, PQ, PQ, last,
+                                   dwt + std::size_t(t0) * K + k0, K);
   }
-#define DLB_PIX_STEP(LOAD)                                                                                  \
-  {                                                                                                        \
-    const __m512 g0 = LOAD(d + q0), g1 = LOAD(d + q0 + PQ), g2 = LOAD(d + q0 + 2 * PQ), g3 = LOAD(d + q0 + 3 * PQ); \
-    DLB_PIX_TAP(0, LOAD) DLB_PIX_TAP(1, LOAD) DLB_PIX_TAP(2, LOAD) DLB_PIX_TAP(3, LOAD) DLB_PIX_TAP(4, LOAD)    \
-    DLB_PIX_TAP(5, LOAD)                                                                                   \
-  }
-      int q0 = 0;
-      for (; q0 + 16 <= Q; q0 += 16) DLB_PIX_STEP(_mm512_loadu_ps)
-      if (q0 < Q) {
-        const __mmask16 m = __mmask16((1u << (Q - q0)) - 1);
-#define DLB_MASKED_LOAD(ptr) _mm512_maskz_loadu_ps(m, ptr)
-        DLB_PIX_STEP(DLB_MASKED_LOAD)
-#undef DLB_MASKED_LOAD
-      }
-#undef DLB_PIX_STEP
-#undef DLB_PIX_TAP
-    }
-  }
-  const __m512 acc[4][6] = {{a0_0, a0_1, a0_2, a0_3, a0_4, a0_5}, {a1_0, a1_1, a1_2, a1_3, a1_4, a1_5},
-                            {a2_0, a2_1, a2_2, a2_3, a2_4, a2_5}, {a3_0, a3_1, a3_2, a3_3, a3_4, a3_5}};
-  for (int i = 0; i < 4; ++i)
-    for (int t = 0; t < NT; ++t) dw[std::size_t(k0 + i) * CRS + t0 + t] += hsum512(acc[i][t]);
-}
-
-DLB_AVX512_T void backward_filter_pix_run512(int nt, const Conv2dShape& sh, const float* x, const float* dy,
-                                             const int* off, int k0, int t0, float* dw) {
-  switch (nt) {
-    case 1: return backward_filter_pix_block512<1>(sh, x, dy, off, k0, t0, dw);
-    case 2: return backward_filter_pix_block512<2>(sh, x, dy, off, k0, t0, dw);
-    case 3: return backward_filter_pix_block512<3>(sh, x, dy, off, k0, t0, dw);
-    case 4: return backward_filter_pix_block512<4>(sh, x, dy, off, k0, t0, dw);
-    case 5: return backward_filter_pix_block512<5>(sh, x, dy, off, k0, t0, dw);
-    default: return backward_filter_pix_block512<6>(sh, x, dy, off, k0, t0, dw);
-  }
-}
-
-// dw (KCRS) and db over the images of `sh` (overwritten); K a multiple of 4, stride 1, no padding.
-// Images in groups of kPixGroup; in a group, blocks of 4 channels x 6 taps each sum the group's
-// pixels: a block's 4 channels of dy and the group's images stay in L1/L2 across the tap blocks.
-constexpr int kPixGroup = 2;
-void conv2d_backward_filter_pix_avx512(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
-  const int K = sh.k, C = sh.c, R = sh.r, S = sh.s, H = sh.h, W = sh.w, CRS = C * R * S;
-  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(C) * H * W;
-  std::vector<int> off(static_cast<std::size_t>(CRS));
-  for (int c = 0, t = 0; c < C; ++c)
-    for (int r = 0; r < R; ++r)
-      for (int s = 0; s < S; ++s) off[t++] = (c * H + r) * W + s;
-  std::fill(dw, dw + sh.w_size(), 0.f);
-  for (int n0 = 0; n0 < sh.n; n0 += kPixGroup) {
-    Conv2dShape g = sh;
-    g.n = std::min(kPixGroup, sh.n - n0);
-    const float* xg = x + n0 * xi;
-    const float* dg = dy + std::size_t(n0) * K * PQ;
-    for (int k0 = 0; k0 < K; k0 += 4)
-      for (int t0 = 0; t0 < CRS; t0 += 6)
-        backward_filter_pix_run512(std::min(6, CRS - t0), g, xg, dg, off.data() + t0, k0, t0, dw);
-  }
-  if (db) {
-    std::fill(db, db + K, 0.f);
-    for (int n = 0; n < sh.n; ++n)
-      for (int k = 0; k < K; ++k) db[k] += sum(dy + (std::size_t(n) * K + k) * PQ, PQ);
-  }
+  for (int k = 0; k < K; ++k)
+    for (int t = 0; t < T; ++t) dw[std::size_t(k) * T + t] = dwt[std::size_t(t) * K + k];
+  if (db) std::copy(dwt + std::size_t(T) * K, dwt + std::size_t(T1) * K, db);
 }
 #else
 bool use_direct(const Conv2dShape&) { return false; }
-bool use_taps_backward_filter(const Conv2dShape&) { return false; }
+bool use_col_forward(const Conv2dShape&) { return false; }
+bool use_col_backward_filter(const Conv2dShape&) { return false; }
 #endif
 
 // ---- one thread: the images of `sh` (a part of the batch) in chunks ----
@@ -868,6 +973,10 @@ void gather_images(const float* src, int m, int K, std::size_t PQ, float* dst) {
 void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
                     std::vector<float>& ws, const float* wt = nullptr) {
 #ifdef DLB_DIRECT_KERNELS
+  if (!wt && use_col_forward(sh)) {  // (a launcher that passes CRSK filters chose the direct kernel)
+    ensure(ws, std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q());
+    return conv2d_forward_col_avx512(sh, x, w, bias, y, ws.data());
+  }
   if (wt) {
     if (sh.pad_h > 0 || sh.pad_w > 0) ensure(ws, std::size_t(sh.c) * (sh.h + 2 * sh.pad_h) * (sh.w + 2 * sh.pad_w));
     return conv2d_forward_direct_simd(sh, x, wt, bias, y, ws.data());
@@ -982,7 +1091,7 @@ void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* 
     ensure(ws, sh.y_size());
     return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ws.data());
   }
-  if (use_taps_backward_filter(sh)) return conv2d_backward_filter_pix_avx512(sh, x, dy, dw, db);
+  if (use_col_backward_filter(sh)) return conv2d_backward_filter_col_avx512(sh, x, dy, dw, db, ws);
 #endif
   const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
   if (db) std::fill(db, db + K, 0.f);
@@ -1047,7 +1156,7 @@ void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w
   check_shape(sh);
   const float* wt = nullptr;  // the calling thread's CRSK filters for the direct kernel, shared by its tasks
 #ifdef DLB_DIRECT_KERNELS
-  if (use_direct_forward(sh)) {
+  if (!use_col_forward(sh) && use_direct_forward(sh)) {
     thread_local std::vector<float> crsk;
     ensure(crsk, sh.w_size());
     filters_to_crsk(sh, w, crsk.data());
