@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/common/errors.h"
@@ -362,9 +363,12 @@ TEST(ThreadedKernels, MaxPool2x2MatchesPlainLoop) {
 
 // ReLU + 2x2 max pool reading a bf16 convolution's output in oneDNN's nChw16c layout, and its
 // backward writing that layout: the same y, arg and (unblocked) dx as the NCHW kernels, bit for bit,
-// on bf16 values full of ties, NaNs and negatives, at every ISA level this CPU has.
-TEST(ThreadedKernels, MaxPool2x2Nchw16cBf16MatchesNchw) {
-  const int n = 3, c = 32, h = 10, w = 14, p = h / 2, q = w / 2;
+// on bf16 values full of ties, NaNs and negatives, at every ISA level this CPU has; even and odd
+// sizes (a ragged row and column that no window covers).
+class Nchw16cPool : public ::testing::TestWithParam<std::pair<int, int>> {};
+INSTANTIATE_TEST_SUITE_P(Sizes, Nchw16cPool, ::testing::Values(std::pair{10, 14}, std::pair{11, 13}));
+TEST_P(Nchw16cPool, MatchesNchwAtEveryIsa) {
+  const int n = 3, c = 32, h = GetParam().first, w = GetParam().second, p = h / 2, q = w / 2;
   const std::size_t xs = std::size_t(n) * c * h * w, ys = std::size_t(n) * c * p * q;
   std::vector<float> x(xs), g(ys);
   fill_uniform(x.data(), xs, 61), fill_uniform(g.data(), ys, 62);
@@ -395,5 +399,20 @@ TEST(ThreadedKernels, MaxPool2x2Nchw16cBf16MatchesNchw) {
         for (int s = 0; s < h * w; ++s)
           ASSERT_EQ(cpu::bf16_to_fp32_ref(dxb[((std::size_t(in) * (c / 16) + ch / 16) * h * w + s) * 16 + ch % 16]),
                     dx[(std::size_t(in) * c + ch) * h * w + s]);
+  }
+  // dy not bf16-exact (as the layer above hands it over): the backward rounds it, ties to even, NaN
+  // kept, the same bits at every level.
+  std::vector<float> g2(ys);
+  fill_uniform(g2.data(), ys, 63);
+  for (std::size_t i = 0; i < ys; i += 5) g2[i] = cpu::bf16_to_fp32_ref(cpu::fp32_to_bf16_ref(g2[i])) * (1.f + 0x1p-8f);
+  g2[1] = std::nanf(""), g2[2] = 3.0e38f;
+  std::vector<std::uint16_t> first;
+  for (const cpu::Isa level : {cpu::Isa::scalar, cpu::Isa::avx512}) {
+    if (static_cast<int>(level) > static_cast<int>(cpu::isa_cap())) continue;
+    const cpu::IsaLimit lim(level);
+    std::vector<std::uint16_t> dxb(xs, 0x7777);
+    cpu::maxpool2x2_relu_backward_nchw16c_bf16(g2.data(), y.data(), arg.data(), dxb.data(), n, c, h, w);
+    if (first.empty()) first = dxb;
+    else EXPECT_EQ(dxb, first) << cpu::isa_name(level);
   }
 }

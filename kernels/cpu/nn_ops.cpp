@@ -253,35 +253,119 @@ DLB_POOL16 inline __m512 load_bf16x16(const std::uint16_t* p) {
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
-// The 16 channels in the lanes: 4 loads per window, the choice in mask registers; the lanes go to
-// their NCHW planes through a small buffer (16 scalar stores per window and array).
+// 16 x 16 floats (or int32) transposed in registers: r[i][j] -> r[j][i], in 64 shuffles (4 stages
+// of 16) where 256 scalar stores or 16 gathers of 16 lines would do it element by element.
+DLB_POOL16 inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int k = 0; k < 8; ++k) {  // per 128-bit block: {r2k[0], r2k+1[0], r2k[1], r2k+1[1]}, then [2], [3]
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // per block: column m of rows 4k .. 4k+3, in r[4k + m]
+    const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
+    r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int m = 0; m < 4; ++m) {  // the 128-bit blocks: block b of r[4k + m] is rows 4k.. of column 4b + m
+    const __m512 v = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), v2 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+    const __m512 u = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+    t[m] = _mm512_shuffle_f32x4(v, u, 0x88), t[8 + m] = _mm512_shuffle_f32x4(v, u, 0xDD);
+    t[4 + m] = _mm512_shuffle_f32x4(v2, u2, 0x88), t[12 + m] = _mm512_shuffle_f32x4(v2, u2, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// The 16 channels in the lanes: 4 loads per window, the choice in mask registers. 16 windows (pooled
+// pixels o0 .. o0+15 of the plane, across rows) are then transposed to 16 planes' runs of 16: one
+// vector store per plane (the ragged last group under a mask).
 DLB_POOL16 void pool16_block_avx512(const std::uint16_t* xb, std::int32_t base, int c0, int h, int w, int p, int q,
                                     std::size_t pq, float* y, std::int32_t* arg) {
   const __m512 zero = _mm512_setzero_ps();
   const __m512i chan = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                           _mm512_set1_epi32(h * w));
-  alignas(64) float vb[16];
-  alignas(64) std::int32_t ib[16];
-  for (int i = 0; i < p; ++i)
-    for (int j = 0; j < q; ++j) {
+  const __m512i origin = _mm512_add_epi32(chan, _mm512_set1_epi32(base + c0 * h * w));
+  (void)p;
+  for (std::size_t o0 = 0; o0 < pq; o0 += 16) {
+    const int nw = int(std::min<std::size_t>(16, pq - o0));
+    __m512 vals[16], idx[16];
+    for (int t = 0; t < 16; ++t) {
+      if (t >= nw) {
+        vals[t] = zero, idx[t] = zero;
+        continue;
+      }
+      const int i = int((o0 + t) / q), j = int((o0 + t) % q);
       const int o00 = (2 * i) * w + 2 * j;
       const std::uint16_t* r0 = xb + std::size_t(o00) * 16;
       const std::uint16_t* r1 = r0 + std::size_t(w) * 16;
       const __m512 a = load_bf16x16(r0), b = load_bf16x16(r0 + 16), cc = load_bf16x16(r1), d = load_bf16x16(r1 + 16);
       __m512 bv = a;
       __m512i bo = _mm512_set1_epi32(o00);
-      __mmask16 t = _mm512_cmp_ps_mask(b, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
-      bv = _mm512_mask_mov_ps(bv, t, b), bo = _mm512_mask_mov_epi32(bo, t, _mm512_set1_epi32(o00 + 1));
-      t = _mm512_cmp_ps_mask(cc, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cc, cc, _CMP_UNORD_Q);
-      bv = _mm512_mask_mov_ps(bv, t, cc), bo = _mm512_mask_mov_epi32(bo, t, _mm512_set1_epi32(o00 + w));
-      t = _mm512_cmp_ps_mask(d, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
-      bv = _mm512_mask_mov_ps(bv, t, d), bo = _mm512_mask_mov_epi32(bo, t, _mm512_set1_epi32(o00 + w + 1));
-      bv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(bv, zero, _CMP_GT_OQ), bv);  // relu: v > 0 ? v : 0 (NaN -> 0)
-      _mm512_store_ps(vb, bv);
-      _mm512_store_si512(ib, _mm512_add_epi32(_mm512_add_epi32(bo, chan), _mm512_set1_epi32(base + c0 * h * w)));
-      const std::size_t o = std::size_t(c0) * pq + std::size_t(i) * q + j;
-      for (int l = 0; l < 16; ++l) y[o + l * pq] = vb[l], arg[o + l * pq] = ib[l];
+      __mmask16 m = _mm512_cmp_ps_mask(b, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
+      bv = _mm512_mask_mov_ps(bv, m, b), bo = _mm512_mask_mov_epi32(bo, m, _mm512_set1_epi32(o00 + 1));
+      m = _mm512_cmp_ps_mask(cc, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cc, cc, _CMP_UNORD_Q);
+      bv = _mm512_mask_mov_ps(bv, m, cc), bo = _mm512_mask_mov_epi32(bo, m, _mm512_set1_epi32(o00 + w));
+      m = _mm512_cmp_ps_mask(d, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+      bv = _mm512_mask_mov_ps(bv, m, d), bo = _mm512_mask_mov_epi32(bo, m, _mm512_set1_epi32(o00 + w + 1));
+      vals[t] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(bv, zero, _CMP_GT_OQ), bv);  // relu: v > 0 ? v : 0 (NaN -> 0)
+      idx[t] = _mm512_castsi512_ps(_mm512_add_epi32(bo, origin));
     }
+    transpose16(vals);
+    transpose16(idx);
+    const __mmask16 keep = __mmask16((1u << nw) - 1);
+    for (int l = 0; l < 16; ++l) {
+      const std::size_t at = std::size_t(c0 + l) * pq + o0;
+      _mm512_mask_storeu_ps(y + at, keep, vals[l]);
+      _mm512_mask_storeu_ps(reinterpret_cast<float*>(arg + at), keep, idx[l]);
+    }
+  }
+}
+
+// Its backward: dy, y and arg of 16 windows read as they lie in the 16 planes (16 loads each, the
+// ragged last group under a mask) and transposed to the channels in the lanes; dy rounded to bf16
+// (as fp32_to_bf16_ref: ties to even, NaN kept quiet) goes to the one window position arg names,
+// under the ReLU's mask, and zeros to the other three: 4 stores of 16 bf16 per window write each dx
+// element once, with no branch (the scalar loop's y > 0 test is a coin toss for the predictor) and
+// no memset when h and w are even.
+DLB_POOL16 void unpool16_block_avx512(const float* dy, const float* y, const std::int32_t* arg, std::int32_t base,
+                                      int h, int w, int q, std::size_t pq, std::uint16_t* db) {
+  const __m512i l16 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i plane_base =  // arg of each lane's plane origin
+      _mm512_add_epi32(_mm512_set1_epi32(base), _mm512_mullo_epi32(l16, _mm512_set1_epi32(h * w)));
+  const __m512 zero = _mm512_setzero_ps();
+  if ((h | w) & 1) std::memset(db, 0, std::size_t(h) * w * 16 * sizeof(std::uint16_t));  // ragged edge
+  for (std::size_t o0 = 0; o0 < pq; o0 += 16) {
+    const int nw = int(std::min<std::size_t>(16, pq - o0));
+    const __mmask16 keep = __mmask16((1u << nw) - 1);
+    __m512 G[16], Y[16], A[16];
+    for (int l = 0; l < 16; ++l) {
+      const std::size_t at = std::size_t(l) * pq + o0;
+      G[l] = _mm512_maskz_loadu_ps(keep, dy + at), Y[l] = _mm512_maskz_loadu_ps(keep, y + at);
+      A[l] = _mm512_maskz_loadu_ps(keep, reinterpret_cast<const float*>(arg + at));
+    }
+    transpose16(G);
+    transpose16(Y);
+    transpose16(A);
+    for (int t = 0; t < nw; ++t) {
+      const int i = int((o0 + t) / q), j = int((o0 + t) % q), o00 = (2 * i) * w + 2 * j;
+      const __m512i at = _mm512_sub_epi32(_mm512_castps_si512(A[t]), plane_base);
+      const __mmask16 live = _mm512_cmp_ps_mask(Y[t], zero, _CMP_GT_OQ);
+      const __m512i u = _mm512_castps_si512(G[t]);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+      r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(G[t], G[t], _CMP_UNORD_Q),
+                                _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+      const __m256i v = _mm512_cvtepi32_epi16(r);
+      const int offs[4] = {o00, o00 + 1, o00 + w, o00 + w + 1};
+      for (int k = 0; k < 4; ++k) {
+        const __mmask16 m = live & _mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(offs[k]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(db + std::size_t(offs[k]) * 16), _mm256_maskz_mov_epi16(m, v));
+      }
+    }
+  }
 }
 #undef DLB_POOL16
 #if defined(__GNUC__) && !defined(__clang__)
@@ -319,11 +403,20 @@ void maxpool2x2_relu_backward_nchw16c_bf16(const float* dy, const float* y, cons
                                            int n, int c, int h, int w) {
   const int p = h / 2, q = w / 2, cb = c / 16;
   const std::size_t pq = std::size_t(p) * q, hw = std::size_t(h) * w;
+  const bool simd = isa_allows(Isa::avx512);
   split_items(long(n) * cb, long(16 * hw), [&](long b0, long b1) {
     for (long b = b0; b < b1; ++b) {
       const long img = b / cb;
       const int c0 = int(b % cb) * 16;
       std::uint16_t* db = dx + std::size_t(b) * hw * 16;
+#if defined(__x86_64__)
+      if (simd) {
+        const std::size_t plane0 = std::size_t(img) * c + c0;
+        unpool16_block_avx512(dy + plane0 * pq, y + plane0 * pq, arg + plane0 * pq, std::int32_t(plane0 * hw), h, w,
+                              q, pq, db);
+        continue;
+      }
+#endif
       std::memset(db, 0, hw * 16 * sizeof(std::uint16_t));
       for (int l = 0; l < 16; ++l) {
         const std::size_t plane = std::size_t(img) * c + c0 + l;
@@ -336,6 +429,7 @@ void maxpool2x2_relu_backward_nchw16c_bf16(const float* dy, const float* y, cons
       }
     }
   });
+  (void)simd;
 }
 
 void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std::size_t x_size, std::size_t y_size) {
