@@ -76,6 +76,9 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
                          // k <= c/4: backward-data as a forward conv with 64 output channels (the
                          // AVX-512 kernel's 32-channel blocks), 3 filter rows (a 1-row remainder)
                          Conv2dShape::make(2, 64, 9, 9, 16, 3, 3),
+                         // at avx512 by dy columns (no zero border): 32 + 16 channels, rows of
+                         // 7 + 7 + 6 pixels, padding 1
+                         Conv2dShape::make(2, 48, 11, 20, 8, 5, 5, 1),
                          // lecture conv1 layout with K = 48 > 32: at avx512 the wide direct forward
                          // and the pixels-in-lanes backward-filter, below it im2col
                          Conv2dShape::make(3, 3, 20, 19, 48, 5, 5)}) {
