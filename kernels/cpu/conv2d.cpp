@@ -11,7 +11,9 @@
 // visible part, so it is written as contiguous row copies. For conv2 (128 -> 16 channels) im2col
 // blows the input up 25x for a GEMM only 16 rows deep: forward and backward-filter run the direct
 // kernels there, and backward-data runs as a forward conv with rotated filters
-// (backward_data_as_forward), through the direct kernel where it applies.
+// (backward_data_as_forward), through the direct kernel where it applies; with AVX-512 over dy's
+// columns, so that the zero border of its "full" padding is never multiplied
+// (conv2d_backward_data_cols_avx512).
 //
 // im2col layout: the batch is processed in chunks of `nb` images, and one GEMM covers the whole
 // chunk (GEMM N = nb*p*q) when one image's p*q is too narrow for a GEMM:
@@ -912,7 +914,7 @@ void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const
 // rotated by 180 degrees with c and k swapped). Its GEMM is C x (K*R*S) x (H*W) per image instead
 // of (C*R*S) x K x (P*Q): far better shaped when K is small (conv2: K = 16 makes the plain path a
 // 16-deep GEMM that only writes a 3200-row dcol), at the price of multiplying the zero border
-// (H*W / P*Q times the flops, <= 2.5x where we take it).
+// (H*W / P*Q times the flops, <= 2.5x where we take it; not by conv2d_backward_data_cols_avx512).
 bool backward_data_as_forward(const Conv2dShape& sh) {
   if (sh.stride_h != 1 || sh.stride_w != 1 || sh.pad_h > sh.r - 1 || sh.pad_w > sh.s - 1) return false;
   const double waste = double(sh.h) * sh.w / (double(sh.p()) * sh.q());
