@@ -12,7 +12,9 @@
 // visible part, so it is written as contiguous row copies. For conv2 (128 -> 16 channels) im2col
 // blows the input up 25x for a GEMM only 16 rows deep: forward and backward-filter run the direct
 // kernels there, and backward-data runs as a forward conv with rotated filters
-// (backward_data_as_forward), through the direct kernel where it applies.
+// (backward_data_as_forward), through the direct kernel where it applies; with AVX-512 over dy's
+// columns, so that the zero border of its "full" padding is never multiplied
+// (conv2d_backward_data_cols_avx512).
 //
 // im2col layout: the batch is processed in chunks of `nb` images, and one GEMM covers the whole
 // chunk (GEMM N = nb*p*q) when one image's p*q is too narrow for a GEMM:
@@ -1022,7 +1024,7 @@ void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const
 // rotated by 180 degrees with c and k swapped). Its GEMM is C x (K*R*S) x (H*W) per image instead
 // of (C*R*S) x K x (P*Q): far better shaped when K is small (conv2: K = 16 makes the plain path a
 // 16-deep GEMM that only writes a 3200-row dcol), at the price of multiplying the zero border
-// (H*W / P*Q times the flops, <= 2.5x where we take it).
+// (H*W / P*Q times the flops, <= 2.5x where we take it; not by conv2d_backward_data_cols_avx512).
 bool backward_data_as_forward(const Conv2dShape& sh) {
   if (sh.stride_h != 1 || sh.stride_w != 1 || sh.pad_h > sh.r - 1 || sh.pad_w > sh.s - 1) return false;
   const double waste = double(sh.h) * sh.w / (double(sh.p()) * sh.q());
@@ -1060,10 +1062,220 @@ void rotate_filters_crsk(const Conv2dShape& sh, const float* w, float* wt) {
     }
 }
 
-// wrot: the rotated filters when backward_data_as_forward(sh), else null; in CRSK order (for the
-// direct kernel) when `crsk`, else KCRS.
+#ifdef DLB_DIRECT_KERNELS
+// ---- backward-data by dy columns (AVX-512): the rotated forward conv without the zero border.
+// Run as a forward conv over dy padded by S-1-pad ("full" padding), a tap s of output column w
+// reads the border unless 0 <= w - s + pad < Q: for conv2 (dy 16x10x10 -> dx 128x14x14, 5x5) 29% of
+// the taps the row skip leaves multiply zeros. Here a block (a run of NP dx pixels of one row x 16*NV
+// channels c) loops over dy's columns u instead of the taps: one broadcast of dy[u] feeds the taps s
+// whose pixel j = u - s lies in the run, with the row's S filter vectors held in registers, and
+// only the columns inside dy are visited, so no FMA multiplies the border and dy is read unpadded.
+// Napkin math (conv2, NP = 7, NV = 2, per dy channel and filter row): 10 filter loads + 7
+// broadcasts for 50 FMAs, all of them useful, against the padded kernel's 70 FMAs (35 broadcasts).
+// Registers: 2*NP accumulators + 2*S filters + 1 (27 of 32 for NP = 8, S = 5).
+// The blocks of a dx row write a [W][32] row buffer (a vector store per pixel), moved to NCHW dx in
+// 16 x 16 register transposes; the filters are rotated into a blocked layout (rotate_filters_cols)
+// so that a block's S*NV filter vectors lie together.
+constexpr int kColsMaxRun = 8;
+
+// 16 x 16 transpose through registers: dst[j*ldd + i] = src[i*lds + j] for rows i < nr, columns
+// j < nc (src rows beyond nr read as zeros, columns beyond nc are not read, dst gets nr floats a row).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's intrinsics (_mm512_undefined_ps inside)
+#endif
+DLB_AVX512_INLINE void transpose16(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
+  const __mmask16 mc = __mmask16((1u << nc) - 1), mr = __mmask16((1u << nr) - 1);
+  __m512 a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = i < nr ? _mm512_maskz_loadu_ps(mc, src + i * lds) : _mm512_setzero_ps();
+  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved in each 128-bit lane
+    b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
+    b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // a[i + j], lane L: rows i..i+3 of column 4L + j
+    const __m512d b0 = _mm512_castps_pd(b[i]), b1 = _mm512_castps_pd(b[i + 1]);
+    const __m512d b2 = _mm512_castps_pd(b[i + 2]), b3 = _mm512_castps_pd(b[i + 3]);
+    a[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(b0, b2));
+    a[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(b0, b2));
+    a[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b1, b3));
+    a[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b1, b3));
+  }
+  for (int j = 0; j < 4; ++j) {  // column 4L + j: lane L of a[j], a[4 + j], a[8 + j], a[12 + j]
+    const __m512 u0 = _mm512_shuffle_f32x4(a[j], a[4 + j], 0x88), u1 = _mm512_shuffle_f32x4(a[j], a[4 + j], 0xdd);
+    const __m512 v0 = _mm512_shuffle_f32x4(a[8 + j], a[12 + j], 0x88), v1 = _mm512_shuffle_f32x4(a[8 + j], a[12 + j], 0xdd);
+    b[j] = _mm512_shuffle_f32x4(u0, v0, 0x88);
+    b[4 + j] = _mm512_shuffle_f32x4(u1, v1, 0x88);
+    b[8 + j] = _mm512_shuffle_f32x4(u0, v0, 0xdd);
+    b[12 + j] = _mm512_shuffle_f32x4(u1, v1, 0xdd);
+  }
+  for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + j * ldd, mr, b[j]);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// out[NP][16*NV] (pixel-major, overwritten): the block's sums. dy at (channel 0, first row taken,
+// column of u = 0), rows of `ld` floats, channels `plane` apart; nr rows; wt: the blocked filters
+// (rotate_filters_cols) at (channel 0, first row taken, c0), `wk` floats per dy channel and `wr`
+// per filter row; [lo, hi): the columns u read (inside dy). K dy channels.
+template <int NP, int S, int NV>
+DLB_AVX512_INLINE void backward_data_cols_block512(const float* dy, std::size_t plane, int ld, int nr, int lo, int hi,
+                                                   const float* wt, std::size_t wk, std::size_t wr, int K, float* out) {
+  static_assert(NP >= 1 && NP <= kColsMaxRun && (S == 3 || S == 5) && (NV == 1 || NV == 2), "block shape");
+  constexpr int NC = 16 * NV;  // filter floats per tap in the blocked layout
+  // Named registers (see forward_direct_block): accumulators a<pixel>_<vector>, filters f<tap>_<vector>.
+  __m512 a0_0 = _mm512_setzero_ps(), a0_1 = a0_0, a1_0 = a0_0, a1_1 = a0_0, a2_0 = a0_0, a2_1 = a0_0;
+  __m512 a3_0 = a0_0, a3_1 = a0_0, a4_0 = a0_0, a4_1 = a0_0, a5_0 = a0_0, a5_1 = a0_0;
+  __m512 a6_0 = a0_0, a6_1 = a0_0, a7_0 = a0_0, a7_1 = a0_0;
+  for (int k = 0; k < K; ++k, dy += plane, wt += wk) {
+    const float* xr = dy;
+    const float* w = wt;
+    for (int r = 0; r < nr; ++r, xr += ld, w += wr) {
+      __m512 f0_0 = _mm512_loadu_ps(w), f1_0 = _mm512_loadu_ps(w + NC), f2_0 = _mm512_loadu_ps(w + 2 * NC);
+      __m512 f3_0 = f0_0, f4_0 = f0_0;
+      if constexpr (S > 3) f3_0 = _mm512_loadu_ps(w + 3 * NC), f4_0 = _mm512_loadu_ps(w + 4 * NC);
+      __m512 f0_1 = f0_0, f1_1 = f0_0, f2_1 = f0_0, f3_1 = f0_0, f4_1 = f0_0;
+      if constexpr (NV > 1) {
+        f0_1 = _mm512_loadu_ps(w + 16), f1_1 = _mm512_loadu_ps(w + NC + 16), f2_1 = _mm512_loadu_ps(w + 2 * NC + 16);
+        if constexpr (S > 3) f3_1 = _mm512_loadu_ps(w + 3 * NC + 16), f4_1 = _mm512_loadu_ps(w + 4 * NC + 16);
+      }
+      // Tap s of pixel j (j + s = u) and the column u: taps only where the pixel is in the run,
+      // columns (a branch that goes the same way for the whole block) only inside dy.
+#define DLB_TAP(j, s)                                                   \
+  if constexpr (j < NP && s < S) {                                      \
+    a##j##_0 = _mm512_fmadd_ps(f##s##_0, xb, a##j##_0);                 \
+    if constexpr (NV > 1) a##j##_1 = _mm512_fmadd_ps(f##s##_1, xb, a##j##_1); \
+  }
+#define DLB_COL(u, TAPS)                         \
+  if constexpr (u < NP + S - 1)                  \
+    if (u >= lo && u < hi) {                     \
+      const __m512 xb = _mm512_set1_ps(xr[u]);   \
+      TAPS                                       \
+    }
+      DLB_COL(0, DLB_TAP(0, 0))
+      DLB_COL(1, DLB_TAP(1, 0) DLB_TAP(0, 1))
+      DLB_COL(2, DLB_TAP(2, 0) DLB_TAP(1, 1) DLB_TAP(0, 2))
+      DLB_COL(3, DLB_TAP(3, 0) DLB_TAP(2, 1) DLB_TAP(1, 2) DLB_TAP(0, 3))
+      DLB_COL(4, DLB_TAP(4, 0) DLB_TAP(3, 1) DLB_TAP(2, 2) DLB_TAP(1, 3) DLB_TAP(0, 4))
+      DLB_COL(5, DLB_TAP(5, 0) DLB_TAP(4, 1) DLB_TAP(3, 2) DLB_TAP(2, 3) DLB_TAP(1, 4))
+      DLB_COL(6, DLB_TAP(6, 0) DLB_TAP(5, 1) DLB_TAP(4, 2) DLB_TAP(3, 3) DLB_TAP(2, 4))
+      DLB_COL(7, DLB_TAP(7, 0) DLB_TAP(6, 1) DLB_TAP(5, 2) DLB_TAP(4, 3) DLB_TAP(3, 4))
+      DLB_COL(8, DLB_TAP(7, 1) DLB_TAP(6, 2) DLB_TAP(5, 3) DLB_TAP(4, 4))
+      DLB_COL(9, DLB_TAP(7, 2) DLB_TAP(6, 3) DLB_TAP(5, 4))
+      DLB_COL(10, DLB_TAP(7, 3) DLB_TAP(6, 4))
+      DLB_COL(11, DLB_TAP(7, 4))
+#undef DLB_COL
+#undef DLB_TAP
+    }
+  }
+  const __m512 acc[8][2] = {{a0_0, a0_1}, {a1_0, a1_1}, {a2_0, a2_1}, {a3_0, a3_1},
+                            {a4_0, a4_1}, {a5_0, a5_1}, {a6_0, a6_1}, {a7_0, a7_1}};
+  for (int i = 0; i < NP; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + i * NC + 16 * v, acc[i][v]);
+}
+
+template <int S, int NV>
+DLB_AVX512_INLINE void backward_data_cols_run512(int np, const float* dy, std::size_t plane, int ld, int nr, int lo,
+                                                 int hi, const float* wt, std::size_t wk, std::size_t wr, int K,
+                                                 float* out) {
+  switch (np) {
+#define DLB_CASE(n) \
+  case n: return backward_data_cols_block512<n, S, NV>(dy, plane, ld, nr, lo, hi, wt, wk, wr, K, out);
+    DLB_CASE(1) DLB_CASE(2) DLB_CASE(3) DLB_CASE(4) DLB_CASE(5) DLB_CASE(6) DLB_CASE(7)
+#undef DLB_CASE
+    default: return backward_data_cols_block512<8, S, NV>(dy, plane, ld, nr, lo, hi, wt, wk, wr, K, out);
+  }
+}
+
+// Where it applies: stride 1, S of 3 or 5, C a multiple of 16, DLB_CPU_ISA allows avx512 (and
+// backward_data_as_forward chose the rotated conv).
+bool use_cols_backward_data(const Conv2dShape& sh) {
+  return sh.stride_h == 1 && sh.stride_w == 1 && (sh.s == 3 || sh.s == 5) && sh.c % 16 == 0 &&
+         isa_allows(Isa::avx512);
+}
+
+// The rotated filters for conv2d_backward_data_cols_avx512, blocked: for each dy channel k and
+// rotated row r, the channels c in blocks of 32 (the last may be 16), in a block the S taps, in a
+// tap the block's channels: wt[(k*R + r)*S*C + c0*S + s*nc + c - c0] = W[k][c][R-1-r][S-1-s].
+// Per k, W[k] ([C][R*S]) is transposed in 16 x 16 tiles into tmp ([R*S][C]), then its rows are
+// copied to their blocks in reversed tap order.
+DLB_AVX512_T void rotate_filters_cols(const Conv2dShape& sh, const float* w, float* wt) {
+  const int C = sh.c, R = sh.r, S = sh.s, RS = R * S;
+  std::vector<float> tmp(std::size_t(RS) * C);
+  for (int k = 0; k < sh.k; ++k) {
+    const float* wk = w + std::size_t(k) * C * RS;
+    for (int c0 = 0; c0 < C; c0 += 16)
+      for (int t0 = 0; t0 < RS; t0 += 16)
+        transpose16(wk + std::size_t(c0) * RS + t0, RS, 16, std::min(16, RS - t0), tmp.data() + std::size_t(t0) * C + c0,
+                    C);
+    float* dk = wt + std::size_t(k) * RS * C;
+    for (int t = 0; t < RS; ++t) {
+      const int rt = RS - 1 - t, r = rt / S, s = rt % S;  // tap t of W is tap (r, s) of the rotated filter
+      const float* src = tmp.data() + std::size_t(t) * C;
+      for (int c0 = 0; c0 < C;) {
+        const int nc = C - c0 >= 32 ? 32 : 16;
+        std::memcpy(dk + std::size_t(r) * S * C + std::size_t(c0) * S + s * nc, src + c0, sizeof(float) * nc);
+        c0 += nc;
+      }
+    }
+  }
+}
+
+// conv2d_backward_data_cols_avx512: dx (NCHW, overwritten) of `sh` from dy; wt: rotate_filters_cols.
+// Each dx row is cut into near-equal runs of <= kColsMaxRun; rowbuf: W*32 floats.
+template <int S>
+DLB_AVX512_T void conv2d_backward_data_cols_avx512(const Conv2dShape& sh, const float* dy, const float* wt, float* dx,
+                                                   float* rowbuf) {
+  const int K = sh.k, C = sh.c, R = sh.r, P = sh.p(), Q = sh.q(), H = sh.h, W = sh.w;
+  const int ph = R - 1 - sh.pad_h, pw = S - 1 - sh.pad_w;  // the rotated conv's "full" padding
+  const std::size_t PQ = std::size_t(P) * Q, HW = std::size_t(H) * W, wk = std::size_t(R) * S * C, wr = std::size_t(S) * C;
+  const int runs = (W + kColsMaxRun - 1) / kColsMaxRun, run = (W + runs - 1) / runs;
+  for (int n = 0; n < sh.n; ++n) {
+    const float* dyn = dy + std::size_t(n) * K * PQ;
+    float* dxn = dx + std::size_t(n) * C * HW;
+    for (int c0 = 0; c0 < C;) {
+      const int nc = C - c0 >= 32 ? 32 : 16;
+      for (int h = 0; h < H; ++h) {
+        const int r0 = std::max(0, ph - h), r1 = std::min(R, ph + P - h);  // filter rows inside dy
+        // dy row of filter row r0 (no row inside dy: nothing is read, the row is zeros)
+        const float* d = r1 > r0 ? dyn + std::size_t(h + r0 - ph) * Q : dyn;
+        const float* f = wt + std::size_t(r0) * wr + std::size_t(c0) * S;
+        for (int w0 = 0; w0 < W; w0 += run) {
+          const int np = std::min(run, W - w0);
+          // dy column of u = 0 is w0 - pw; the columns inside dy: u in [lo, hi). The pointer may
+          // point before the row; only columns inside it are read.
+          const int off = w0 - pw, lo = std::max(0, -off), hi = std::min(np + S - 1, Q - off);
+          float* out = rowbuf + std::size_t(w0) * nc;
+          if (nc == 32) backward_data_cols_run512<S, 2>(np, d + off, PQ, Q, r1 - r0, lo, hi, f, wk, wr, K, out);
+          else backward_data_cols_run512<S, 1>(np, d + off, PQ, Q, r1 - r0, lo, hi, f, wk, wr, K, out);
+        }
+        for (int v = 0; v < nc; v += 16)
+          for (int w0 = 0; w0 < W; w0 += 16)
+            transpose16(rowbuf + std::size_t(w0) * nc + v, nc, std::min(16, W - w0), 16,
+                        dxn + (c0 + v) * HW + std::size_t(h) * W + w0, HW);
+      }
+      c0 += nc;
+    }
+  }
+}
+
+void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws) {
+  ensure(ws, std::size_t(sh.w) * 32);
+  if (sh.s == 3) return conv2d_backward_data_cols_avx512<3>(sh, dy, wt, dx, ws.data());
+  conv2d_backward_data_cols_avx512<5>(sh, dy, wt, dx, ws.data());
+}
+#else
+bool use_cols_backward_data(const Conv2dShape&) { return false; }
+void rotate_filters_cols(const Conv2dShape&, const float*, float*) {}
+void backward_data_cols(const Conv2dShape&, const float*, const float*, float*, std::vector<float>&) {}
+#endif
+
+// wrot: the rotated filters when backward_data_as_forward(sh), else null; when `crsk` (the direct
+// kernels) blocked for conv2d_backward_data_cols_avx512 where use_cols_backward_data(sh), else in
+// CRSK order; else KCRS.
 void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w, float* dx, std::vector<float>& ws,
                           const float* wrot, bool crsk) {
+  if (wrot && crsk && use_cols_backward_data(sh)) return backward_data_cols(sh, dy, wrot, dx, ws);
   if (wrot && crsk) return forward_serial(rotated_shape(sh), dy, nullptr, nullptr, dx, ws, wrot);
   if (wrot) return forward_serial(rotated_shape(sh), dy, wrot, nullptr, dx, ws);
   const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
@@ -1184,7 +1396,8 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
 #ifdef DLB_DIRECT_KERNELS
     crsk = use_direct_forward(rotated_shape(sh), true);
 #endif
-    if (crsk) rotate_filters_crsk(sh, w, wt.data());
+    if (crsk && use_cols_backward_data(sh)) rotate_filters_cols(sh, w, wt.data());
+    else if (crsk) rotate_filters_crsk(sh, w, wt.data());
     else rotate_filters(sh, w, wt.data());
   }
   const float* wrot = rot ? wt.data() : nullptr;
