@@ -30,6 +30,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -223,6 +224,15 @@ void ensure(std::vector<float>& ws, std::size_t n) {
   } catch (const std::bad_alloc&) {
     throw OutOfMemory("conv2d workspace of " + std::to_string(n * sizeof(float)) + " bytes");
   }
+}
+
+// ws holding n floats from a 64-byte boundary, and that boundary. The kernels' vector loads of
+// workspace rows (filters, im2col rows, row buffers) then never straddle two cache lines, whatever
+// address malloc returned (large blocks come back 16 bytes past a page boundary).
+float* ensure_aligned(std::vector<float>& ws, std::size_t n) {
+  ensure(ws, n + 16);
+  const auto p = reinterpret_cast<std::uintptr_t>(ws.data());
+  return ws.data() + ((64 - p % 64) % 64) / sizeof(float);
 }
 
 // Sum of n floats in 8 interleaved partial sums: the compiler keeps them in one vector register
@@ -918,8 +928,7 @@ void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, co
   const int K = sh.k, T = sh.c * sh.r * sh.s, T1 = T + (db ? 1 : 0);
   const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w, yi = K * PQ;
   const __mmask16 last = PQ % 16 ? __mmask16((1u << (PQ % 16)) - 1) : __mmask16(0xFFFF);
-  ensure(ws, std::size_t(T1) * PQ + std::size_t(T1) * K);
-  float* col = ws.data();
+  float* col = ensure_aligned(ws, std::size_t(T1) * PQ + std::size_t(T1) * K);
   float* dwt = col + std::size_t(T1) * PQ;  // dW (and db) in TK order: a block's 4 channel sums of a tap are contiguous
   std::fill(dwt, dwt + std::size_t(T1) * K, 0.f);
   if (db) std::fill(col + std::size_t(T) * PQ, col + std::size_t(T1) * PQ, 1.f);
@@ -960,8 +969,8 @@ Im2colPlan im2col_plan(const Conv2dShape& sh, std::vector<float>& ws) {
   const int nb = pw ? 1 : chunk_images(sh);
   const std::size_t col_sz = pw ? 0 : std::size_t(CRS) * PQ * nb;
   const std::size_t buf_sz = nb > 1 ? std::size_t(K) * PQ * nb : 0;
-  ensure(ws, col_sz + buf_sz);
-  return {K, CRS, PQ, pw, nb, ws.data(), ws.data() + col_sz};
+  float* col = ensure_aligned(ws, col_sz + buf_sz);
+  return {K, CRS, PQ, pw, nb, col, col + col_sz};
 }
 
 // m images of [K][PQ] -> [K][m*PQ] (the GEMM's layout for a chunk).
@@ -977,12 +986,13 @@ void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const
                     std::vector<float>& ws, const float* wt = nullptr) {
 #ifdef DLB_DIRECT_KERNELS
   if (!wt && use_col_forward(sh)) {  // (a launcher that passes CRSK filters chose the direct kernel)
-    ensure(ws, std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q());
-    return conv2d_forward_col_avx512(sh, x, w, bias, y, ws.data());
+    float* col = ensure_aligned(ws, std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q());
+    return conv2d_forward_col_avx512(sh, x, w, bias, y, col);
   }
   if (wt) {
-    if (sh.pad_h > 0 || sh.pad_w > 0) ensure(ws, std::size_t(sh.c) * (sh.h + 2 * sh.pad_h) * (sh.w + 2 * sh.pad_w));
-    return conv2d_forward_direct_simd(sh, x, wt, bias, y, ws.data());
+    const bool padded = sh.pad_h > 0 || sh.pad_w > 0;
+    float* xpad = ensure_aligned(ws, padded ? std::size_t(sh.c) * (sh.h + 2 * sh.pad_h) * (sh.w + 2 * sh.pad_w) : 0);
+    return conv2d_forward_direct_simd(sh, x, wt, bias, y, xpad);
   }
 #endif
   const auto [K, CRS, PQ, pw, nb, col, ybuf] = im2col_plan(sh, ws);
@@ -1260,9 +1270,9 @@ DLB_AVX512_T void conv2d_backward_data_cols_avx512(const Conv2dShape& sh, const 
 }
 
 void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws) {
-  ensure(ws, std::size_t(sh.w) * 32);
-  if (sh.s == 3) return conv2d_backward_data_cols_avx512<3>(sh, dy, wt, dx, ws.data());
-  conv2d_backward_data_cols_avx512<5>(sh, dy, wt, dx, ws.data());
+  float* rowbuf = ensure_aligned(ws, std::size_t(sh.w) * 32);
+  if (sh.s == 3) return conv2d_backward_data_cols_avx512<3>(sh, dy, wt, dx, rowbuf);
+  conv2d_backward_data_cols_avx512<5>(sh, dy, wt, dx, rowbuf);
 }
 #else
 bool use_cols_backward_data(const Conv2dShape&) { return false; }
@@ -1301,8 +1311,7 @@ void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* 
                             std::vector<float>& ws) {
 #ifdef DLB_DIRECT_KERNELS
   if (use_direct(sh)) {
-    ensure(ws, sh.y_size());
-    return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ws.data());
+    return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ensure_aligned(ws, sh.y_size()));
   }
   if (use_col_backward_filter(sh)) return conv2d_backward_filter_col_avx512(sh, x, dy, dw, db, ws);
 #endif
@@ -1371,9 +1380,9 @@ void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w
 #ifdef DLB_DIRECT_KERNELS
   if (!use_col_forward(sh) && use_direct_forward(sh)) {
     thread_local std::vector<float> crsk;
-    ensure(crsk, sh.w_size());
-    filters_to_crsk(sh, w, crsk.data());
-    wt = crsk.data();
+    float* f = ensure_aligned(crsk, sh.w_size());
+    filters_to_crsk(sh, w, f);
+    wt = f;
   }
 #endif
   if (!parallel_conv(sh)) return forward_serial(sh, x, w, bias, y, ws, wt);
@@ -1391,16 +1400,16 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
   const bool rot = backward_data_as_forward(sh);
   bool crsk = false;
   thread_local std::vector<float> wt;  // the calling thread's rotated filters, shared by its tasks
+  float* wrot = nullptr;
   if (rot) {
-    ensure(wt, sh.w_size());
+    wrot = ensure_aligned(wt, sh.w_size());
 #ifdef DLB_DIRECT_KERNELS
     crsk = use_direct_forward(rotated_shape(sh), true);
 #endif
-    if (crsk && use_cols_backward_data(sh)) rotate_filters_cols(sh, w, wt.data());
-    else if (crsk) rotate_filters_crsk(sh, w, wt.data());
-    else rotate_filters(sh, w, wt.data());
+    if (crsk && use_cols_backward_data(sh)) rotate_filters_cols(sh, w, wrot);
+    else if (crsk) rotate_filters_crsk(sh, w, wrot);
+    else rotate_filters(sh, w, wrot);
   }
-  const float* wrot = rot ? wt.data() : nullptr;
   if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, wrot, crsk);
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   const int per = crsk ? 1 : task_images(sh, rot ? rotated_shape(sh) : sh), tasks = (sh.n + per - 1) / per;
