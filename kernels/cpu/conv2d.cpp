@@ -37,6 +37,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu/threads.h"
 
 namespace dlb {
@@ -1096,29 +1097,10 @@ constexpr int kColsMaxRun = 8;
 #endif
 DLB_AVX512_INLINE void transpose16(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
   const __mmask16 mc = __mmask16((1u << nc) - 1), mr = __mmask16((1u << nr) - 1);
-  __m512 a[16], b[16];
+  __m512 a[16];
   for (int i = 0; i < 16; ++i) a[i] = i < nr ? _mm512_maskz_loadu_ps(mc, src + i * lds) : _mm512_setzero_ps();
-  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved in each 128-bit lane
-    b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
-    b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // a[i + j], lane L: rows i..i+3 of column 4L + j
-    const __m512d b0 = _mm512_castps_pd(b[i]), b1 = _mm512_castps_pd(b[i + 1]);
-    const __m512d b2 = _mm512_castps_pd(b[i + 2]), b3 = _mm512_castps_pd(b[i + 3]);
-    a[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(b0, b2));
-    a[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(b0, b2));
-    a[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b1, b3));
-    a[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b1, b3));
-  }
-  for (int j = 0; j < 4; ++j) {  // column 4L + j: lane L of a[j], a[4 + j], a[8 + j], a[12 + j]
-    const __m512 u0 = _mm512_shuffle_f32x4(a[j], a[4 + j], 0x88), u1 = _mm512_shuffle_f32x4(a[j], a[4 + j], 0xdd);
-    const __m512 v0 = _mm512_shuffle_f32x4(a[8 + j], a[12 + j], 0x88), v1 = _mm512_shuffle_f32x4(a[8 + j], a[12 + j], 0xdd);
-    b[j] = _mm512_shuffle_f32x4(u0, v0, 0x88);
-    b[4 + j] = _mm512_shuffle_f32x4(u1, v1, 0x88);
-    b[8 + j] = _mm512_shuffle_f32x4(u0, v0, 0xdd);
-    b[12 + j] = _mm512_shuffle_f32x4(u1, v1, 0xdd);
-  }
-  for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + j * ldd, mr, b[j]);
+  transpose16x16(a);
+  for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + j * ldd, mr, a[j]);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

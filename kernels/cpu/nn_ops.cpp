@@ -17,6 +17,7 @@
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/cpu/transpose_avx512.h"
 
 namespace dlb::cpu {
 namespace {
@@ -253,32 +254,6 @@ DLB_POOL16 inline __m512 load_bf16x16(const std::uint16_t* p) {
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
-// 16 x 16 floats (or int32) transposed in registers: r[i][j] -> r[j][i], in 64 shuffles (4 stages
-// of 16) where 256 scalar stores or 16 gathers of 16 lines would do it element by element.
-DLB_POOL16 inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int k = 0; k < 8; ++k) {  // per 128-bit block: {r2k[0], r2k+1[0], r2k[1], r2k+1[1]}, then [2], [3]
-    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 4; ++k) {  // per block: column m of rows 4k .. 4k+3, in r[4k + m]
-    const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
-    r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int m = 0; m < 4; ++m) {  // the 128-bit blocks: block b of r[4k + m] is rows 4k.. of column 4b + m
-    const __m512 v = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), v2 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
-    const __m512 u = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
-    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
-    t[m] = _mm512_shuffle_f32x4(v, u, 0x88), t[8 + m] = _mm512_shuffle_f32x4(v, u, 0xDD);
-    t[4 + m] = _mm512_shuffle_f32x4(v2, u2, 0x88), t[12 + m] = _mm512_shuffle_f32x4(v2, u2, 0xDD);
-  }
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
-
 // The 16 channels in the lanes: 4 loads per window, the choice in mask registers. 16 windows (pooled
 // pixels o0 .. o0+15 of the plane, across rows) are then transposed to 16 planes' runs of 16: one
 // vector store per plane (the ragged last group under a mask).
@@ -313,8 +288,8 @@ DLB_POOL16 void pool16_block_avx512(const std::uint16_t* xb, std::int32_t base, 
       vals[t] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(bv, zero, _CMP_GT_OQ), bv);  // relu: v > 0 ? v : 0 (NaN -> 0)
       idx[t] = _mm512_castsi512_ps(_mm512_add_epi32(bo, origin));
     }
-    transpose16(vals);
-    transpose16(idx);
+    transpose16x16(vals);
+    transpose16x16(idx);
     const __mmask16 keep = __mmask16((1u << nw) - 1);
     for (int l = 0; l < 16; ++l) {
       const std::size_t at = std::size_t(c0 + l) * pq + o0;
@@ -346,9 +321,9 @@ DLB_POOL16 void unpool16_block_avx512(const float* dy, const float* y, const std
       G[l] = _mm512_maskz_loadu_ps(keep, dy + at), Y[l] = _mm512_maskz_loadu_ps(keep, y + at);
       A[l] = _mm512_maskz_loadu_ps(keep, reinterpret_cast<const float*>(arg + at));
     }
-    transpose16(G);
-    transpose16(Y);
-    transpose16(A);
+    transpose16x16(G);
+    transpose16x16(Y);
+    transpose16x16(A);
     for (int t = 0; t < nw; ++t) {
       const int i = int((o0 + t) / q), j = int((o0 + t) % q), o00 = (2 * i) * w + 2 * j;
       const __m512i at = _mm512_sub_epi32(_mm512_castps_si512(A[t]), plane_base);
