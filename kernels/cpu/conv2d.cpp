@@ -30,6 +30,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -1355,24 +1356,46 @@ std::vector<float>& thread_ws() {
 
 }  // namespace
 
+// Filters laid out anew on every call (CRSK for the direct forward, rotated for the backward-data),
+// by each thread that runs tasks of the call, into a buffer of its own (site: one per launcher).
+// Written once by the caller and read by the other thread, the 205 KB of conv2's filters crossed
+// cores on every call: at batch 2 that cost as much as the conv itself in the phases when this
+// shared host put the two cores far apart (our two threads then ran at one thread's speed, while
+// oneDNN, which lays its filters out per thread, did not slow down).
+struct FilterCopy {
+  std::vector<float> buf;
+  std::uint64_t call = 0;
+  float* p = nullptr;
+};
+std::atomic<std::uint64_t> g_filter_calls{0};
+template <class Fill>
+const float* filters_for_call(FilterCopy& fc, std::uint64_t call, std::size_t n, Fill&& fill) {
+  if (fc.call != call) {
+    fc.p = ensure_aligned(fc.buf, n);
+    fill(fc.p);
+    fc.call = call;
+  }
+  return fc.p;
+}
+
 void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
                            std::vector<float>& ws) {
   check_shape(sh);
-  const float* wt = nullptr;  // the calling thread's CRSK filters for the direct kernel, shared by its tasks
+  bool crsk = false;  // the direct kernel, on filters in CRSK order (filters_for_call)
 #ifdef DLB_DIRECT_KERNELS
-  if (!use_col_forward(sh) && use_direct_forward(sh)) {
-    thread_local std::vector<float> crsk;
-    float* f = ensure_aligned(crsk, sh.w_size());
-    filters_to_crsk(sh, w, f);
-    wt = f;
-  }
+  crsk = !use_col_forward(sh) && use_direct_forward(sh);
 #endif
-  if (!parallel_conv(sh)) return forward_serial(sh, x, w, bias, y, ws, wt);
+  const std::uint64_t call = ++g_filter_calls;
+  auto filters = [&]() -> const float* {
+    thread_local FilterCopy fc;
+    return crsk ? filters_for_call(fc, call, sh.w_size(), [&](float* f) { filters_to_crsk(sh, w, f); }) : nullptr;
+  };
+  if (!parallel_conv(sh)) return forward_serial(sh, x, w, bias, y, ws, filters());
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
-  const int per = wt ? 1 : task_images(sh, sh), tasks = (sh.n + per - 1) / per;
+  const int per = crsk ? 1 : task_images(sh, sh), tasks = (sh.n + per - 1) / per;
   parallel_tasks(tasks, [&](int t) {
     const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
-    forward_serial(sub_batch(sh, i0, i1), x + i0 * xi, w, bias, y + i0 * yi, thread_ws(), wt);
+    forward_serial(sub_batch(sh, i0, i1), x + i0 * xi, w, bias, y + i0 * yi, thread_ws(), filters());
   });
 }
 
@@ -1381,23 +1404,25 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
   check_shape(sh);
   const bool rot = backward_data_as_forward(sh);
   bool crsk = false;
-  thread_local std::vector<float> wt;  // the calling thread's rotated filters, shared by its tasks
-  float* wrot = nullptr;
-  if (rot) {
-    wrot = ensure_aligned(wt, sh.w_size());
 #ifdef DLB_DIRECT_KERNELS
-    crsk = use_direct_forward(rotated_shape(sh), true);
+  crsk = rot && use_direct_forward(rotated_shape(sh), true);
 #endif
-    if (crsk && use_cols_backward_data(sh)) rotate_filters_cols(sh, w, wrot);
-    else if (crsk) rotate_filters_crsk(sh, w, wrot);
-    else rotate_filters(sh, w, wrot);
-  }
-  if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, wrot, crsk);
+  const std::uint64_t call = ++g_filter_calls;
+  auto filters = [&]() -> const float* {  // the rotated filters (filters_for_call), null when !rot
+    thread_local FilterCopy fc;
+    if (!rot) return nullptr;
+    return filters_for_call(fc, call, sh.w_size(), [&](float* f) {
+      if (crsk && use_cols_backward_data(sh)) rotate_filters_cols(sh, w, f);
+      else if (crsk) rotate_filters_crsk(sh, w, f);
+      else rotate_filters(sh, w, f);
+    });
+  };
+  if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, filters(), crsk);
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   const int per = crsk ? 1 : task_images(sh, rot ? rotated_shape(sh) : sh), tasks = (sh.n + per - 1) / per;
   parallel_tasks(tasks, [&](int t) {
     const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
-    backward_data_serial(sub_batch(sh, i0, i1), dy + i0 * yi, w, dx + i0 * xi, thread_ws(), wrot, crsk);
+    backward_data_serial(sub_batch(sh, i0, i1), dy + i0 * yi, w, dx + i0 * xi, thread_ws(), filters(), crsk);
   });
 }
 
