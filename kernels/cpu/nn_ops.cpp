@@ -349,59 +349,58 @@ DLB_POOL16 void unpool16_block_avx512(const float* dy, const float* y, const std
 #endif
 }  // namespace
 
+// The 16-channel blocks of n images of c channels (h x w floats each), split over the kernel
+// threads: fn(b, img, c0) for block b = img * c/16 + c0/16 (nChw16c: block b is b*h*w*16 elements in).
+namespace {
+template <class F>
+void for_each_block16(int n, int c, int h, int w, F&& fn) {
+  const int cb = c / 16;
+  split_items(long(n) * cb, 16L * h * w, [&](long b0, long b1) {
+    for (long b = b0; b < b1; ++b) fn(b, b / cb, int(b % cb) * 16);
+  });
+}
+}  // namespace
+
 void maxpool2x2_relu_forward_nchw16c_bf16(const std::uint16_t* x, float* y, std::int32_t* arg, int n, int c, int h,
                                           int w) {
-  const int p = h / 2, q = w / 2, cb = c / 16;
+  const int p = h / 2, q = w / 2;
   const std::size_t pq = std::size_t(p) * q, hw = std::size_t(h) * w;
   const bool simd = isa_allows(Isa::avx512);
-  split_items(long(n) * cb, long(16 * hw), [&](long b0, long b1) {
-    for (long b = b0; b < b1; ++b) {
-      const long img = b / cb;
-      const int c0 = int(b % cb) * 16;
-      const std::uint16_t* xb = x + std::size_t(b) * hw * 16;
-      const std::int32_t base = static_cast<std::int32_t>(img * c * hw);
-      float* yi = y + std::size_t(img) * c * pq;
-      std::int32_t* ai = arg + std::size_t(img) * c * pq;
+  for_each_block16(n, c, h, w, [&](long b, long img, int c0) {
+    const std::uint16_t* xb = x + std::size_t(b) * hw * 16;
+    const std::int32_t base = static_cast<std::int32_t>(img * c * hw);
+    float* yi = y + std::size_t(img) * c * pq;
+    std::int32_t* ai = arg + std::size_t(img) * c * pq;
 #if defined(__x86_64__)
-      if (simd) {
-        pool16_block_avx512(xb, base, c0, h, w, p, q, pq, yi, ai);
-        continue;
-      }
+    if (simd) return pool16_block_avx512(xb, base, c0, h, w, p, q, pq, yi, ai);
 #endif
-      pool16_block_scalar(xb, base, c0, h, w, p, q, pq, yi, ai);
-    }
+    pool16_block_scalar(xb, base, c0, h, w, p, q, pq, yi, ai);
   });
   (void)simd;
 }
 
 void maxpool2x2_relu_backward_nchw16c_bf16(const float* dy, const float* y, const std::int32_t* arg, std::uint16_t* dx,
                                            int n, int c, int h, int w) {
-  const int p = h / 2, q = w / 2, cb = c / 16;
-  const std::size_t pq = std::size_t(p) * q, hw = std::size_t(h) * w;
+  const int q = w / 2;
+  const std::size_t pq = std::size_t(h / 2) * q, hw = std::size_t(h) * w;
   const bool simd = isa_allows(Isa::avx512);
-  split_items(long(n) * cb, long(16 * hw), [&](long b0, long b1) {
-    for (long b = b0; b < b1; ++b) {
-      const long img = b / cb;
-      const int c0 = int(b % cb) * 16;
-      std::uint16_t* db = dx + std::size_t(b) * hw * 16;
+  for_each_block16(n, c, h, w, [&](long b, long img, int c0) {
+    std::uint16_t* db = dx + std::size_t(b) * hw * 16;
+    const std::size_t plane0 = std::size_t(img) * c + c0;
 #if defined(__x86_64__)
-      if (simd) {
-        const std::size_t plane0 = std::size_t(img) * c + c0;
-        unpool16_block_avx512(dy + plane0 * pq, y + plane0 * pq, arg + plane0 * pq, std::int32_t(plane0 * hw), h, w,
-                              q, pq, db);
-        continue;
-      }
+    if (simd)
+      return unpool16_block_avx512(dy + plane0 * pq, y + plane0 * pq, arg + plane0 * pq, std::int32_t(plane0 * hw), h,
+                                   w, q, pq, db);
 #endif
-      std::memset(db, 0, hw * 16 * sizeof(std::uint16_t));
-      for (int l = 0; l < 16; ++l) {
-        const std::size_t plane = std::size_t(img) * c + c0 + l;
-        const float* g = dy + plane * pq;
-        const float* yv = y + plane * pq;
-        const std::int32_t* a = arg + plane * pq;
-        const std::int32_t base = static_cast<std::int32_t>(plane * hw);
-        for (std::size_t o = 0; o < pq; ++o)
-          if (yv[o] > 0.f) db[std::size_t(a[o] - base) * 16 + l] = fp32_to_bf16_ref(g[o]);
-      }
+    std::memset(db, 0, hw * 16 * sizeof(std::uint16_t));
+    for (int l = 0; l < 16; ++l) {
+      const std::size_t plane = plane0 + l;
+      const float* g = dy + plane * pq;
+      const float* yv = y + plane * pq;
+      const std::int32_t* a = arg + plane * pq;
+      const std::int32_t base = static_cast<std::int32_t>(plane * hw);
+      for (std::size_t o = 0; o < pq; ++o)
+        if (yv[o] > 0.f) db[std::size_t(a[o] - base) * 16 + l] = fp32_to_bf16_ref(g[o]);
     }
   });
   (void)simd;
