@@ -1,7 +1,8 @@
 // Suite "matmul": C = A B (row-major, A m x k, B k x n) on the CPU and every GPU.
 //   cpu   impl=openblas (fp32 sgemm on the best OpenBLAS core, see kernels/cpu/openblas_core.h;
 //         bf16 sbgemm where the library has it), impl=blocked (ours, one thread), impl=onednn (fp32,
-//         bf16: native vdpbf16ps on avx512_bf16 CPUs, record key bf16_compute)
+//         bf16: native vdpbf16ps on avx512_bf16 CPUs, record key bf16_compute), impl=widen (bf16
+//         emulated: widened to fp32, then OpenBLAS sgemm; on every CPU)
 //   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels impl=naive,
 //         coalesced, smem, regblock, warptile, and our tensor-core kernel impl=mma (fp16, bf16)
 //   cpu   impl=openblas-core, core=<Core>: the same sgemm under each other OpenBLAS kernel set this
@@ -35,6 +36,7 @@
 #include "bench/gpu_timing.h"
 #include "kernels/common/child.h"
 #include "bench/napkin.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/memcpy.h"
@@ -128,6 +130,11 @@ class CpuGemm final : public Case {
       g.b = t_ == DType::bf16 ? static_cast<const void*>(b16_.data()) : b_.data();
       g.c = c_.data();
       cpu::onednn::gemm(g);
+    } else if (impl_ == "widen") {
+      cpu::Bf16GemmArgs g;
+      g.m = long(s_.m), g.n = long(s_.n), g.k = long(s_.k);
+      g.a = a16_.data(), g.b = b16_.data(), g.c = c_.data();
+      cpu::bf16_gemm_forward_widen_sgemm(g);
     } else if (t_ == DType::bf16) cpu::sbgemm_forward_openblas(a16_.data(), b16_.data(), c_.data(), s_.m, s_.n, s_.k);
     else if (impl_ == "blocked") cpu::sgemm_forward_blocked(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k);
     else cpu::sgemm_forward_openblas(a_.data(), b_.data(), c_.data(), s_.m, s_.n, s_.k);
@@ -138,10 +145,13 @@ class CpuGemm final : public Case {
   void annotate(json& r) const override {
     annotate_shape(r, s_);
     r["verification"] = s_.mnk() <= cpu::kExactCheckMaxMNK ? "fp64" : "freivalds+rows";
-    // bf16: native dot products (vdpbf16ps) or converted to fp32 inside the library ("emulated")
+    // bf16: native dot products (vdpbf16ps) or converted to fp32 inside the library ("emulated");
+    // impl=widen is the emulation itself
     if (t_ == DType::bf16)
-      r["bf16_compute"] = impl_ == "onednn" ? (cpu::onednn::bf16_native() ? "native" : "emulated") : "native";
-    if (impl_ == "openblas") {
+      r["bf16_compute"] = impl_ == "widen"    ? "emulated"
+                          : impl_ == "onednn" ? (cpu::onednn::bf16_native() ? "native" : "emulated")
+                                              : "native";
+    if (impl_ == "openblas" || impl_ == "widen") {
       const auto st = cpu::openblas_core_status();
       r["openblas_core"] = st.core;  // the kernel set that ran
       r["openblas_core_mode"] = st.mode;
@@ -496,6 +506,10 @@ Suite matmul_suite() {
             add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
           add(dev, "fp32", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::fp32); });
           add(dev, "bf16", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::bf16); });
+          // bf16 without bf16 instructions: widened to fp32 (exact), then OpenBLAS sgemm. What the
+          // amp suite's CPU step does where the CPU (or DLB_CPU_ISA) has no avx512_bf16; beside a
+          // native row it answers "does bf16 pay on this CPU?", and it runs on every CPU.
+          add(dev, "bf16", "widen", sh, [sh] { return std::make_unique<CpuGemm>(sh, "widen", DType::bf16); });
         }
         // The other OpenBLAS cores, after the in-process cases (not inside a probe run).
         if (!std::getenv(kProbeEnv) && wanted("fp32")) {
