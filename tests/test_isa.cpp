@@ -76,9 +76,10 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
                          // k <= c/4: backward-data as a forward conv with 64 output channels (the
                          // AVX-512 kernel's 32-channel blocks), 3 filter rows (a 1-row remainder)
                          Conv2dShape::make(2, 64, 9, 9, 16, 3, 3),
-                         // at avx512 by dy columns (no zero border): 32 + 16 channels, rows of
-                         // 7 + 7 + 6 pixels, padding 1
-                         Conv2dShape::make(2, 48, 11, 20, 8, 5, 5, 1),
+                         // by dy columns (no zero border): 32 + 16 channels at avx512, 16 x 3 at
+                         // avx2, rows of 7 + 7 + 6 pixels, padding 1; and 16 + 16 + 8 channels
+                         // (the last block one vector; at avx512 too, where c % 16 != 0)
+                         Conv2dShape::make(2, 48, 11, 20, 8, 5, 5, 1), Conv2dShape::make(2, 40, 9, 23, 8, 3, 3, 1),
                          // lecture conv1 layout with K = 48 > 32: at avx512 our GEMMs on im2col with
                          // the pixels in the lanes (forward, backward-filter), below it im2col + sgemm;
                          // and the forward one with stride 2 and padding, PQ = 42 (a masked vector)
