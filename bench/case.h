@@ -63,9 +63,13 @@ class Case {
   virtual long iterations() const { return 0; }
   // Repetitions this case wants when the user gave no --repetitions (e.g. 1 for a 30 s epoch); 0: default.
   virtual int repetitions() const { return 0; }
-  // True when the case measured all its repetitions up front (an external peer): the harness then
-  // asks for no extra rounds when they vary (more calls of run() would repeat a measurement).
+  // True when the case's repetitions are not the harness's to multiply (an external peer's epochs,
+  // as many as asked): no extra rounds when they vary.
   virtual bool fixed_repetitions() const { return false; }
+  // CPU seconds used so far by a child process this case keeps running between repetitions (the
+  // PyTorch peer): the harness counts them as the run's own, not as another process's load
+  // ("foreign_cpu").
+  virtual double child_cpu_seconds() const { return 0; }
   virtual Work work() const = 0;
   virtual Metric metric() const = 0;
   // Extra keys for the record after timing (chosen algorithm, peak_device_bytes, pct_of_peak when

@@ -223,8 +223,10 @@ class TrainingCase final : public Case {
   double last_loss_ = 0;
 };
 
-// The PyTorch peer (bench/peers/pytorch_lecture.py): runs its epochs in setup() and reports their
-// times (manual time). Verification: the peer ran and its loss is finite; its numbers are PyTorch's.
+// The PyTorch peer (bench/peers/pytorch_lecture.py --serve): one child per case, started and warmed
+// up in setup(), then one epoch per repetition on request, so the harness times its epochs in the
+// same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
+// the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
 std::string peer_script() {
   if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_lecture.py";
   return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_lecture.py";
@@ -303,40 +305,37 @@ class PeerCase final : public Case {
     const PeerPython& py = peer_python();
     if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
     python_ = py.python;
-    std::string out;
     std::vector<std::string> args = {py.python, script, "--device", device_, "--batch", std::to_string(batch_),
-                                     "--images", std::to_string(images_), "--reps", std::to_string(reps_)};
+                                     "--images", std::to_string(images_), "--serve"};
     for (const auto& a : peer_threads_args()) args.push_back(a);
-    const int st = run_child(args, {}, {}, &out);
-    if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
-    std::istringstream lines(out);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.empty() || line[0] != '{') continue;
-      const json j = json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("seconds")) {
-        secs_.push_back(j.at("seconds").get<double>());
-        loss_ = j.value("loss", loss_);
-        version_ = j.value("torch", version_);
-        threads_ = j.value("threads", threads_);
-        if (j.contains("math") && j.at("math").is_object()) math_ = j.at("math");
-      }
+    try {
+      child_ = std::make_unique<LineChild>(args);
+    } catch (const std::runtime_error& e) {
+      throw Unsupported(std::string("pytorch peer failed: ") + e.what());
     }
-    if (secs_.empty()) {
-      std::string why = out.substr(0, out.find('\n'));
-      if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported("pytorch peer unavailable: " + why);
-      throw Unsupported("pytorch peer failed: " + why);
-    }
+    const json ready = next_record("ready");
+    cpu_ = ready.value("cpu_seconds", cpu_);
+    version_ = ready.value("torch", version_);
+    threads_ = ready.value("threads", threads_);
+    if (ready.contains("math") && ready.at("math").is_object()) math_ = ready.at("math");
   }
   CheckResult verify() override {
-    CheckResult r = judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
-    return r;
+    run();  // one untimed epoch: the peer runs and its loss is finite
+    return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
   }
-  double run() override { return secs_[next_++ % secs_.size()]; }  // (as many as asked: see expand)
+  double run() override {
+    if (!child_->send("epoch")) next_record("seconds");  // it has gone: says why
+    const json r = next_record("seconds");
+    loss_ = r.value("loss", loss_);
+    cpu_ = r.value("cpu_seconds", cpu_);
+    return r.at("seconds").get<double>();
+  }
+  void teardown() override { child_.reset(); }
+  double child_cpu_seconds() const override { return cpu_; }  // the peer's own CPU time (all its threads)
   bool fixed_repetitions() const override { return true; }
   bool manual_time() const override { return true; }
   long iterations() const override { return 1; }
-  int repetitions() const override { return int(secs_.empty() ? reps_ : secs_.size()); }
+  int repetitions() const override { return reps_; }
   Work work() const override { return {0, 0, double(images_)}; }
   Metric metric() const override { return Metric::imgs_per_s; }
   void annotate(json& r) const override {
@@ -350,17 +349,36 @@ class PeerCase final : public Case {
   }
 
  private:
+  // The peer's next JSON line holding `key` (its other lines, e.g. warnings, are passed over). When
+  // it ends instead: Interrupted after a signal, Unsupported naming its first line (exit 3: torch
+  // does not import or has no such device) or failed.
+  json next_record(const char* key) {
+    std::string line, first;
+    while (child_->read_line(&line)) {
+      if (!line.empty() && line[0] == '{') {
+        json j = json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains(key)) return j;
+      }
+      if (first.empty()) first = line;
+    }
+    const int st = child_->finish(&first);
+    if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
+    const std::string why = first.substr(0, first.find('\n'));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported("pytorch peer unavailable: " + why);
+    throw Unsupported("pytorch peer failed: " + why);
+  }
+
   std::string device_;
   int batch_;
   std::size_t images_;
   int reps_;
-  std::vector<double> secs_;
+  std::unique_ptr<LineChild> child_;
   double loss_ = NAN;
+  double cpu_ = 0;
   std::string version_ = "?";
   std::string python_;
   int threads_ = 0;
   json math_ = json::object();
-  std::size_t next_ = 0;
 };
 
 struct Figure {
@@ -511,8 +529,7 @@ Suite lecture_suite() {
           if (with_peer) {
             CaseId id{"lecture", "train", dev, "fp32", {}};
             id.with("model", "net128").with("impl", "pytorch").with("batch", b).with("images", images);
-            // As many epochs as our cases get: the peer's median is over as many real measurements
-            // (run in one go in its setup; a single epoch repeated would look noiseless).
+            // As many epochs as our cases get, timed in the same interleaved rounds as ours.
             const int reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 1;
             cases.push_back({id, [=] { return std::make_unique<PeerCase>(dev, int(b), std::size_t(images), reps); }});
           }

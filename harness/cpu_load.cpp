@@ -48,13 +48,13 @@ ForeignCpuProbe::ForeignCpuProbe() {
   ok_ = busy0_ >= 0;
 }
 
-double ForeignCpuProbe::fraction() const {
+double ForeignCpuProbe::fraction(double own_children_s) const {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double wall = now_s() - wall0_;
   const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   const double busy = machine_busy_s();
   if (!ok_ || busy < 0 || wall < 0.02 || ncpu < 1) return nan;
-  const double foreign = (busy - busy0_) - (self_cpu_s() - self0_);
+  const double foreign = (busy - busy0_) - (self_cpu_s() - self0_) - own_children_s;
   const double f = foreign / (wall * static_cast<double>(ncpu));
   return std::fmin(1.0, std::fmax(0.0, f));
 }

@@ -11,7 +11,8 @@ class ForeignCpuProbe {
   ForeignCpuProbe();  // starts measuring
   // Fraction (0..1) of the machine's CPU time other processes used since construction; NaN when
   // /proc/stat is unreadable (not Linux) or too little time passed to tell (under 20 ms).
-  double fraction() const;
+  // own_children_s: CPU seconds that children of ours, not yet waited for, used meanwhile (ours).
+  double fraction(double own_children_s = 0) const;
 
  private:
   double busy0_ = 0, self0_ = 0, wall0_ = 0;

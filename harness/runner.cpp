@@ -422,9 +422,10 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       double foreign_cpu = std::nan("");
       auto time_it = [&](int r) {
         const ForeignCpuProbe load;  // other processes' share of the CPUs while timing (compare reads it)
+        const double children0 = c->child_cpu_seconds();
         auto runs = c->iterations() > 0 ? gb_time(c.get(), fn, r, 0, c->iterations(), 0)
                                         : gb_time(c.get(), fn, r, policy.min_time, 0, std::min(0.05, policy.min_time));
-        foreign_cpu = load.fraction();
+        foreign_cpu = load.fraction(c->child_cpu_seconds() - children0);
         return runs;
       };
       const int r0 = !policy.repetitions_given && c->repetitions() > 0 ? c->repetitions() : policy.repetitions;
@@ -544,6 +545,13 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
   // 2. Rounds: one repetition of every case that still wants one, in a shuffled order.
   std::mt19937_64 rng(seed);
   const ForeignCpuProbe load;  // other processes' share of the CPUs while the window was timed
+  auto children_cpu = [&] {     // our own children's (the peer's epochs are part of the window)
+    double t = 0;
+    for (const auto& s : slots)
+      if (s.c) t += s.c->child_cpu_seconds();
+    return t;
+  };
+  const double children0 = children_cpu();
   auto round = [&](const std::function<bool(const Slot&)>& wants) {
     std::vector<Slot*> order;
     for (auto& s : slots)
@@ -591,7 +599,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
     }
     if (interrupt_requested()) return abandon();
   }
-  const double foreign_cpu = load.fraction();
+  const double foreign_cpu = load.fraction(children_cpu() - children0);
   // 3. Entries in Google Benchmark's shape. Meters are per window here: the peak host memory of the
   // window's cases set up together, and no energy per case (--no-interleave measures both per case).
   json meters = {{"energy_note", "not per case when interleaved (--no-interleave measures it)"}};

@@ -2,7 +2,10 @@
 """PyTorch peer of the lecture suite: Net(hidden_num_chans=128), CrossEntropy, SGD(0.001, 0.9),
 one epoch of synthetic CIFAR-shaped images per repetition, batches gathered on the host and moved
 to the device per step (the lecture's loop). Prints one JSON line per repetition:
-{"torch", "device", "batch", "images", "seconds", "imgs_per_s", "loss", "math"}. On a CUDA device the
+{"torch", "device", "batch", "images", "seconds", "imgs_per_s", "loss", "math", "cpu_seconds" (the
+process's CPU time so far, all threads: dlbench counts it as its own load)}. With --serve it
+prints {"ready": true, ...} after the warm-up and then runs one epoch per line "epoch" read from
+stdin (dlbench times the peer's epochs in the rounds of its own, interleaved), until end of input. On a CUDA device the
 math is dlbench's: fp32 is plain FP32 (TF32 off for cuDNN and matmul; PyTorch leaves cuDNN's TF32 on
 by default) and cuDNN picks its algorithms by benchmarking (cudnn.benchmark, as dlbench searches
 too); "math" records these settings. The CPU path is untouched ("math" is {} there).
@@ -50,6 +53,7 @@ def main() -> int:
     ap.add_argument("--images", type=int, default=50000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0: every core)")
+    ap.add_argument("--serve", action="store_true", help="one epoch per line 'epoch' on stdin")
     a = ap.parse_args()
     if a.batch <= 0 or a.images <= 0 or a.reps <= 0:
         print("batch, images and reps must be positive")
@@ -89,7 +93,10 @@ def main() -> int:
         torch.cuda.synchronize()
     net.load_state_dict(init)
     opt = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
-    for _ in range(a.reps):
+    info = {"torch": torch.__version__, "device": a.device, "batch": a.batch, "images": a.images,
+            "threads": torch.get_num_threads(), "math": math}
+
+    def epoch() -> None:
         order = torch.randperm(a.images, generator=g)
         t0 = time.perf_counter()
         total, steps = 0.0, 0
@@ -105,9 +112,17 @@ def main() -> int:
         if dev.type == "cuda":
             torch.cuda.synchronize()
         s = time.perf_counter() - t0
-        print(json.dumps({"torch": torch.__version__, "device": a.device, "batch": a.batch, "images": a.images,
-                          "threads": torch.get_num_threads(), "seconds": s, "imgs_per_s": a.images / s,
-                          "loss": total / max(1, steps), "math": math}), flush=True)
+        print(json.dumps({**info, "seconds": s, "imgs_per_s": a.images / s, "loss": total / max(1, steps),
+                          "cpu_seconds": time.process_time()}), flush=True)
+
+    if a.serve:
+        print(json.dumps({**info, "ready": True, "cpu_seconds": time.process_time()}), flush=True)
+        for line in sys.stdin:
+            if line.strip() == "epoch":
+                epoch()
+        return 0
+    for _ in range(a.reps):
+        epoch()
     return 0
 
 

@@ -2,6 +2,7 @@
 #include "kernels/common/child.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -79,10 +80,17 @@ InterruptScope::~InterruptScope() {
   for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_old[i], nullptr);
 }
 
-int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env_set,
-              const std::vector<std::string>& env_unset, std::string* output) {
-  output->clear();
-  if (argv.empty()) return -1;
+namespace {
+
+// Starts argv[0] (PATH lookup) with the environment run_child describes, stdout and stderr on
+// out_fd, stdin on in_fd (-1: inherited), in its own process group, tracked. Returns the pid, or -1
+// with *why the reason.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env_set,
+            const std::vector<std::string>& env_unset, int in_fd, int out_fd, std::string* why) {
+  if (argv.empty()) {
+    *why = "no command";
+    return -1;
+  }
   // Environment: ours, less env_unset and the names env_set replaces, plus env_set and the parent pid.
   std::vector<std::string> env_strs = env_set;
   env_strs.push_back("DLBENCH_PARENT_PID=" + std::to_string(::getpid()));
@@ -105,15 +113,11 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
   for (auto& a : args) av.push_back(a.data());
   av.push_back(nullptr);
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    *output = std::string("cannot create a pipe: ") + std::strerror(errno);
-    return -1;
-  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  if (in_fd >= 0) posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
   posix_spawnattr_t at;
   posix_spawnattr_init(&at);
   sigset_t none, defaults;
@@ -130,14 +134,39 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
   const int err = ::posix_spawnp(&pid, av[0], &fa, &at, av.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
-  ::close(fds[1]);
   if (err != 0) {
-    ::close(fds[0]);
-    *output = "cannot start " + argv[0] + ": " + std::strerror(err);
+    *why = "cannot start " + argv[0] + ": " + std::strerror(err);
     return -1;
   }
   track(pid);
   if (interrupt_requested()) ::kill(pid, SIGINT);  // the signal came while it was being started
+  return pid;
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  untrack(pid);
+  return status;
+}
+
+}  // namespace
+
+int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env_set,
+              const std::vector<std::string>& env_unset, std::string* output) {
+  output->clear();
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    *output = std::string("cannot create a pipe: ") + std::strerror(errno);
+    return -1;
+  }
+  const pid_t pid = spawn(argv, env_set, env_unset, -1, fds[1], output);
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return -1;
+  }
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fds[0], buf, sizeof buf);
@@ -145,11 +174,85 @@ int run_child(const std::vector<std::string>& argv, const std::vector<std::strin
     else if (n == 0 || errno != EINTR) break;
   }
   ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  return wait_child(pid);
+}
+
+LineChild::LineChild(const std::vector<std::string>& argv) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("cannot create a pipe: ") + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]);
+    throw std::runtime_error(std::string("cannot create a pipe: ") + std::strerror(errno));
   }
-  untrack(pid);
-  return status;
+  std::string why;
+  pid_ = spawn(argv, {}, {}, in[0], out[1], &why);
+  ::close(in[0]), ::close(out[1]);
+  if (pid_ < 0) {
+    ::close(in[1]), ::close(out[0]);
+    throw std::runtime_error(why);
+  }
+  to_ = in[1], from_ = out[0];
+}
+
+LineChild::~LineChild() { finish(); }
+
+bool LineChild::send(const std::string& line) {
+  if (to_ < 0) return false;
+  const std::string s = line + "\n";
+  std::size_t done = 0;
+  while (done < s.size()) {
+    // SIGPIPE would kill us when the child has gone: MSG_NOSIGNAL exists only for sockets, so
+    // block it around the write (EPIPE is the answer then).
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    const ssize_t n = ::write(to_, s.data() + done, s.size() - done);
+    const int e = errno;
+    if (n < 0 && e == EPIPE) {
+      struct timespec zero {};
+      siginfo_t info;
+      sigtimedwait(&pipe_set, &info, &zero);  // consume the pending SIGPIPE
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (n > 0) done += static_cast<std::size_t>(n);
+    else if (n < 0 && e == EINTR) continue;
+    else return false;
+  }
+  return true;
+}
+
+bool LineChild::read_line(std::string* line) {
+  for (;;) {
+    const std::size_t nl = buf_.find('\n');
+    if (nl != std::string::npos) {
+      *line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return true;
+    }
+    if (from_ < 0) break;
+    char b[4096];
+    const ssize_t n = ::read(from_, b, sizeof b);
+    if (n > 0) buf_.append(b, static_cast<std::size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else {
+      ::close(from_);
+      from_ = -1;
+    }
+  }
+  if (buf_.empty()) return false;
+  *line = buf_;  // a last line without its newline
+  buf_.clear();
+  return true;
+}
+
+int LineChild::finish(std::string* rest) {
+  if (to_ >= 0) ::close(to_), to_ = -1;  // end of input: the child's loop ends
+  std::string line;
+  while (read_line(&line))
+    if (rest) *rest += line + "\n";
+  if (pid_ > 0) status_ = wait_child(pid_), pid_ = -1;
+  return status_;
 }
 
 void track_child(int pid) { track(pid); }

@@ -37,6 +37,25 @@ class InterruptScope {
 int run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env_set,
               const std::vector<std::string>& env_unset, std::string* output);
 
+// A child that answers line by line (the PyTorch peer serving one epoch per request): started like
+// run_child (this environment), its stdin a pipe we write, its stdout+stderr a pipe we read; tracked
+// while it runs, so that signals reach it. The destructor ends its input and waits for it.
+class LineChild {
+ public:
+  explicit LineChild(const std::vector<std::string>& argv);  // throws std::runtime_error: cannot start
+  ~LineChild();
+  LineChild(const LineChild&) = delete;
+  LineChild& operator=(const LineChild&) = delete;
+  bool send(const std::string& line);  // false when the child no longer reads
+  bool read_line(std::string* line);   // one line of its output (no newline); false at its end
+  // Ends its input, reads what is left (appended to *rest), waits; the waitpid status.
+  int finish(std::string* rest = nullptr);
+
+ private:
+  int pid_ = -1, to_ = -1, from_ = -1, status_ = 0;
+  std::string buf_;
+};
+
 // For a child started elsewhere (posix_spawn with inherited output): signals reach it while tracked.
 void track_child(int pid);
 void untrack_child(int pid);
