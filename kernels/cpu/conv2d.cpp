@@ -1,8 +1,8 @@
 // Conv2d on the CPU (declared in conv2d.h): the direct reference in fp64, then the fast paths for
 // forward, backward-data and backward-filter: im2col + OpenBLAS sgemm, direct AVX2/AVX-512 kernels
-// for convolutions with few output channels, and our own AVX-512 GEMMs on im2col for wide K over a
-// shallow C*R*S; last, the launchers that cut the batch into tasks for the kernel threads
-// (kernels/cpu/threads.h).
+// for convolutions with few output channels, and our own GEMMs on im2col for wide K over a shallow
+// C*R*S (AVX-512: forward and backward-filter; AVX2: backward-filter); last, the launchers that cut
+// the batch into tasks for the kernel threads (kernels/cpu/threads.h).
 //
 // Napkin math (lecture conv1 at batch 64: n64 c3 32x32 k128 5x5 -> 28x28):
 //   flops = 2*n*k*p*q*c*r*s = 2*64*128*784*75 = 0.96 GFLOP per direction;
