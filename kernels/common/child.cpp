@@ -209,10 +209,13 @@ bool LineChild::send(const std::string& line) {
     pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
     const ssize_t n = ::write(to_, s.data() + done, s.size() - done);
     const int e = errno;
-    if (n < 0 && e == EPIPE) {
+    // Consume a SIGPIPE raised meanwhile, also by a write that got part of its bytes through
+    // before the reader went (Linux then returns the count and still raises it).
+    sigset_t pending;
+    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
       struct timespec zero {};
       siginfo_t info;
-      sigtimedwait(&pipe_set, &info, &zero);  // consume the pending SIGPIPE
+      sigtimedwait(&pipe_set, &info, &zero);
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (n > 0) done += static_cast<std::size_t>(n);
