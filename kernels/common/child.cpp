@@ -199,30 +199,28 @@ LineChild::~LineChild() { finish(); }
 bool LineChild::send(const std::string& line) {
   if (to_ < 0) return false;
   const std::string s = line + "\n";
+  // SIGPIPE would kill us when the child has gone: MSG_NOSIGNAL exists only for sockets, so it is
+  // blocked around the writes (EPIPE is the answer then) and a raised one consumed before the mask
+  // is restored: also one raised by a write that got part of its bytes through before the reader
+  // went (Linux then returns the count and still raises it).
+  sigset_t pipe_set, old, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
   std::size_t done = 0;
   while (done < s.size()) {
-    // SIGPIPE would kill us when the child has gone: MSG_NOSIGNAL exists only for sockets, so
-    // block it around the write (EPIPE is the answer then).
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
     const ssize_t n = ::write(to_, s.data() + done, s.size() - done);
-    const int e = errno;
-    // Consume a SIGPIPE raised meanwhile, also by a write that got part of its bytes through
-    // before the reader went (Linux then returns the count and still raises it).
-    sigset_t pending;
-    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-      struct timespec zero {};
-      siginfo_t info;
-      sigtimedwait(&pipe_set, &info, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (n > 0) done += static_cast<std::size_t>(n);
-    else if (n < 0 && e == EINTR) continue;
-    else return false;
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
   }
-  return true;
+  if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+    struct timespec zero {};
+    siginfo_t info;
+    sigtimedwait(&pipe_set, &info, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return done == s.size();
 }
 
 bool LineChild::read_line(std::string* line) {
