@@ -9,6 +9,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
@@ -208,6 +209,26 @@ void Conv2d::backward(const Shape& in, const float* x, const float*, const float
   add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
   add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
   if (dx) cpu::conv2d_backward_data_im2col(s, dy, weight.value.data(), dx, ws_);
+}
+
+bool Conv2d::relu_pool_fusable(const Shape& in, const MaxPool2d& pool) const {
+  return !t_bf16 && cpu::conv2d_relu_pool_fusable(conv_shape(in), pool.k);
+}
+
+bool Conv2d::forward_relu_pool(const Shape& in, MaxPool2d& pool, const float* x, float* y) {
+  if (!relu_pool_fusable(in, pool)) return false;
+  cpu::conv2d_forward_relu_pool(conv_shape(in), x, weight.value.data(), bias.value.data(), pool.k, y,
+                                pool.argmax_for(out_shape(in)));
+  return true;
+}
+
+void Conv2d::backward_relu_pool(const Shape& in, const MaxPool2d& pool, const float* x, const float* y,
+                                const float* dy) {
+  dw_tmp_.resize(weight.size() + bias.size());
+  cpu::conv2d_backward_filter_relu_pool(conv_shape(in), x, pool.k, dy, y, pool.argmax(), dw_tmp_.data(),
+                                        dw_tmp_.data() + weight.size());
+  add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
+  add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
 }
 
 void Conv2d::forward_ref(const Shape& in, const double* x, double* y) {

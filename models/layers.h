@@ -74,6 +74,8 @@ class Layer {
   virtual bool bf16_output_rounded() const { return false; }
 };
 
+class MaxPool2d;
+
 // nn.Conv2d(in, out, k, stride, padding) with bias.
 class Conv2d final : public Layer {
  public:
@@ -95,6 +97,13 @@ class Conv2d final : public Layer {
   // nothing, where oneDNN reads dy in another layout (backward_takes_nchw16c says so up front).
   bool backward_takes_nchw16c(const Shape& in, bool dx) const;
   bool backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx);
+  // This convolution, a ReLU and `pool` as one pass per image (cpu::conv2d_forward_relu_pool): y is
+  // the pool's output, and the pool keeps its argmax as forward_relu would. False, running nothing,
+  // where no fused kernel takes the shape (and under bf16 compute). The backward that goes with it
+  // adds this layer's weight gradients from the pool's dy and y; no input gradient (a first layer).
+  bool relu_pool_fusable(const Shape& in, const MaxPool2d& pool) const;
+  bool forward_relu_pool(const Shape& in, MaxPool2d& pool, const float* x, float* y);
+  void backward_relu_pool(const Shape& in, const MaxPool2d& pool, const float* x, const float* y, const float* dy);
   Conv2dShape conv_shape(const Shape& in) const;
   int in_c, out_c, k, stride, pad;
   Param weight, bias;  // [out, in, k, k], [out]
@@ -183,6 +192,12 @@ class MaxPool2d final : public Layer {
   void forward_relu_nchw16c_bf16(const Shape& in, const std::uint16_t* x16, float* y);
   // backward_relu writing dx as bf16 in nChw16c (for Conv2d::backward_bf16_nchw16c).
   void backward_relu_nchw16c_bf16(const Shape& in, const float* y, const float* dy, std::uint16_t* dx16);
+  // The argmax state for a pass that pools elsewhere (Conv2d::forward_relu_pool): sized for input `in`.
+  std::int32_t* argmax_for(const Shape& in) {
+    arg_.resize(out_shape(in).size());
+    return arg_.data();
+  }
+  const std::int32_t* argmax() const { return arg_.data(); }
   int k;
 
  private:

@@ -99,6 +99,8 @@ void Sequential::plan(int n) {
   fused_.assign(layers_.size(), 0);
   for (std::size_t i = 1; i + 1 < layers_.size(); ++i)
     fused_[i] = layers_[i]->kind() == "ReLU" && dynamic_cast<MaxPool2d*>(layers_[i + 1].get()) != nullptr;
+  conv_pool_ = layers_.size() >= 3 && dynamic_cast<Conv2d*>(layers_[0].get()) != nullptr && fused_[1];
+  conv_pool_on_ = false;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const bool unused_act = fused_[i], unused_grad = i > 0 && fused_[i - 1];
     acts_[i].assign(unused_act ? 0 : shapes_[i + 1].size(), 0.f);
@@ -112,11 +114,24 @@ void Sequential::zero_grad() {
   cpu::parallel_tasks(int(ps.size()), [&](int i) { std::fill(ps[i]->grad.begin(), ps[i]->grad.end(), 0.f); });
 }
 
+std::size_t Sequential::forward_conv_pool(const float* x) {
+  conv_pool_on_ = conv_pool_ && static_cast<Conv2d*>(layers_[0].get())
+                                    ->forward_relu_pool(shapes_[0], *static_cast<MaxPool2d*>(layers_[2].get()), x,
+                                                        acts_[2].data());
+  return conv_pool_on_ ? 3 : 0;
+}
+
+void Sequential::backward_conv_pool(const float* x, const float* dy) {
+  static_cast<Conv2d*>(layers_[0].get())
+      ->backward_relu_pool(shapes_[0], *static_cast<const MaxPool2d*>(layers_[2].get()), x, acts_[2].data(), dy);
+}
+
 const std::vector<float>& Sequential::predict(const float* x, int n) {
   if (n <= 0) throw UsageError("batch must be positive");
   plan(n);
-  const float* cur = x;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  const std::size_t first = forward_conv_pool(x);
+  const float* cur = first ? acts_[first - 1].data() : x;
+  for (std::size_t i = first; i < layers_.size(); ++i) {
     if (fused_[i]) {  // ReLU + MaxPool2d in one pass over the ReLU's input
       ++i;
       static_cast<MaxPool2d*>(layers_[i].get())->forward_relu(shapes_[i - 1], cur, acts_[i].data());
@@ -136,6 +151,11 @@ float Sequential::forward_backward(const Batch& b, const GradsReady& ready) {
   for (std::size_t i = layers_.size(); i-- > 0;) {
     const float* xin = i == 0 ? b.x : acts_[i - 1].data();
     const float* dy = i + 1 == layers_.size() ? dout_.data() : grads_[i + 1].data();
+    if (i == 2 && conv_pool_on_) {  // the first Conv2d + ReLU + MaxPool2d, fused as in forward
+      backward_conv_pool(b.x, dy);
+      if (ready) ready(layers_[0]->params());
+      break;
+    }
     if (i > 0 && fused_[i - 1]) {  // MaxPool2d + the ReLU before it: dx goes straight to layer i - 2
       static_cast<MaxPool2d*>(layers_[i].get())->backward_relu(shapes_[i - 1], acts_[i].data(), dy, grads_[i - 1].data());
       --i;
@@ -159,8 +179,15 @@ float Sequential::forward_backward_profiled(const Batch& b) {
   auto fused_name = [&](std::size_t i) { return layer_name(i) + "+" + layer_name(i + 1); };
   {
     ProfileScope fw(p, "forward", "phase");
-    const float* cur = b.x;
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::size_t first = 0;
+    if (conv_pool_ && static_cast<Conv2d*>(layers_[0].get())
+                          ->relu_pool_fusable(shapes_[0], *static_cast<MaxPool2d*>(layers_[2].get()))) {
+      const std::string nm = layer_name(0) + "+" + fused_name(1);
+      ProfileScope r(p, "forward " + nm, "forward", nm, layers_[0]->forward_flops(shapes_[0]));
+      first = forward_conv_pool(b.x);
+    }
+    const float* cur = first ? acts_[first - 1].data() : b.x;
+    for (std::size_t i = first; i < layers_.size(); ++i) {
       if (fused_[i]) {
         const std::string nm = fused_name(i);
         ProfileScope r(p, "forward " + nm, "forward", nm, layers_[i + 1]->forward_flops(shapes_[i + 1]));
@@ -184,6 +211,12 @@ float Sequential::forward_backward_profiled(const Batch& b) {
   for (std::size_t i = layers_.size(); i-- > 0;) {
     const float* xin = i == 0 ? b.x : acts_[i - 1].data();
     const float* dy = i + 1 == layers_.size() ? dout_.data() : grads_[i + 1].data();
+    if (i == 2 && conv_pool_on_) {
+      const std::string nm = layer_name(0) + "+" + fused_name(1);
+      ProfileScope r(p, "backward " + nm, "backward", nm, layers_[0]->forward_flops(shapes_[0]));
+      backward_conv_pool(b.x, dy);
+      break;
+    }
     if (i > 0 && fused_[i - 1]) {
       const std::string nm = fused_name(i - 1);
       ProfileScope r(p, "backward " + nm, "backward", nm, 2 * layers_[i]->forward_flops(shapes_[i]));

@@ -81,8 +81,16 @@ class Sequential {
   // fused_[i]: layer i is a ReLU followed by a MaxPool2d, run as one MaxPool2d::forward_relu /
   // backward_relu pass (acts_[i] and grads_[i + 1] then stay empty: nothing reads them).
   std::vector<char> fused_;
+  // conv_pool_: layers 0..2 are a Conv2d, a ReLU and a MaxPool2d, which may run as one pass per image
+  // (Conv2d::forward_relu_pool, when its kernels take the shape); conv_pool_on_: this step's forward
+  // ran them so (acts_[0] then holds nothing current and backward takes the fused path too).
+  bool conv_pool_ = false, conv_pool_on_ = false;
   Profiler* prof_ = nullptr;
   void plan(int n);
+  // The first layers fused where conv_pool_ and the kernels allow: the index of the next layer to run
+  // (3, its input acts_[2]) or 0.
+  std::size_t forward_conv_pool(const float* x);
+  void backward_conv_pool(const float* x, const float* dy);
   float forward_backward_profiled(const Batch& b);
 };
 

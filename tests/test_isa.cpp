@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,8 @@
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/peak.h"
 
 using namespace dlb;
@@ -80,9 +85,10 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
                          // avx2, rows of 7 + 7 + 6 pixels, padding 1; and 16 + 16 + 8 channels
                          // (the last block one vector; at avx512 too, where c % 16 != 0)
                          Conv2dShape::make(2, 48, 11, 20, 8, 5, 5, 1), Conv2dShape::make(2, 40, 9, 23, 8, 3, 3, 1),
-                         // lecture conv1 layout with K = 48 > 32: at avx512 our GEMMs on im2col with
-                         // the pixels in the lanes (forward, backward-filter), below it im2col + sgemm;
-                         // and the forward one with stride 2 and padding, PQ = 42 (a masked vector)
+                         // lecture conv1 layout with K = 48 > 32: at avx2 and avx512 our GEMMs on
+                         // im2col with the pixels in the lanes (forward, backward-filter), at scalar
+                         // im2col + sgemm; and the forward one with stride 2 and padding, PQ = 42 (a
+                         // masked vector at either width)
                          Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), Conv2dShape::make(2, 3, 13, 11, 44, 3, 3, 1, 2)}) {
     std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dy(sh.y_size());
     fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
@@ -101,6 +107,61 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
     EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), tol) << sh.str();
     EXPECT_LT(max_rel_err(db.data(), rdb.data(), db.size()), tol) << sh.str();
   }
+}
+
+// Conv + ReLU + MaxPool2d fused per image (conv2d_forward_relu_pool, conv2d_backward_filter_relu_pool)
+// against the same ops unfused, bit for bit (the same GEMM kernels, the same task split of the batch),
+// on the kernel threads and on one; pools of 2 and 3 with ragged edges (P, Q not multiples). Where no
+// fused kernel runs (scalar), fusable says so and the fused calls throw.
+TEST_P(EveryIsa, ConvReluPoolFusedMatchesUnfused) {
+  for (const auto& [sh, k] : std::vector<std::pair<Conv2dShape, int>>{{Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 2, 12, 40, 36, 3, 3), 2},
+                                                                      {Conv2dShape::make(5, 3, 32, 32, 128, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 3, 13, 17, 40, 3, 3), 3}}) {
+    SCOPED_TRACE(sh.str() + " pool " + std::to_string(k));
+    const bool fusable = cpu::conv2d_relu_pool_fusable(sh, k);
+    EXPECT_EQ(fusable, cpu::isa_allows(Isa::avx2));
+    const int P = sh.p(), Q = sh.q(), pp = P / k, pq = Q / k;
+    const std::size_t pooled = std::size_t(sh.n) * sh.k * pp * pq;
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), g(pooled);
+    fill_uniform(x.data(), x.size(), 1), fill_uniform(w.data(), w.size(), 2);
+    fill_uniform(b.data(), b.size(), 3), fill_uniform(g.data(), g.size(), 4);
+    std::vector<float> y(pooled), fy(pooled), dense(sh.y_size()), dyd(sh.y_size()), ws;
+    std::vector<std::int32_t> arg(pooled), farg(pooled);
+    std::vector<float> dw(sh.w_size()), db(sh.k), fdw(sh.w_size()), fdb(sh.k);
+    if (!fusable) {
+      EXPECT_THROW(cpu::conv2d_forward_relu_pool(sh, x.data(), w.data(), b.data(), k, fy.data(), farg.data()),
+                   std::invalid_argument);
+      EXPECT_THROW(cpu::conv2d_backward_filter_relu_pool(sh, x.data(), k, g.data(), y.data(), arg.data(), fdw.data(),
+                                                         fdb.data()),
+                   std::invalid_argument);
+      continue;
+    }
+    for (int threads : {cpu::kernel_threads(), 1}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      cpu::KernelThreadsLimit lim(threads);
+      cpu::conv2d_forward_im2col(sh, x.data(), w.data(), b.data(), dense.data(), ws);
+      cpu::maxpool2d_relu_forward(dense.data(), y.data(), arg.data(), sh.n, sh.k, P, Q, k);
+      cpu::maxpool2d_relu_backward(g.data(), y.data(), arg.data(), dyd.data(), sh.n, sh.k, P, Q, k);
+      cpu::conv2d_backward_filter_im2col(sh, x.data(), dyd.data(), dw.data(), db.data(), ws);
+      std::fill(fy.begin(), fy.end(), 123.f), std::fill(fdw.begin(), fdw.end(), 123.f);
+      std::fill(fdb.begin(), fdb.end(), 123.f);
+      cpu::conv2d_forward_relu_pool(sh, x.data(), w.data(), b.data(), k, fy.data(), farg.data());
+      cpu::conv2d_backward_filter_relu_pool(sh, x.data(), k, g.data(), fy.data(), farg.data(), fdw.data(), fdb.data());
+      EXPECT_EQ(farg, arg);
+      EXPECT_EQ(0, std::memcmp(fy.data(), y.data(), sizeof(float) * pooled));
+      EXPECT_EQ(0, std::memcmp(fdw.data(), dw.data(), sizeof(float) * dw.size()));
+      EXPECT_EQ(0, std::memcmp(fdb.data(), db.data(), sizeof(float) * db.size()));
+    }
+    // and against the fp64 reference, through the dense gradient the pool hands back
+    std::vector<double> rdw(sh.w_size()), rdb(sh.k);
+    cpu::conv2d_backward_filter_direct(sh, x.data(), dyd.data(), rdw.data(), rdb.data());
+    EXPECT_LT(max_rel_err(fdw.data(), rdw.data(), fdw.size()), default_tolerance(DType::fp32));
+    EXPECT_LT(max_rel_err(fdb.data(), rdb.data(), fdb.size()), default_tolerance(DType::fp32));
+  }
+  EXPECT_FALSE(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(2, 3, 13, 11, 44, 3, 3, 1, 2), 2));  // stride 2
+  EXPECT_FALSE(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(2, 32, 14, 14, 16, 5, 5), 2));       // K <= 32
+  EXPECT_FALSE(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(2, 3, 6, 6, 48, 5, 5), 3));          // 2x2 < pool
 }
 
 TEST_P(EveryIsa, CastsMatchReferencesBitForBit) {

@@ -166,6 +166,17 @@ TEST(GradCheck, ReLUMaxPoolFusedOddSize) {
   expect_ok(gradcheck(m, 3, false, 11));
 }
 
+// A first Conv2d with wide K over a shallow C*R*S, then ReLU + MaxPool2d: where the CPU has AVX2 the
+// three run as one pass per image (cpu::conv2d_forward_relu_pool; backward from the pooled gradient),
+// odd P leaving a row the pool never reads; the fp32 gradients against the fp64 reference either way.
+TEST(GradCheck, FirstConvReluPoolFused) {
+  Sequential m("t", {1, 3, 13, 12}, LossKind::cross_entropy);
+  m.add<Conv2d>("c", 3, 36, 3).add<ReLU>().add<MaxPool2d>(2).add<Flatten>().add<Linear>("l", 36 * 5 * 5, 4);
+  EXPECT_EQ(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(3, 3, 13, 12, 36, 3, 3), 2), cpu::isa_allows(cpu::Isa::avx2));
+  expect_ok(gradcheck(m, 3, true));
+  expect_ok(gradcheck(m, 1, true, 5));
+}
+
 TEST(GradCheck, CrossEntropy) {
   Sequential m("t", {1, 7, 1, 1}, LossKind::cross_entropy);
   m.add<Linear>("l", 7, 5);

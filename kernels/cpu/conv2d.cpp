@@ -1,8 +1,9 @@
 // Conv2d on the CPU (declared in conv2d.h): the direct reference in fp64, then the fast paths for
 // forward, backward-data and backward-filter: im2col + OpenBLAS sgemm, direct AVX2/AVX-512 kernels
 // for convolutions with few output channels, and our own GEMMs on im2col for wide K over a shallow
-// C*R*S (AVX-512: forward and backward-filter; AVX2: backward-filter); last, the launchers that cut
-// the batch into tasks for the kernel threads (kernels/cpu/threads.h).
+// C*R*S (forward and backward-filter, AVX2 and AVX-512); last, the launchers that cut the batch into
+// tasks for the kernel threads (kernels/cpu/threads.h), and the same GEMMs fused with the ReLU and
+// max pool that follow a first convolution (conv2d_forward_relu_pool: per image, in cache).
 //
 // Napkin math (lecture conv1 at batch 64: n64 c3 32x32 k128 5x5 -> 28x28):
 //   flops = 2*n*k*p*q*c*r*s = 2*64*128*784*75 = 0.96 GFLOP per direction;
@@ -32,11 +33,14 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu/threads.h"
 
@@ -203,6 +207,10 @@ namespace {
 constexpr std::size_t kTargetColFloats = std::size_t(256) << 10;  // 1 MiB
 constexpr std::size_t kMinGemmCols = 512;
 constexpr std::size_t kMaxColFloats = std::size_t(16) << 20;  // 64 MiB hard cap (>= 1 image always)
+
+// dy of image n of a call (the col backward-filter kernels read dy one image at a time: from the
+// batch's dy, or made image by image from a pooled gradient, conv2d_backward_filter_relu_pool).
+using DyImage = std::function<const float*(int)>;
 
 int chunk_images(const Conv2dShape& sh, std::size_t target = kTargetColFloats) {
   const std::size_t pq = std::size_t(sh.p()) * sh.q();
@@ -385,7 +393,7 @@ bool use_col_backward_filter_avx2(const Conv2dShape& sh) {
 // kernel there, whose k-major blocks cost a scalar scatter of every output into NCHW.
 bool use_col_forward(const Conv2dShape& sh) {
   return sh.k % 4 == 0 && sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) &&
-         isa_allows(Isa::avx512);
+         isa_allows(Isa::avx2);
 }
 
 // The forward kernel also takes padding. any_k: also above kDirectMaxK output channels (the
@@ -930,10 +938,10 @@ DLB_AVX512_T void backward_filter_col_run512(int nt, const float* dy, const floa
 // a block's col rows (6 x PQ floats, 19 KB for conv1) stay in L1 while the K/4 channel blocks stream
 // the image's dy (400 KB for conv1: L2) past them. (Two images per im2col, which halves the lane
 // reductions, measured slower at batch 64: 1.25 MB of col and dy no longer fit L2.)
-void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                                       std::vector<float>& ws) {
+void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw,
+                                       float* db, std::vector<float>& ws) {
   const int K = sh.k, T = sh.c * sh.r * sh.s, T1 = T + (db ? 1 : 0);
-  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w, yi = K * PQ;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
   const __mmask16 last = PQ % 16 ? __mmask16((1u << (PQ % 16)) - 1) : __mmask16(0xFFFF);
   float* col = ensure_aligned(ws, std::size_t(T1) * PQ + std::size_t(T1) * K);
   float* dwt = col + std::size_t(T1) * PQ;  // dW (and db) in TK order: a block's 4 channel sums of a tap are contiguous
@@ -941,7 +949,7 @@ void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, co
   if (db) std::fill(col + std::size_t(T) * PQ, col + std::size_t(T1) * PQ, 1.f);
   for (int n = 0; n < sh.n; ++n) {
     im2col_s1_avx512(sh, x + n * xi, col);
-    const float* dn = dy + n * yi;
+    const float* dn = dy_of(n);
     for (int t0 = 0; t0 < T1; t0 += 6)
       for (int k0 = 0; k0 < K; k0 += 4)
         backward_filter_col_run512(std::min(6, T1 - t0), dn + std::size_t(k0) * PQ, col + t0 * PQ, PQ, PQ, last,
@@ -1021,10 +1029,10 @@ DLB_AVX2_FMA void backward_filter_col_run_avx2(int nt, const float* dy, const fl
 
 // As conv2d_backward_filter_col_avx512 (K a multiple of 2): per image its im2col, then the tap
 // blocks (6 col rows: 19 KB for conv1, in L1) x the channel pairs streaming dy; db as a row of ones.
-DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                                     std::vector<float>& ws) {
+DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const float* x, const DyImage& dy_of,
+                                                  float* dw, float* db, std::vector<float>& ws) {
   const int K = sh.k, T = sh.c * sh.r * sh.s, T1 = T + (db ? 1 : 0);
-  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w, yi = K * PQ;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
   const int tail = int(PQ % 8);
   alignas(32) std::int32_t lanes[8];
   for (int l = 0; l < 8; ++l) lanes[l] = tail == 0 || l < tail ? -1 : 0;
@@ -1035,7 +1043,7 @@ DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const f
   if (db) std::fill(col + std::size_t(T) * PQ, col + std::size_t(T1) * PQ, 1.f);
   for (int n = 0; n < sh.n; ++n) {
     im2col(sh, x + n * xi, 1, col);
-    const float* dn = dy + n * yi;
+    const float* dn = dy_of(n);
     for (int t0 = 0; t0 < T1; t0 += 6)
       for (int k0 = 0; k0 < K; k0 += 2)
         backward_filter_col_run_avx2(std::min(6, T1 - t0), dn + std::size_t(k0) * PQ, col + t0 * PQ, PQ, PQ, PQ, last,
@@ -1044,6 +1052,106 @@ DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const f
   for (int k = 0; k < K; ++k)
     for (int t = 0; t < T; ++t) dw[std::size_t(k) * T + t] = dwt[std::size_t(t) * K + k];
   if (db) std::copy(dwt + std::size_t(T) * K, dwt + std::size_t(T1) * K, db);
+}
+
+// ---- forward for wide K over a shallow C*R*S in AVX2: the GEMM of conv2d_forward_col_avx512 with
+// 8 pixels a vector, blocks of 4 channels x 3 vectors (12 accumulators, 3 col vectors and one
+// broadcast: all 16 registers; 7 loads per 12 FMAs), over panels of 12 vectors (96 pixels: T x 96
+// floats, 29 KB for conv1, in L1 across the K/4 channel blocks). Measured on a 2-core Zen 3, lecture
+// conv1 at batch 2/4/64 (GFLOP/s): 132/144/115, oneDNN 133/130/119 beside it (im2col + OpenBLAS
+// sgemm, which it replaces, ran 110/110/112 in another run). Masked stores on every vector (vmaskmov
+// is slow on AMD) ran 50, and a col array behind the register asm lived on the stack: 83.
+template <int NV, bool RAGGED>
+DLB_AVX2_FMA_INLINE void forward_col_block_avx2(const float* w, int T, const float* col, std::size_t ldc,
+                                                const float* bias, float* y, std::size_t ldy, __m256i last) {
+  __m256 a0[NV], a1[NV], a2[NV], a3[NV];
+  const __m256 z0 = _mm256_set1_ps(bias ? bias[0] : 0.f), z1 = _mm256_set1_ps(bias ? bias[1] : 0.f),
+               z2 = _mm256_set1_ps(bias ? bias[2] : 0.f), z3 = _mm256_set1_ps(bias ? bias[3] : 0.f);
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) a0[j] = z0, a1[j] = z1, a2[j] = z2, a3[j] = z3;
+  for (int t = 0; t < T; ++t, col += ldc) {
+    // Three named registers, not an array: an array behind the asm below lives on the stack. The
+    // asm holds each col vector in a register (one load per vector, not one per FMA).
+    __m256 u0, u1 = _mm256_setzero_ps(), u2 = _mm256_setzero_ps();
+#define DLB_FWD_COL_LOAD(u, j)                                                                              \
+  do {                                                                                                    \
+    u = RAGGED && j == NV - 1 ? _mm256_maskload_ps(col + 8 * j, last) : _mm256_loadu_ps(col + 8 * j); \
+    asm("" : "+x"(u));                                                                                    \
+  } while (0)
+    DLB_FWD_COL_LOAD(u0, 0);
+    if (NV > 1) DLB_FWD_COL_LOAD(u1, 1);
+    if (NV > 2) DLB_FWD_COL_LOAD(u2, 2);
+#undef DLB_FWD_COL_LOAD
+    const __m256 v[3] = {u0, u1, u2};
+    __m256 b = _mm256_broadcast_ss(w + t);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) a0[j] = _mm256_fmadd_ps(b, v[j], a0[j]);
+    b = _mm256_broadcast_ss(w + T + t);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) a1[j] = _mm256_fmadd_ps(b, v[j], a1[j]);
+    b = _mm256_broadcast_ss(w + 2 * T + t);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) a2[j] = _mm256_fmadd_ps(b, v[j], a2[j]);
+    b = _mm256_broadcast_ss(w + 3 * T + t);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) a3[j] = _mm256_fmadd_ps(b, v[j], a3[j]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) {
+    if (RAGGED && j == NV - 1) {  // (a masked store is slow on AMD: only the ragged vector takes one)
+      _mm256_maskstore_ps(y + 8 * j, last, a0[j]);
+      _mm256_maskstore_ps(y + ldy + 8 * j, last, a1[j]);
+      _mm256_maskstore_ps(y + 2 * ldy + 8 * j, last, a2[j]);
+      _mm256_maskstore_ps(y + 3 * ldy + 8 * j, last, a3[j]);
+    } else {
+      _mm256_storeu_ps(y + 8 * j, a0[j]);
+      _mm256_storeu_ps(y + ldy + 8 * j, a1[j]);
+      _mm256_storeu_ps(y + 2 * ldy + 8 * j, a2[j]);
+      _mm256_storeu_ps(y + 3 * ldy + 8 * j, a3[j]);
+    }
+  }
+}
+
+// Forward of the images of `sh` (w KCRS as given, K a multiple of 4), one image's im2col at a time
+// into col (T x PQ floats), as conv2d_forward_col_avx512.
+DLB_AVX2_FMA void conv2d_forward_col_avx2(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
+                                          float* y, float* col) {
+  const int K = sh.k, T = sh.c * sh.r * sh.s;
+  const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
+  const int nvec = int((PQ + 7) / 8), tail = int(PQ % 8);
+  alignas(32) std::int32_t lanes[8];
+  for (int l = 0; l < 8; ++l) lanes[l] = tail == 0 || l < tail ? -1 : 0;
+  const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  constexpr int kPanel = 12;
+  for (int n = 0; n < sh.n; ++n) {
+    im2col(sh, x + n * xi, 1, col);
+    float* yn = y + std::size_t(n) * K * PQ;
+    for (int v0 = 0; v0 < nvec; v0 += kPanel) {
+      const int v1 = std::min(nvec, v0 + kPanel);
+      for (int k0 = 0; k0 < K; k0 += 4) {
+        const float* wk = w + std::size_t(k0) * T;
+        const float* bk = bias ? bias + k0 : nullptr;
+        float* yk = yn + std::size_t(k0) * PQ;
+        for (int v = v0; v < v1; v += 3) {
+          const int nv = std::min(3, v1 - v);
+          const std::size_t p0 = std::size_t(v) * 8;
+          const float* c = col + p0;
+          float* o = yk + p0;
+          if (tail != 0 && v + nv == nvec) {
+            if (nv == 3) forward_col_block_avx2<3, true>(wk, T, c, PQ, bk, o, PQ, last);
+            else if (nv == 2) forward_col_block_avx2<2, true>(wk, T, c, PQ, bk, o, PQ, last);
+            else forward_col_block_avx2<1, true>(wk, T, c, PQ, bk, o, PQ, last);
+          } else if (nv == 3) {
+            forward_col_block_avx2<3, false>(wk, T, c, PQ, bk, o, PQ, last);
+          } else if (nv == 2) {
+            forward_col_block_avx2<2, false>(wk, T, c, PQ, bk, o, PQ, last);
+          } else {
+            forward_col_block_avx2<1, false>(wk, T, c, PQ, bk, o, PQ, last);
+          }
+        }
+      }
+    }
+  }
 }
 #else
 bool use_direct(const Conv2dShape&) { return false; }
@@ -1083,13 +1191,21 @@ void gather_images(const float* src, int m, int K, std::size_t PQ, float* dst) {
       std::memcpy(dst + std::size_t(k) * ncols + i * PQ, src + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
 }
 
+#ifdef DLB_DIRECT_KERNELS
+// The own-GEMM forward (use_col_forward(sh)) in the widest ISA allowed.
+void forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y, float* col) {
+  if (isa_allows(Isa::avx512)) return conv2d_forward_col_avx512(sh, x, w, bias, y, col);
+  conv2d_forward_col_avx2(sh, x, w, bias, y, col);
+}
+#endif
+
 // wt: the filters in CRSK order when use_direct(sh) (then the direct kernel runs), else null.
 void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
                     std::vector<float>& ws, const float* wt = nullptr) {
 #ifdef DLB_DIRECT_KERNELS
   if (!wt && use_col_forward(sh)) {  // (a launcher that passes CRSK filters chose the direct kernel)
     float* col = ensure_aligned(ws, std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q());
-    return conv2d_forward_col_avx512(sh, x, w, bias, y, col);
+    return forward_col(sh, x, w, bias, y, col);
   }
   if (wt) {
     const bool padded = sh.pad_h > 0 || sh.pad_w > 0;
@@ -1565,14 +1681,24 @@ void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w
   }
 }
 
+#ifdef DLB_DIRECT_KERNELS
+// The own-GEMM backward-filter (use_col_backward_filter(sh) or its AVX2 twin), dy image by image.
+void backward_filter_col(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw, float* db,
+                         std::vector<float>& ws) {
+  if (use_col_backward_filter(sh)) return conv2d_backward_filter_col_avx512(sh, x, dy_of, dw, db, ws);
+  conv2d_backward_filter_col_avx2(sh, x, dy_of, dw, db, ws);
+}
+#endif
+
 void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                             std::vector<float>& ws) {
 #ifdef DLB_DIRECT_KERNELS
   if (use_direct(sh)) {
     return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ensure_aligned(ws, sh.y_size()));
   }
-  if (use_col_backward_filter(sh)) return conv2d_backward_filter_col_avx512(sh, x, dy, dw, db, ws);
-  if (use_col_backward_filter_avx2(sh)) return conv2d_backward_filter_col_avx2(sh, x, dy, dw, db, ws);
+  const std::size_t yi = std::size_t(sh.k) * sh.p() * sh.q();
+  const DyImage dy_of = [&](int n) { return dy + n * yi; };
+  if (use_col_backward_filter(sh) || use_col_backward_filter_avx2(sh)) return backward_filter_col(sh, x, dy_of, dw, db, ws);
 #endif
   const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
   if (db) std::fill(db, db + K, 0.f);
@@ -1702,15 +1828,16 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
   });
 }
 
-void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                                   std::vector<float>& ws) {
-  check_shape(sh);
-  if (!parallel_conv(sh)) return backward_filter_serial(sh, x, dy, dw, db, ws);
-  // Each task reduces over its own images into its own partial dW (task 0: dw itself); the partials
-  // are added in task order afterwards, so the bits do not depend on which thread ran what. A few
-  // tasks per thread: enough to balance on a shared machine, few partial sums to add.
+namespace {
+// The batch of a backward-filter cut into tasks: serial(sub-batch shape, its first image, partial dW,
+// partial db, workspace) overwrites the partial sums of its images. Each task reduces over its own
+// images into its own partial dW (task 0: dw itself); the partials are added in task order
+// afterwards, so the bits do not depend on which thread ran what. A few tasks per thread: enough to
+// balance on a shared machine, few partial sums to add.
+template <class Serial>
+void backward_filter_tasks(const Conv2dShape& sh, float* dw, float* db, std::vector<float>& ws, Serial&& serial) {
+  if (!parallel_conv(sh)) return serial(sh, 0L, dw, db, ws);
   const int tasks = std::min(sh.n, std::max(kernel_threads(), std::min(4 * kernel_threads(), sh.n / chunk_images(sh))));
-  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   const std::size_t wsz = sh.w_size(), bsz = db ? std::size_t(sh.k) : 0;
   thread_local std::vector<float> partial;  // [tasks - 1][wsz + bsz], the calling thread's
   ensure(partial, (tasks - 1) * (wsz + bsz));
@@ -1720,7 +1847,7 @@ void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const 
     split_range(sh.n, tasks, t, i0, i1);
     float* pdw = t == 0 ? dw : base + (t - 1) * (wsz + bsz);
     float* pdb = !db ? nullptr : t == 0 ? db : pdw + wsz;
-    backward_filter_serial(sub_batch(sh, i0, i1), x + i0 * xi, dy + i0 * yi, pdw, pdb, thread_ws());
+    serial(sub_batch(sh, i0, i1), i0, pdw, pdb, thread_ws());
   });
   for (int t = 1; t < tasks; ++t) {
     const float* p = base + (t - 1) * (wsz + bsz);
@@ -1728,6 +1855,82 @@ void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const 
     for (std::size_t i = 0; i < bsz; ++i) db[i] += p[wsz + i];
   }
 }
+}  // namespace
+
+void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                   std::vector<float>& ws) {
+  check_shape(sh);
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
+  backward_filter_tasks(sh, dw, db, ws,
+                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>& w) {
+                          backward_filter_serial(s, x + i0 * xi, dy + i0 * yi, pdw, pdb, w);
+                        });
+}
+
+bool conv2d_relu_pool_fusable(const Conv2dShape& sh, int k) {
+#ifdef DLB_DIRECT_KERNELS
+  // (arg holds flat indices into the whole convolution output: int32)
+  return sh.valid() && k >= 1 && sh.p() >= k && sh.q() >= k && use_col_forward(sh) &&
+         (use_col_backward_filter(sh) || use_col_backward_filter_avx2(sh)) &&
+         double(sh.n) * sh.k * sh.p() * sh.q() < 2147483647.0;
+#else
+  (void)sh, (void)k;
+  return false;
+#endif
+}
+
+#ifdef DLB_DIRECT_KERNELS
+void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
+                              float* y, std::int32_t* arg) {
+  check_shape(sh);
+  if (!conv2d_relu_pool_fusable(sh, k))
+    throw std::invalid_argument("conv2d_forward_relu_pool: no fused kernel for " + sh.str());
+  const int K = sh.k, P = sh.p(), Q = sh.q(), T = sh.c * sh.r * sh.s;
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
+  auto image = [&](int n) {
+    thread_local std::vector<float> out_buf;  // one image's convolution output (400 KB for conv1: L2)
+    float* col = ensure_aligned(thread_ws(), std::size_t(T) * PQ);
+    float* out = ensure_aligned(out_buf, std::size_t(K) * PQ);
+    forward_col(sub_batch(sh, n, n + 1), x + n * xi, w, bias, out, col);
+    maxpool2d_relu_forward_image(out, y + n * yi, arg + n * yi, K, P, Q, k, std::int32_t(std::size_t(n) * K * PQ));
+  };
+  if (!parallel_conv(sh)) {
+    for (int n = 0; n < sh.n; ++n) image(n);
+    return;
+  }
+  parallel_tasks(sh.n, image);
+}
+
+void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
+                                      const std::int32_t* arg, float* dw, float* db) {
+  check_shape(sh);
+  if (!conv2d_relu_pool_fusable(sh, k))
+    throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
+  const int K = sh.k, P = sh.p(), Q = sh.q();
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
+  backward_filter_tasks(sh, dw, db, thread_ws(),
+                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>& ws) {
+                          thread_local std::vector<float> dense_buf;  // one image's dense dy (L2)
+                          float* dense = ensure_aligned(dense_buf, std::size_t(K) * PQ);
+                          const DyImage dy_of = [&](int n) {
+                            const std::size_t img = std::size_t(i0 + n);
+                            maxpool2d_relu_backward_image(dy + img * yi, y + img * yi, arg + img * yi, dense, K, P, Q,
+                                                          k, std::int32_t(img * K * PQ));
+                            return static_cast<const float*>(dense);
+                          };
+                          backward_filter_col(s, x + i0 * xi, dy_of, pdw, pdb, ws);
+                        });
+}
+#else
+void conv2d_forward_relu_pool(const Conv2dShape& sh, const float*, const float*, const float*, int, float*,
+                              std::int32_t*) {
+  throw std::invalid_argument("conv2d_forward_relu_pool: no fused kernel for " + sh.str());
+}
+void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float*, int, const float*, const float*,
+                                      const std::int32_t*, float*, float*) {
+  throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
+}
+#endif
 
 }  // namespace cpu
 }  // namespace dlb

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 namespace dlb {
@@ -56,6 +57,23 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
                                  std::vector<float>& ws);
 void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                                    std::vector<float>& ws);
+
+// A convolution followed by ReLU and MaxPool2d(k) (window k, stride k), fused per image: the
+// convolution's output is pooled while it is still in cache, and never written as a whole tensor
+// (at the lecture's conv1, batch 64: 25.7 MB written and read back per direction otherwise).
+//   forward:          y = relu(maxpool_k(conv(x) + bias)), pooled [n][K][P/k][Q/k], and arg as
+//                     maxpool2d_relu_forward writes it (flat NCHW index into the convolution's output)
+//   backward-filter:  dw, db of the convolution, from the pooled gradient dy, y and arg
+//                     (maxpool2d_relu_backward's dense dy made one image at a time, in cache).
+// No input gradient: for a first layer. Same arithmetic as conv2d_forward_im2col followed by
+// maxpool2d_relu_forward, and maxpool2d_relu_backward followed by conv2d_backward_filter_im2col, where
+// those take their own-GEMM paths (fusable says where the fused kernels run; elsewhere they throw
+// std::invalid_argument).
+bool conv2d_relu_pool_fusable(const Conv2dShape& sh, int k);
+void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
+                              float* y, std::int32_t* arg);
+void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
+                                      const std::int32_t* arg, float* dw, float* db);
 
 }  // namespace cpu
 }  // namespace dlb

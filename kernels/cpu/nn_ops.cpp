@@ -152,15 +152,15 @@ void maxpool2x2_row(const float* r0, const float* r1, std::int32_t o0, int w, in
   }
 }
 
-// maxpool2d_forward over planes [plane0, plane1), then ReLU when `relu`.
+// maxpool2d_forward over planes [plane0, plane1), then ReLU when `relu`; arg counted from `origin`.
 void maxpool2d_forward_planes(const float* x, float* y, std::int32_t* arg, long plane0, long plane1, int h, int w,
-                              int k, bool relu) {
+                              int k, bool relu, std::int32_t origin = 0) {
   const int p = h / k, q = w / k;
   for (long plane = plane0; plane < plane1; ++plane) {
     const float* xp = x + plane * h * w;
     float* yp = y + plane * p * q;
     std::int32_t* ap = arg + plane * p * q;
-    const std::int32_t base = static_cast<std::int32_t>(plane * h * w);
+    const std::int32_t base = origin + static_cast<std::int32_t>(plane * h * w);
     if (k == 2) {  // the lecture's pool: branch-free, vectorized
       for (int i = 0; i < p; ++i)
         maxpool2x2_row(xp + 2 * i * w, xp + (2 * i + 1) * w, base + 2 * i * w, w, q, relu, yp + i * q, ap + i * q);
@@ -410,34 +410,51 @@ void maxpool2d_backward(const float* dy, const std::int32_t* arg, float* dx, std
   std::fill(dx, dx + x_size, 0.f);
   for (std::size_t i = 0; i < y_size; ++i) dx[arg[i]] += dy[i];
 }
-void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t* arg, float* dx, int n, int c, int h,
-                             int w, int k) {
+namespace {
+// maxpool2d_relu_backward over planes [plane0, plane1), arg counted from `origin`.
+void maxpool2d_relu_backward_planes(const float* dy, const float* y, const std::int32_t* arg, float* dx, long plane0,
+                                    long plane1, int h, int w, int k, std::int32_t origin) {
   const int p = h / k, q = w / k;
   const std::size_t hw = std::size_t(h) * w, pq = std::size_t(p) * q;
-  split_items(long(n) * c, long(hw), [&](long plane0, long plane1) {
-    for (long plane = plane0; plane < plane1; ++plane) {
-      float* dp = dx + plane * hw;
-      const float* gp = dy + plane * pq;
-      const float* yp = y + plane * pq;
-      const std::int32_t* ap = arg + plane * pq;
-      const std::int32_t base = static_cast<std::int32_t>(plane * hw);
-      for (int i = 0; i < p; ++i) {
-        if (k == 2) {
-          maxpool2x2_relu_backward_row(gp + i * q, yp + i * q, ap + i * q, base + 2 * i * w, w, q,
-                                       dp + std::size_t(2 * i) * w, dp + std::size_t(2 * i + 1) * w);
-          continue;
-        }
-        for (int a = 0; a < k; ++a) {  // zero the k rows of this window row (and the ragged right edge)
-          float* row = dp + std::size_t(i * k + a) * w;
-          for (int t = 0; t < w; ++t) row[t] = 0.f;
-        }
-        for (int j = 0; j < q; ++j)
-          if (yp[i * q + j] > 0.f) dx[ap[i * q + j]] = gp[i * q + j];
+  for (long plane = plane0; plane < plane1; ++plane) {
+    float* dp = dx + plane * hw;
+    const float* gp = dy + plane * pq;
+    const float* yp = y + plane * pq;
+    const std::int32_t* ap = arg + plane * pq;
+    const std::int32_t base = origin + static_cast<std::int32_t>(plane * hw);
+    for (int i = 0; i < p; ++i) {
+      if (k == 2) {
+        maxpool2x2_relu_backward_row(gp + i * q, yp + i * q, ap + i * q, base + 2 * i * w, w, q,
+                                     dp + std::size_t(2 * i) * w, dp + std::size_t(2 * i + 1) * w);
+        continue;
       }
-      for (int r = p * k; r < h; ++r)  // ragged bottom rows
-        for (int t = 0; t < w; ++t) dp[std::size_t(r) * w + t] = 0.f;
+      for (int a = 0; a < k; ++a) {  // zero the k rows of this window row (and the ragged right edge)
+        float* row = dp + std::size_t(i * k + a) * w;
+        for (int t = 0; t < w; ++t) row[t] = 0.f;
+      }
+      for (int j = 0; j < q; ++j)
+        if (yp[i * q + j] > 0.f) dp[ap[i * q + j] - base] = gp[i * q + j];
     }
+    for (int r = p * k; r < h; ++r)  // ragged bottom rows
+      for (int t = 0; t < w; ++t) dp[std::size_t(r) * w + t] = 0.f;
+  }
+}
+}  // namespace
+
+void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t* arg, float* dx, int n, int c, int h,
+                             int w, int k) {
+  split_items(long(n) * c, long(h) * w, [&](long plane0, long plane1) {
+    maxpool2d_relu_backward_planes(dy, y, arg, dx, plane0, plane1, h, w, k, 0);
   });
+}
+
+void maxpool2d_relu_forward_image(const float* x, float* y, std::int32_t* arg, int c, int h, int w, int k,
+                                  std::int32_t origin) {
+  maxpool2d_forward_planes(x, y, arg, 0, c, h, w, k, true, origin);
+}
+void maxpool2d_relu_backward_image(const float* dy, const float* y, const std::int32_t* arg, float* dx, int c, int h,
+                                   int w, int k, std::int32_t origin) {
+  maxpool2d_relu_backward_planes(dy, y, arg, dx, 0, c, h, w, k, origin);
 }
 
 float softmax_xent_forward_backward(const float* logits, const std::int32_t* labels, int n, int classes,

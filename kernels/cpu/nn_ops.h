@@ -44,6 +44,14 @@ void maxpool2x2_relu_backward_nchw16c_bf16(const float* dy, const float* y, cons
 // no separate zero fill.
 void maxpool2d_relu_backward(const float* dy, const float* y, const std::int32_t* arg, float* dx, int n, int c, int h,
                              int w, int k);
+// One image of maxpool2d_relu_forward / _backward on the calling thread, for a kernel that pools
+// each image as it produces it (conv2d_forward_relu_pool): x / dx is the image's [c][h][w], y, dy
+// and arg its pooled [c][h/k][w/k], and `origin` (the image's first flat index in the whole NCHW
+// tensor) is added to / expected in arg, so arg reads as the whole-batch functions write it.
+void maxpool2d_relu_forward_image(const float* x, float* y, std::int32_t* arg, int c, int h, int w, int k,
+                                  std::int32_t origin);
+void maxpool2d_relu_backward_image(const float* dy, const float* y, const std::int32_t* arg, float* dx, int c, int h,
+                                   int w, int k, std::int32_t origin);
 
 // Cross-entropy with a fused log-softmax, mean over the batch (nn.CrossEntropyLoss()).
 // Returns the loss; dlogits (may be null) receives d loss / d logits = (softmax - onehot) / n.
