@@ -110,9 +110,11 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
 }
 
 // Conv + ReLU + MaxPool2d fused per image (conv2d_forward_relu_pool, conv2d_backward_filter_relu_pool)
-// against the same ops unfused, bit for bit (the same GEMM kernels, the same task split of the batch),
-// on the kernel threads and on one; pools of 2 and 3 with ragged edges (P, Q not multiples). Where no
-// fused kernel runs (scalar), fusable says so and the fused calls throw.
+// against the same ops unfused: y and arg bit for bit (the same GEMM kernel), dW and db within rounding
+// where the backward runs over the pool's winners alone, bit for bit where it makes the dense
+// gradient (the same GEMM, the same task split of the batch); on the kernel threads and on one; pools
+// of 2 and 3 with ragged edges (P, Q not multiples). Where no fused kernel runs (scalar), fusable says
+// so and the fused calls throw.
 TEST_P(EveryIsa, ConvReluPoolFusedMatchesUnfused) {
   for (const auto& [sh, k] : std::vector<std::pair<Conv2dShape, int>>{{Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), 2},
                                                                       {Conv2dShape::make(2, 2, 12, 40, 36, 3, 3), 2},
@@ -150,8 +152,15 @@ TEST_P(EveryIsa, ConvReluPoolFusedMatchesUnfused) {
       cpu::conv2d_backward_filter_relu_pool(sh, x.data(), k, g.data(), fy.data(), farg.data(), fdw.data(), fdb.data());
       EXPECT_EQ(farg, arg);
       EXPECT_EQ(0, std::memcmp(fy.data(), y.data(), sizeof(float) * pooled));
-      EXPECT_EQ(0, std::memcmp(fdw.data(), dw.data(), sizeof(float) * dw.size()));
-      EXPECT_EQ(0, std::memcmp(fdb.data(), db.data(), sizeof(float) * db.size()));
+      // The backward over the pool's winners alone (C x R of 3 or 1 x 3 or 5) sums in another order
+      // than the dense GEMM: within rounding. The dense route (here C = 2) is the same GEMM: exact.
+      if (sh.c == 2) {
+        EXPECT_EQ(0, std::memcmp(fdw.data(), dw.data(), sizeof(float) * dw.size()));
+        EXPECT_EQ(0, std::memcmp(fdb.data(), db.data(), sizeof(float) * db.size()));
+      }
+      const std::vector<double> udw(dw.begin(), dw.end()), udb(db.begin(), db.end());
+      EXPECT_LT(max_rel_err(fdw.data(), udw.data(), fdw.size()), default_tolerance(DType::fp32));
+      EXPECT_LT(max_rel_err(fdb.data(), udb.data(), fdb.size()), default_tolerance(DType::fp32));
     }
     // and against the fp64 reference, through the dense gradient the pool hands back
     std::vector<double> rdw(sh.w_size()), rdb(sh.k);

@@ -1867,6 +1867,108 @@ void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const 
                         });
 }
 
+#ifdef DLB_DIRECT_KERNELS
+namespace {
+// ---- backward-filter from a pooled gradient, over the pool's winners only (AVX2) ----
+// Behind ReLU + MaxPool2d(pk) the convolution's dy is nonzero only at each window's winner, and only
+// where the pooled y > 0: at most one conv output in pk*pk. So dW[k][c][r][s] += g * x[c][ph + r][pw + s]
+// runs over the winners alone (a quarter of the dense GEMM's multiply-adds for pk = 2, and neither a
+// dense dy nor an im2col is written): per winner one FMA per filter row (c, r), the S <= 8 taps of
+// the row in the lanes of one vector loaded at x[c][ph + r][pw] (the lanes past S accumulate
+// neighbours into padding that is dropped), up to 8 row vectors of one output channel held in
+// registers across all its windows. Windows whose winner ReLU stopped multiply by 0 rather than
+// branch. A different summation order from the dense GEMM: equal to it within rounding, not bit for
+// bit. Measured on a 2-core Zen 3, lecture net128 training (interleaved runs against the dense
+// GEMM on the dense gradient made image by image): +5-10% imgs/s at batch 64 and 4.
+//
+// Filter rows [T0, T1) (row t = channel t / R, filter row t % R) of one output channel: acc[t][0..7]
+// += sum over the winners of gm[jj] * x[xp + off[jj] + row offset][0..7]. At most 8 rows a pass: with
+// all 15 of a 3 x 5 filter in one pass GCC spilled two accumulators (a store-to-load chain per winner).
+template <int R, int T0, int T1>
+DLB_AVX2_FMA_INLINE void pool_grad_rows(const float* xp, std::size_t HW, int W, const std::int32_t* off,
+                                        const float* gm, int nwin, float* acc) {
+  __m256 a[T1 - T0 > 0 ? T1 - T0 : 1];
+#pragma GCC unroll 8
+  for (int t = T0; t < T1; ++t) a[t - T0] = _mm256_load_ps(acc + 8 * t);
+  for (int jj = 0; jj < nwin; ++jj) {
+    const float* p = xp + off[jj];
+    const __m256 gb = _mm256_broadcast_ss(gm + jj);
+#pragma GCC unroll 8
+    for (int t = T0; t < T1; ++t)
+      a[t - T0] = _mm256_fmadd_ps(gb, _mm256_loadu_ps(p + std::size_t(t / R) * HW + std::size_t(t % R) * W), a[t - T0]);
+  }
+#pragma GCC unroll 8
+  for (int t = T0; t < T1; ++t) _mm256_store_ps(acc + 8 * t, a[t - T0]);
+}
+
+template <int C, int R>
+DLB_AVX2_FMA void pool_grad_filter_sparse(const Conv2dShape& sh, const float* x, int pk, const float* dy,
+                                          const float* y, const std::int32_t* arg, long i0, float* dw, float* db) {
+  constexpr int NR = C * R;
+  const int K = sh.k, H = sh.h, W = sh.w, S = sh.s, P = sh.p(), Q = sh.q(), pp = P / pk, pq = Q / pk;
+  const std::size_t HW = std::size_t(H) * W, xi = C * HW, PQ = std::size_t(P) * Q, yi = std::size_t(K) * pp * pq;
+  thread_local std::vector<float> acc_buf, x_buf, gm_buf;
+  thread_local std::vector<std::int32_t> off_buf;
+  float* acc = ensure_aligned(acc_buf, std::size_t(K) * NR * 8);  // [K][C*R][8]
+  float* gm = ensure_aligned(gm_buf, std::size_t(pp) * pq);       // one channel's winners: gradient,
+  if (off_buf.size() < std::size_t(pp) * pq) off_buf.resize(std::size_t(pp) * pq);
+  std::int32_t* off = off_buf.data();                              // and offset into the image
+  float* xp = ensure_aligned(x_buf, xi + 8);  // the image, then 8 zeros the last row's vector reads into
+  std::fill(acc, acc + std::size_t(K) * NR * 8, 0.f);
+  std::fill(xp + xi, xp + xi + 8, 0.f);
+  if (db) std::fill(db, db + K, 0.f);
+  for (int n = 0; n < sh.n; ++n) {
+    const std::size_t img = std::size_t(i0 + n);
+    std::memcpy(xp, x + n * xi, sizeof(float) * xi);
+    for (int k = 0; k < K; ++k) {
+      const std::size_t o = img * yi + std::size_t(k) * pp * pq;
+      const float* g = dy + o;
+      const float* yk = y + o;
+      const std::int32_t* ak = arg + o;
+      const std::int32_t base = std::int32_t((img * K + k) * PQ);
+      float* ac = acc + std::size_t(k) * NR * 8;
+      // First the winners' offsets into the image and their gradients (0 where ReLU stopped them),
+      // branch-free: which window element won, and whether ReLU passed it, are data (branches on
+      // them mispredicted half the time: slower than the dense GEMM). Then the FMAs, with nothing
+      // else live beside the accumulators and the broadcast.
+      float bsum = 0.f;
+      for (int i = 0; i < pp; ++i)
+        for (int j = 0; j < pq; ++j) {
+          const int jj = i * pq + j;
+          int rel = ak[jj] - base - (i * pk * Q + j * pk), dr = 0;  // the winner within its window
+          for (int d = 1; d < pk; ++d) {
+            const int down = rel >= Q;
+            rel -= down * Q, dr += down;
+          }
+          off[jj] = (i * pk + dr) * W + j * pk + rel;
+          const __m128 gs = _mm_and_ps(_mm_cmpgt_ss(_mm_load_ss(yk + jj), _mm_setzero_ps()), _mm_load_ss(g + jj));
+          _mm_store_ss(gm + jj, gs);
+          bsum += _mm_cvtss_f32(gs);
+        }
+      pool_grad_rows<R, 0, (NR < 8 ? NR : 8)>(xp, HW, W, off, gm, pp * pq, ac);
+      if (NR > 8) pool_grad_rows<R, 8, NR>(xp, HW, W, off, gm, pp * pq, ac);
+      if (db) db[k] += bsum;
+    }
+  }
+  for (int k = 0; k < K; ++k)
+    for (int t = 0; t < NR; ++t)
+      for (int s = 0; s < S; ++s) dw[(std::size_t(k) * NR + t) * S + s] = acc[(std::size_t(k) * NR + t) * 8 + s];
+}
+
+using SparseFilterFn = void (*)(const Conv2dShape&, const float*, int, const float*, const float*,
+                                const std::int32_t*, long, float*, float*);
+// The instance for the shape's C x R (those of first layers: RGB or grey, 3x3 or 5x5), S <= 8, or null.
+SparseFilterFn pool_grad_filter_sparse_for(const Conv2dShape& sh) {
+  if (sh.s > 8 || !isa_allows(Isa::avx2)) return nullptr;
+  if (sh.c == 3 && sh.r == 5) return pool_grad_filter_sparse<3, 5>;
+  if (sh.c == 3 && sh.r == 3) return pool_grad_filter_sparse<3, 3>;
+  if (sh.c == 1 && sh.r == 5) return pool_grad_filter_sparse<1, 5>;
+  if (sh.c == 1 && sh.r == 3) return pool_grad_filter_sparse<1, 3>;
+  return nullptr;
+}
+}  // namespace
+#endif
+
 bool conv2d_relu_pool_fusable(const Conv2dShape& sh, int k) {
 #ifdef DLB_DIRECT_KERNELS
   // (arg holds flat indices into the whole convolution output: int32)
@@ -1908,8 +2010,11 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int
     throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
   const int K = sh.k, P = sh.p(), Q = sh.q();
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
+  // over the winners alone where an instance takes the shape, else the dense gradient image by image
+  const SparseFilterFn sparse = pool_grad_filter_sparse_for(sh);
   backward_filter_tasks(sh, dw, db, thread_ws(),
                         [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>& ws) {
+                          if (sparse) return sparse(s, x + i0 * xi, k, dy, y, arg, i0, pdw, pdb);
                           thread_local std::vector<float> dense_buf;  // one image's dense dy (L2)
                           float* dense = ensure_aligned(dense_buf, std::size_t(K) * PQ);
                           const DyImage dy_of = [&](int n) {
