@@ -9,8 +9,8 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/bf16_cast.h"
-#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/bf16_gemm.h"
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/onednn/onednn.h"
@@ -186,28 +186,25 @@ bool Conv2d::backward_takes_nchw16c(const Shape& in, bool dx) const {
 
 bool Conv2d::backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx) {
   if (!t_bf16) return false;
-  dw_tmp_.resize(weight.size() + bias.size());
-  if (!cpu::onednn::conv2d_backward_bf16_nchw16c_dy(conv_shape(in), x, weight.value.data(), dy16, dw_tmp_.data(),
-                                                    dw_tmp_.data() + weight.size(), dx))
+  float* dw = dw_scratch();
+  if (!cpu::onednn::conv2d_backward_bf16_nchw16c_dy(conv_shape(in), x, weight.value.data(), dy16, dw,
+                                                    dw + weight.size(), dx))
     return false;
-  add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
-  add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
+  add_dw_scratch();
   return true;
 }
 
 void Conv2d::backward(const Shape& in, const float* x, const float*, const float* dy, float* dx) {
   const Conv2dShape s = conv_shape(in);
-  dw_tmp_.resize(weight.size() + bias.size());
+  float* dw = dw_scratch();
   if (t_bf16) {
-    cpu::onednn::conv2d_backward_filter(s, kAsBf16, x, dy, dw_tmp_.data(), dw_tmp_.data() + weight.size());
-    add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
-    add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
+    cpu::onednn::conv2d_backward_filter(s, kAsBf16, x, dy, dw, dw + weight.size());
+    add_dw_scratch();
     if (dx) cpu::onednn::conv2d_backward_data(s, kAsBf16, dy, weight.value.data(), dx);
     return;
   }
-  cpu::conv2d_backward_filter_im2col(s, x, dy, dw_tmp_.data(), dw_tmp_.data() + weight.size(), ws_);
-  add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
-  add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
+  cpu::conv2d_backward_filter_im2col(s, x, dy, dw, dw + weight.size(), ws_);
+  add_dw_scratch();
   if (dx) cpu::conv2d_backward_data_im2col(s, dy, weight.value.data(), dx, ws_);
 }
 
@@ -224,9 +221,17 @@ bool Conv2d::forward_relu_pool(const Shape& in, MaxPool2d& pool, const float* x,
 
 void Conv2d::backward_relu_pool(const Shape& in, const MaxPool2d& pool, const float* x, const float* y,
                                 const float* dy) {
+  float* dw = dw_scratch();
+  cpu::conv2d_backward_filter_relu_pool(conv_shape(in), x, pool.k, dy, y, pool.argmax(), dw, dw + weight.size());
+  add_dw_scratch();
+}
+
+float* Conv2d::dw_scratch() {
   dw_tmp_.resize(weight.size() + bias.size());
-  cpu::conv2d_backward_filter_relu_pool(conv_shape(in), x, pool.k, dy, y, pool.argmax(), dw_tmp_.data(),
-                                        dw_tmp_.data() + weight.size());
+  return dw_tmp_.data();
+}
+
+void Conv2d::add_dw_scratch() {
   add_into(weight.grad.data(), dw_tmp_.data(), weight.size());
   add_into(bias.grad.data(), dw_tmp_.data() + weight.size(), bias.size());
 }

@@ -110,6 +110,10 @@ class Conv2d final : public Layer {
 
  private:
   std::vector<float> ws_, dw_tmp_;
+  // The weight then bias gradients of one backward, written by a kernel (dw_scratch: sized and
+  // returned) and added into Param::grad (add_dw_scratch).
+  float* dw_scratch();
+  void add_dw_scratch();
 };
 
 // nn.ConvTranspose2d(in, out, k, stride, padding, output_padding) with bias. It is the backward-data

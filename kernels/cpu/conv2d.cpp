@@ -968,6 +968,12 @@ void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, co
 // both FMAs (14 loads per 12 FMAs: 126/126/125). Pixels in L2-sized chunks (more lane sums) were
 // slower: 127/129/119.
 
+// The lanes of the last 8-float vector of a row of n floats that lie in the row (all 8 when n % 8 == 0).
+DLB_AVX2_FMA_INLINE __m256i last_lanes_avx2(std::size_t n) {
+  const int tail = int(n % 8);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(tail == 0 ? 8 : tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 // {sum a, sum b, sum c, sum d}
 DLB_AVX2_FMA_INLINE __m128 hsum4x256(__m256 a, __m256 b, __m256 c, __m256 d) {
   const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
@@ -1033,10 +1039,7 @@ DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const f
                                                   float* dw, float* db, std::vector<float>& ws) {
   const int K = sh.k, T = sh.c * sh.r * sh.s, T1 = T + (db ? 1 : 0);
   const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
-  const int tail = int(PQ % 8);
-  alignas(32) std::int32_t lanes[8];
-  for (int l = 0; l < 8; ++l) lanes[l] = tail == 0 || l < tail ? -1 : 0;
-  const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  const __m256i last = last_lanes_avx2(PQ);
   float* col = ensure_aligned(ws, std::size_t(T1) * PQ + std::size_t(T1) * K);
   float* dwt = col + std::size_t(T1) * PQ;
   std::fill(dwt, dwt + std::size_t(T1) * K, 0.f);
@@ -1119,9 +1122,7 @@ DLB_AVX2_FMA void conv2d_forward_col_avx2(const Conv2dShape& sh, const float* x,
   const int K = sh.k, T = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
   const int nvec = int((PQ + 7) / 8), tail = int(PQ % 8);
-  alignas(32) std::int32_t lanes[8];
-  for (int l = 0; l < 8; ++l) lanes[l] = tail == 0 || l < tail ? -1 : 0;
-  const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  const __m256i last = last_lanes_avx2(PQ);
   constexpr int kPanel = 12;
   for (int n = 0; n < sh.n; ++n) {
     im2col(sh, x + n * xi, 1, col);

@@ -4,8 +4,8 @@
 // c/k are its out/in channels, so models reuse these for transposed convolutions.
 #pragma once
 #include <cstddef>
-#include <string>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dlb {
@@ -63,12 +63,14 @@ void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const 
 // (at the lecture's conv1, batch 64: 25.7 MB written and read back per direction otherwise).
 //   forward:          y = relu(maxpool_k(conv(x) + bias)), pooled [n][K][P/k][Q/k], and arg as
 //                     maxpool2d_relu_forward writes it (flat NCHW index into the convolution's output)
-//   backward-filter:  dw, db of the convolution, from the pooled gradient dy, y and arg
-//                     (maxpool2d_relu_backward's dense dy made one image at a time, in cache).
-// No input gradient: for a first layer. Same arithmetic as conv2d_forward_im2col followed by
-// maxpool2d_relu_forward, and maxpool2d_relu_backward followed by conv2d_backward_filter_im2col, where
-// those take their own-GEMM paths (fusable says where the fused kernels run; elsewhere they throw
-// std::invalid_argument).
+//   backward-filter:  dw, db of the convolution, from the pooled gradient dy, y and arg: over the
+//                     pool's winners alone for the common first-layer filters (C x R of 3 or 1 x 3
+//                     or 5, S <= 8; equal to the dense gradient's GEMM within rounding), else
+//                     maxpool2d_relu_backward's dense dy made one image at a time, in cache.
+// No input gradient: for a first layer. Forward is the same arithmetic as conv2d_forward_im2col
+// followed by maxpool2d_relu_forward where that takes its own-GEMM path, and the dense backward that
+// of maxpool2d_relu_backward followed by conv2d_backward_filter_im2col (fusable says where the fused
+// kernels run; elsewhere they throw std::invalid_argument).
 bool conv2d_relu_pool_fusable(const Conv2dShape& sh, int k);
 void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
                               float* y, std::int32_t* arg);
