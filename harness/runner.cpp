@@ -224,6 +224,18 @@ json energy_keys(const EnergyMark& a, const EnergyMark& b, double iterations, do
 
 using Run = benchmark::BenchmarkReporter::Run;
 
+bool out_of_memory(std::exception_ptr ep) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const OutOfMemory&) {
+    return true;
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 // The record of a case that failed while it was made, set up, verified or timed.
 json failure_from(const json& base, std::exception_ptr ep) {
   json r;
@@ -234,6 +246,10 @@ json failure_from(const json& base, std::exception_ptr ep) {
     r["interrupted"] = true;
   } catch (const OutOfMemory& e) {
     r = failure_entry(base, e.what());
+    r["error"] = "out of memory";
+    r["verified"] = false;
+  } catch (const std::bad_alloc&) {  // a container of ours or a library's that could not grow
+    r = failure_entry(base, "out of memory: a host allocation failed (std::bad_alloc)");
     r["error"] = "out of memory";
     r["verified"] = false;
   } catch (const Unsupported& e) {
@@ -259,8 +275,11 @@ std::vector<Run> gb_time(Case* cp, const std::string& fn, int reps, double min_t
       try {
         const double s = cp->run();
         if (manual) st.SetIterationTime(s);
+      } catch (const std::bad_alloc&) {
+        st.SkipWithError("out of memory: a host allocation failed");
+        break;
       } catch (const std::exception& e) {
-        st.SkipWithError(e.what());
+        st.SkipWithError(e.what());  // OutOfMemory's message starts "out of memory" (run_entry)
         break;
       }
     }
@@ -315,6 +334,8 @@ json run_entry(const json& base, const std::string& fn, const Run& r, double for
   if (r.error_occurred) {
     e["error_occurred"] = true;
     e["error_message"] = r.error_message;
+    // Out of memory in a timed run (gb_time passes OutOfMemory's message on): marked as in setup.
+    if (r.error_message.rfind("out of memory", 0) == 0) e["error"] = "out of memory", e["verified"] = false;
   } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
     add_throughput(e, e["real_time"].get<double>() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
     note_peak_clock(e);
@@ -524,14 +545,11 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
           if (secs < policy.tiny_below_s) s.min_time = policy.tiny_min_time;
         }
       }
-    } catch (const OutOfMemory&) {
-      if (!slots.empty()) {  // beside the others it does not fit: it opens the next window
-        teardown(s.c);
+    } catch (...) {
+      if (out_of_memory(std::current_exception()) && !slots.empty()) {
+        teardown(s.c);  // beside the others it does not fit: it opens the next window
         break;
       }
-      s.out.record = failure_from(s.base, std::current_exception());
-      s.out.entries = {s.out.record};
-    } catch (...) {
       s.out.record = failure_from(s.base, std::current_exception());
       s.out.entries = {s.out.record};
       if (s.out.record.value("interrupted", false)) {

@@ -23,15 +23,17 @@ std::string openblas_reserve_buffers(bool pool) {
   struct rlimit rl {};
   if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return "";
   static bool blas_done = false, pool_done = false;
+  // Our kernel threads first, whatever the suite: oneDNN's calls run on them too. Each maps its stack
+  // and malloc arena (72 MiB) as it starts, so they are in what the trial below finds left.
+  start_kernel_threads();
   // OpenBLAS's BUFFER_SIZE on x86-64 is 128 MiB (+ a page). Its worker threads take theirs when they
   // start (at load: a worker that could not is stuck, and this trial then fails too); the calling
-  // thread takes one at its first sgemm, and so does each other thread that calls it (+ its stack and
-  // malloc arena, 72 MiB; measured with a threaded sgemm and a concurrent one on another thread).
+  // thread takes one at its first sgemm, and so does each other thread that calls it.
   const std::size_t mib = std::size_t(1) << 20;
   const int pool_threads = pool ? kernel_threads() - 1 : 0;
   std::size_t need = 64 * mib;  // room for the first case's own data
   if (!blas_done) need += 130 * mib;
-  if (pool && !pool_done) need += std::size_t(std::max(0, pool_threads)) * 202 * mib;
+  if (pool && !pool_done) need += std::size_t(std::max(0, pool_threads)) * 130 * mib;
   void* p = mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return "the address-space limit (ulimit -v " + std::to_string(rl.rlim_cur >> 10) + " KiB) leaves less than the " +
@@ -43,8 +45,23 @@ std::string openblas_reserve_buffers(bool pool) {
     blas_done = true;
   }
   if (pool && !pool_done && pool_threads > 0) {
-    // One single-threaded sgemm on each pool thread; a task waits (at most 0.5 s) for the others to
-    // start so that no thread takes two of them.
+    // The kernel threads call single-threaded sgemms at the same time, each holding a buffer while
+    // OpenBLAS's worker holds its own for good. Taken and held here all at once, from this thread,
+    // so that OpenBLAS's table has one per kernel thread (a sgemm per thread alone cannot force that:
+    // the first may return its buffer before the next thread asks, and a later overlap then maps a
+    // new one, retrying forever when there is no room).
+    using alloc_fn = void* (*)(int);
+    using free_fn = void (*)(void*);
+    const auto take = reinterpret_cast<alloc_fn>(dlsym(RTLD_DEFAULT, "blas_memory_alloc"));
+    const auto give = reinterpret_cast<free_fn>(dlsym(RTLD_DEFAULT, "blas_memory_free"));
+    if (take && give) {
+      std::vector<void*> held;
+      for (int i = 0; i <= pool_threads; ++i) held.push_back(take(0));
+      for (void* b : held) give(b);
+    }
+    // An OpenBLAS built with USE_TLS keeps a table per thread instead: one single-threaded sgemm on
+    // each pool thread fills those; a task waits (at most 0.5 s) for the others to start so that no
+    // thread takes two of them.
     std::atomic<int> started{0};
     const int tasks = pool_threads + 1;
     parallel_tasks(tasks, [&](int) {

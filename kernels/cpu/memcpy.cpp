@@ -1,6 +1,7 @@
 // Host copies, the verification pattern, cache flushing and the host-memory guard (see memcpy.h).
 #include "kernels/cpu/memcpy.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -127,6 +128,23 @@ void require_host_bytes(std::size_t bytes, const std::string& what) {
   if (avail > 0 && bytes > avail / 10 * 9)
     throw OutOfMemory("host: " + what + " needs " + std::to_string(bytes) + " bytes, MemAvailable is " +
                       std::to_string(avail));
+}
+
+std::size_t address_space_left() {
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  std::ifstream f("/proc/self/statm");
+  std::size_t pages = 0;
+  if (!(f >> pages)) return SIZE_MAX;
+  const std::size_t mapped = pages * std::size_t(sysconf(_SC_PAGESIZE));
+  return rl.rlim_cur > mapped ? std::size_t(rl.rlim_cur - mapped) : 0;
+}
+
+void require_address_space(std::size_t bytes, const std::string& what) {
+  const std::size_t left = address_space_left();
+  if (left >= bytes) return;
+  throw OutOfMemory("host: " + what + " needs " + std::to_string(bytes >> 20) + " MiB of address space, ulimit -v leaves " +
+                    std::to_string(left >> 20) + " MiB");
 }
 
 HostPtr host_alloc(std::size_t bytes, const std::string& what) {

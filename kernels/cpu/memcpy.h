@@ -89,6 +89,13 @@ std::size_t host_available_bytes();
 // MemAvailable, so a size larger than this machine is a recorded result, never an OOM kill.
 void require_host_bytes(std::size_t bytes, const std::string& what);
 
+// Address space this process may still map under `ulimit -v` (RLIMIT_AS less what is mapped now,
+// /proc/self/statm); SIZE_MAX without a limit. Thread stacks and malloc arenas count, touched or not.
+std::size_t address_space_left();
+// Throws OutOfMemory("host: <what> needs X MiB of address space, ulimit -v leaves Y MiB") when fewer
+// than `bytes` are left: for libraries that crash instead of failing when a mapping is refused.
+void require_address_space(std::size_t bytes, const std::string& what);
+
 struct FreeDeleter {
   void operator()(void* p) const noexcept { std::free(p); }
 };

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -60,8 +61,16 @@ thread_local int t_limit = 0;  // KernelThreadsLimit of this thread (0: none)
 
 class Pool {
  public:
+  // A worker that cannot start (no room for its stack under ulimit -v) leaves the pool smaller: the
+  // caller claims the tasks nobody else takes.
   explicit Pool(int workers) {
-    for (int i = 0; i < workers; ++i) std::thread([this] { loop(); }).detach();
+    for (int i = 0; i < workers; ++i) {
+      try {
+        std::thread([this] { loop(); }).detach();
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
   }
 
   // False when another thread is running a region (the caller then runs its tasks itself).
@@ -117,6 +126,10 @@ class Pool {
 
   void loop() {
     t_in_region = true;  // a task that calls parallel_tasks runs its inner tasks itself
+    // glibc gives a thread its malloc arena (64 MiB of address space) at its first malloc: take it
+    // now, when the pool starts, not in the middle of a task where an address-space budget
+    // (start_kernel_threads) did not count it.
+    std::free(std::malloc(64));
     std::uint64_t seen = 0;
     for (;;) {
       std::uint64_t gen = work_.load(std::memory_order_acquire) >> 32;
@@ -163,6 +176,10 @@ Pool& pool() {
 }
 
 }  // namespace
+
+void start_kernel_threads() {
+  if (all_threads() > 1) pool();
+}
 
 int kernel_threads() { return t_limit > 0 ? std::min(all_threads(), t_limit) : all_threads(); }
 

@@ -17,6 +17,11 @@ namespace dlb::cpu {
 // or DLB_CPU_THREADS when set (1 = everything on the calling thread). Read once.
 int kernel_threads();
 
+// Starts the pool's workers now if they are not running (they start at the first parallel_tasks
+// otherwise): each maps its stack and malloc arena at once, so what is left of an address-space
+// limit can be measured after it (gemm.h: openblas_reserve_buffers).
+void start_kernel_threads();
+
 // DLB_CPU_THREADS may ask for 1..kMaxKernelThreads threads (the CLI refuses any other value at start).
 constexpr int kMaxKernelThreads = 64;
 

@@ -5,6 +5,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/memcpy.h"
 #include "kernels/cpu/threads.h"
 
 #ifdef DLB_HAVE_ONEDNN
@@ -125,14 +126,24 @@ struct Entry {
   Tensor t[4];  // per kind: see the callers
 };
 
+// Under `ulimit -v`, oneDNN 2.6 crashes (a null write) when the mapping for a JIT kernel it generates
+// is refused, where it fails cleanly for a refused data buffer. A first call takes ~6 MiB per thread
+// (kernels and gemm packing buffers, measured at 64..2048); a new primitive is built only with
+// 16 MiB per thread left, else refused as out of memory before oneDNN runs.
+constexpr std::size_t kRoomPerThread = std::size_t(16) << 20;
+
 Entry& cached(const std::string& key, const std::function<void(Entry&)>& make) {
   thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
   auto& e = cache[key];
   if (!e) {
+    // The other kernel threads may be building theirs at the same moment.
+    require_address_space(std::size_t(std::max(kernel_threads(), omp_get_max_threads())) * kRoomPerThread,
+                          "oneDNN (a new primitive's JIT kernels and buffers)");
     auto fresh = std::make_unique<Entry>();
     try {
       make(*fresh);
     } catch (const dnnl::error& err) {
+      if (err.status == dnnl_out_of_memory) throw OutOfMemory(std::string("oneDNN: ") + key + ": " + err.what());
       throw Unsupported(std::string("oneDNN ") + version() + " has no " + key + " at ISA " + isa() + " (" +
                         err.what() + ")");
     }
@@ -398,15 +409,26 @@ int task_count(long n, long chunk) {
   return int(std::max<long>(std::min<long>(n, kernel_threads()), (n + chunk - 1) / chunk));
 }
 
+// fn(lo, hi, task) with oneDNN's out-of-memory errors as dlb::OutOfMemory (a case marked so).
+template <class F>
+void run_part(F& fn, long lo, long hi, int t) {
+  try {
+    fn(lo, hi, t);
+  } catch (const dnnl::error& err) {
+    if (err.status == dnnl_out_of_memory) throw OutOfMemory(std::string("oneDNN: ") + err.what());
+    throw;
+  }
+}
+
 template <class F>
 void split(long n, F&& fn, long chunk = 1L << 30) {
-  if (kernel_threads() <= 1) return fn(0L, n, 0);
+  if (kernel_threads() <= 1) return run_part(fn, 0L, n, 0);  // oneDNN on its own OpenMP team
   const int tasks = task_count(n, chunk);
   parallel_tasks(tasks, [&](int t) {
     one_omp_thread();
     long lo, hi;
     split_range(n, tasks, t, lo, hi);
-    fn(lo, hi, t);
+    run_part(fn, lo, hi, t);
   });
 }
 
