@@ -2,7 +2,11 @@
 // memcpy cases verify and time through the harness, and sizes beyond this machine are "out of
 // memory" results rather than crashes.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -102,6 +106,51 @@ TEST(TransferGuard, SizeBeyondHostMemoryIsOutOfMemory) {
   EXPECT_GT(cpu::host_available_bytes(), 0u);
   EXPECT_THROW(cpu::require_host_bytes(std::size_t(1) << 50, "test buffer"), OutOfMemory);
   EXPECT_NO_THROW(cpu::require_host_bytes(1 << 20, "test buffer"));
+}
+
+// Under a soft RLIMIT_AS 64 MiB above what is mapped now, the guard sees at most that much left and
+// refuses more; the limit is restored before any assertion can end the test.
+TEST(TransferGuard, AddressSpaceLimitIsMeasured) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer maps its shadow memory on demand: no address-space limit under it";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer maps its shadow memory on demand: no address-space limit under it";
+#endif
+#endif
+  struct rlimit was {};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &was), 0);
+  if (was.rlim_cur == RLIM_INFINITY) EXPECT_EQ(cpu::address_space_left(), SIZE_MAX);
+  const std::size_t mib = std::size_t(1) << 20;
+  long pages = 0;
+  {
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fscanf(f, "%ld", &pages), 1);
+    std::fclose(f);
+  }
+  const std::size_t mapped = std::size_t(pages) * std::size_t(sysconf(_SC_PAGESIZE));
+  struct rlimit tight = was;
+  tight.rlim_cur = mapped + 64 * mib;
+  if (was.rlim_cur != RLIM_INFINITY && tight.rlim_cur > was.rlim_cur) GTEST_SKIP() << "already limited below that";
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  const std::size_t left = cpu::address_space_left();
+  bool refused = false, allowed = false;
+  try {
+    cpu::require_address_space(128 * mib, "test");
+  } catch (const OutOfMemory&) {
+    refused = true;
+  }
+  try {
+    cpu::require_address_space(mib, "test");
+    allowed = true;
+  } catch (const OutOfMemory&) {
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &was), 0);
+  EXPECT_LE(left, 64 * mib);
+  EXPECT_GT(left, 32 * mib);  // the checks themselves map next to nothing
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(allowed);
 }
 
 TEST(TransferGuard, CacheFlusherCoversTheLastLevelCache) {
