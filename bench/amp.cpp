@@ -1,14 +1,17 @@
 // Suite "amp": mixed precision against fp32, the seed exercise "train with and without mixed
 // precision; compare the training time and memory usage", done per model x batch x dtype.
 //   op "train": one AMP training step (models/amp.h AmpTrainer: autocast policy, fp32 masters, fp32
-//               optimizer, GradScaler for fp16) of a seed model. Verified by loss parity: from the
-//               same weights on the same batches, the per-step losses of `parity_steps` steps stay
-//               within the dtype's tolerance of the fp32 run (fp32 itself: our layer-by-layer step
-//               against the model's own train_step, which must agree to 1e-5).
+//               optimizer, GradScaler for fp16) of a seed model. Verified against the fp32 run on
+//               the same batches for `parity_steps` steps: in lockstep (each step from fp32's
+//               weights) its loss within the dtype's tolerance and its gradients within 0.25 relative
+//               L2 per tensor, and trained freely its loss within 5x the tolerance (LossParity says
+//               why); fp32 itself: our layer-by-layer step against the model's own train_step, to
+//               1e-5 every way.
 //               On a GPU the step is the CUDA trainer's (models/cuda/gpu_trainer.cu: cuDNN/cuBLAS
 //               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
 //               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32
-//               train_step from the same weights on the same batches.
+//               train_step from the same weights on the same batches, trained freely (its weights
+//               stay on the device: no lockstep).
 //   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
 //               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
 //   ops "cast", "unscale" (GPU): our fp32->fp16/bf16 cast and fused unscale+inf/NaN check kernels
@@ -106,37 +109,101 @@ void note_time(json& e, const std::string& point, const std::string& dtype) {
   else if (auto it = fp32_times().find(point); it != fp32_times().end()) e["speedup_vs_fp32"] = it->second / t;
 }
 
-// How a train case is verified: from the same init and batches, the fp32 reference and the run
-// under test step in lockstep; the verdict is max |loss - reference loss| / max |reference loss|.
+// How a train case is verified, from the same init on the same batches, the fp32 reference stepping
+// beside the run under test, two ways:
+//  lockstep (CPU): before each step the run under test takes the reference's weights and optimizer
+//    state, so every step is judged on its own: its loss (the forward) within the dtype's tolerance,
+//    max |loss - ref| / max |ref|, and its whole gradient (the backward) within grad_tol, as the
+//    relative L2 error ||g - g_ref|| / ||g_ref|| (max over the steps);
+//  trajectory: a second copy trains freely; the same loss measure over the steps, within traj_tol.
+// Why both: a free run is chaotic. fp32 trained on its images rounded to bf16 (as autocast rounds a
+// first conv's input) drifted 1.2-1.5e-2 from fp32 within 50 steps of the convnet (seeds 1 and 6 of
+// the amp suite), beyond bf16's 1e-2, while the same steps in lockstep agree to 1e-5..1e-3. So the
+// forward is held to the dtype's tolerance in lockstep, and the free run, which catches what adds up
+// over steps (lost updates, a drifting master weight), to 5x it for the half types (the free runs of
+// 8 seeds x 12 cases reached 2.0e-2). A bf16 gradient differs from fp32's by 1-9% per tensor over the
+// steps here (net128 at batch 16 the most): grad_tol kHalfGradientL2Tolerance (0.25). Faults put into
+// the AMP step were all caught by it, on all four models: gradients scaled by 1.3 (0.30), a last bias
+// gradient lost (1.0), a first layer's negated (2.0); the loss-only check had passed the last two on
+// some models.
+// Per parameter tensor, summed over the steps (kernels/common/verify.h L2Error). Per tensor, so a
+// small tensor's wrong gradient (a bias, a first layer) is not lost in a large one's; over the steps,
+// so a step where a gradient nearly cancels to zero does not make a ratio of noise.
+struct GradAgreement {
+  std::vector<L2Error> err;
+  std::vector<std::string> names;
+  void add(const std::vector<models::Param*>& got, const std::vector<models::Param*>& ref) {
+    if (err.empty()) {
+      err.resize(ref.size());
+      for (const auto* p : ref) names.push_back(p->name);
+    }
+    for (std::size_t i = 0; i < ref.size(); ++i) err[i].add(got[i]->grad.data(), ref[i]->grad.data(), ref[i]->size());
+  }
+  // The largest of the tensors' errors, and which tensor it is.
+  double worst(std::string& name) const {
+    double w = 0;
+    for (std::size_t i = 0; i < err.size(); ++i)
+      if (i == 0 || err[i].rel() > w) w = err[i].rel(), name = names[i];
+    return w;
+  }
+};
+
 struct LossParity {
   int steps = 0;
-  double rel = 0;
-  std::vector<float> ref, got;  // per-step losses
-  // step(k) runs step k of both runs and returns {reference loss, loss under test}.
-  CheckResult check(int n, double tol, const std::string& what, const std::function<std::pair<float, float>(int)>& step) {
-    steps = n, rel = 0;
-    ref.clear(), got.clear();
-    double worst = 0, scale = 0;
+  GradAgreement grads;  // filled by the lockstep's steps
+  double rel = 0, grad_rel = -1, traj_rel = 0, traj_tol = 0;  // grad_rel < 0: no lockstep
+  std::vector<float> ref, traj;  // per-step losses: reference, free run
+  // step(k) runs step k of the reference and of the free run: {reference loss, free run's loss};
+  // lock(k), when given, then runs step k of the lockstep copy from the reference's weights before
+  // step k, adds its gradient to `grads` and returns its loss.
+  CheckResult check(int n, double tol, double grad_tol, double trajectory_tol, const std::string& what,
+                    const std::function<std::pair<float, float>(int)>& step,
+                    const std::function<float(int)>& lock = nullptr) {
+    steps = n, rel = 0, grad_rel = lock ? 0 : -1, traj_rel = 0, traj_tol = trajectory_tol;
+    ref.clear(), traj.clear(), grads = {};
+    double worst = 0, worst_traj = 0, scale = 0;
     for (int k = 0; k < n; ++k) {
-      const auto [lr, la] = step(k);
-      if (!std::isfinite(la) || !std::isfinite(lr))
+      const auto [lr, lt] = step(k);
+      if (!std::isfinite(lt) || !std::isfinite(lr))
         return judge(std::numeric_limits<double>::infinity(), tol, "non-finite loss at step " + std::to_string(k));
-      ref.push_back(lr), got.push_back(la);
-      worst = std::max(worst, double(std::fabs(la - lr)));
+      ref.push_back(lr), traj.push_back(lt);
+      worst_traj = std::max(worst_traj, double(std::fabs(lt - lr)));
       scale = std::max(scale, double(std::fabs(lr)));
+      if (lock) {
+        const float ll = lock(k);
+        if (!std::isfinite(ll))
+          return judge(std::numeric_limits<double>::infinity(), tol, "non-finite loss in lockstep at step " + std::to_string(k));
+        worst = std::max(worst, double(std::fabs(ll - lr)));
+      }
     }
-    rel = worst / std::max(scale, 1e-30);
+    scale = std::max(scale, 1e-30);
+    traj_rel = worst_traj / scale;
+    rel = lock ? worst / scale : traj_rel;
+    if (lock) {
+      std::string which;
+      grad_rel = grads.worst(which);
+      if (!(grad_rel <= grad_tol))
+        return judge(grad_rel, grad_tol, "gradient of " + which + " in lockstep (relative L2 error over " + std::to_string(n) + " steps)");
+      if (rel > tol) return judge(rel, tol, what + " in lockstep");
+    }
+    if (traj_rel > traj_tol) return judge(traj_rel, traj_tol, what + " trained freely");
     return judge(rel, tol, what);
   }
   void annotate(json& e) const {
     e["parity_steps"] = steps;
     e["parity_max_rel_diff"] = rel;
+    if (grad_rel >= 0) e["parity_grad_rel_err"] = grad_rel;
+    e["trajectory_max_rel_diff"] = traj_rel;
+    e["trajectory_tolerance"] = traj_tol;
     if (!ref.empty()) {
       e["loss_first_fp32"] = ref.front(), e["loss_last_fp32"] = ref.back();
-      e["loss_last"] = got.back();
+      e["loss_last"] = traj.back();
     }
   }
 };
+
+// The free run's tolerance: fp32 the dtype's own (the same arithmetic), the half types 5x (LossParity).
+double trajectory_tolerance(DType d, double tol) { return d == DType::fp32 ? tol : 5 * tol; }
 
 // ---- op "train" (CPU) ----
 class TrainAmpCase final : public Case {
@@ -165,19 +232,34 @@ class TrainAmpCase final : public Case {
   }
 
   CheckResult verify() override {
-    // Two fresh copies from the same init: the fp32 reference (the model's own train_step) and ours.
+    // Three fresh copies from the same init: the fp32 reference (the model's own train_step), ours
+    // trained freely, and ours in lockstep (the reference's weights and optimizer state before each step).
     auto ref = models::make_model(model_);
     auto amp = models::make_model(model_);
-    ref->init(1), amp->init(1);
-    models::Optimizer oref(models::default_optimizer(model_), ref->params());
-    models::Optimizer oamp(models::default_optimizer(model_), amp->params());
-    models::AmpTrainer t(*amp, oamp, dtype_);
-    // fp32: our layer loop must reproduce the model's own step; half types: the dtype's tolerance.
-    return parity_.check(steps_, default_tolerance(dtype_), "loss over " + std::to_string(steps_) + " steps vs fp32",
-                         [&](int k) {
-                           const float lr = models::train_step(*ref, oref, batch(k));
-                           return std::make_pair(lr, t.step(batch(k)));
-                         });
+    auto lck = models::make_model(model_);
+    ref->init(1), amp->init(1), lck->init(1);
+    const auto cfg = models::default_optimizer(model_);
+    models::Optimizer oref(cfg, ref->params()), oamp(cfg, amp->params()), olck(cfg, lck->params());
+    models::AmpTrainer t(*amp, oamp, dtype_), tl(*lck, olck, dtype_);
+    const std::vector<models::Param*> pref = ref->params(), plck = lck->params();
+    std::vector<std::vector<float>> before(pref.size());
+    // fp32: our layer loop must reproduce the model's own step; half types: the dtype's tolerances.
+    const double tol = default_tolerance(dtype_);
+    return parity_.check(
+        steps_, tol, dtype_ == DType::fp32 ? tol : kHalfGradientL2Tolerance, trajectory_tolerance(dtype_, tol),
+        "loss over " + std::to_string(steps_) + " steps vs fp32",
+        [&](int k) {
+          for (std::size_t i = 0; i < pref.size(); ++i) before[i] = pref[i]->value;
+          olck.copy_state_from(oref);  // the state the reference steps from
+          const float lr = models::train_step(*ref, oref, batch(k));
+          return std::make_pair(lr, t.step(batch(k)));
+        },
+        [&](int k) {
+          for (std::size_t i = 0; i < plck.size(); ++i) plck[i]->value = before[i];
+          const float l = tl.step(batch(k));
+          if (!tl.last_step_skipped()) parity_.grads.add(plck, pref);  // fp16: a skipped step has no gradient
+          return l;
+        });
   }
 
   double run() override {
@@ -241,7 +323,8 @@ class TrainAmpGpuCase final : public Case {
     ref->init(1), gm->init(1);
     models::Optimizer oref(models::default_optimizer(model_), ref->params());
     auto g = models::make_trainer(*gm, models::default_optimizer(model_), options(models::InputMode::pageable));
-    return parity_.check(steps_, tol(),
+    // The trajectory alone (no lockstep: the GPU trainer keeps its weights on the device).
+    return parity_.check(steps_, tol(), 0, trajectory_tolerance(dtype_, tol()),
                          "GPU " + std::string(dtype_name(dtype_)) + " loss over " + std::to_string(steps_) +
                              " steps vs the CPU's fp32",
                          [&](int k) {
@@ -533,8 +616,12 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
       else if (r.contains("gb_per_s")) thr = fmt(r.at("gb_per_s").get<double>(), "%.1f GB/s");
       if (auto it = base.find(point(r)); it != base.end() && t > 0) speed = fmt(it->second / t, "%.2fx");
     }
-    if (r.contains("parity_max_rel_diff"))
-      parity = fmt(r.at("parity_max_rel_diff").get<double>(), "%.1e") + " / " + std::to_string(r.value("parity_steps", 0)) + " steps";
+    if (r.contains("parity_grad_rel_err"))
+      parity = fmt(r.at("parity_max_rel_diff").get<double>(), "%.1e") + ", grad " +
+               fmt(r.at("parity_grad_rel_err").get<double>(), "%.1e") + ", free " +
+               fmt(r.value("trajectory_max_rel_diff", 0.0), "%.1e") + " / " + std::to_string(r.value("parity_steps", 0)) + " steps";
+    else if (r.contains("parity_max_rel_diff"))
+      parity = "free " + fmt(r.at("parity_max_rel_diff").get<double>(), "%.1e") + " / " + std::to_string(r.value("parity_steps", 0)) + " steps";
     else if (r.contains("max_rel_err"))
       parity = fmt(r.at("max_rel_err").get<double>(), "%.1e");
     const std::string status = r.contains("skipped") ? "skipped" : err ? "FAILED" : "yes";
@@ -543,7 +630,9 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
   }
   const std::vector<std::string> head = {"Case", "Device", "dtype", "Step time", "Throughput", "vs fp32",
                                          "Parity (max rel diff)", "Verified"};
-  out << "\nMixed precision vs fp32 (speedup = fp32 step time / this step time; parity = max |loss - fp32 loss| / max |fp32 loss|)\n\n";
+  out << "\nMixed precision vs fp32 (speedup = fp32 step time / this step time; parity = max |loss - fp32 loss| / max |fp32 loss| "
+         "with each step from fp32's weights (lockstep), the gradient's relative L2 error there, and the same loss measure "
+         "trained freely)\n\n";
   rows.insert(rows.begin(), head);
   print_markdown(out, rows);
   out << "\nCPU bf16 path: " << cpu::bf16_gemm_path() << "; casts: bf16 " << cpu::bf16_cast_path() << ", fp16 "

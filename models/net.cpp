@@ -323,6 +323,15 @@ Optimizer::Optimizer(OptimizerConfig cfg, std::vector<Param*> params) : cfg_(std
   }
 }
 
+void Optimizer::copy_state_from(const Optimizer& o) {
+  if (o.cfg_.kind != cfg_.kind || o.params_.size() != params_.size())
+    throw UsageError("optimizer state: a different optimizer or model");
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (o.s1_[i].size() != s1_[i].size() || o.s2_[i].size() != s2_[i].size())
+      throw UsageError("optimizer state: parameter " + std::to_string(i) + " differs in size");
+  s1_ = o.s1_, s2_ = o.s2_, t_ = o.t_;
+}
+
 void Optimizer::step() {
   ++t_;
   // One region for all parameters: each task updates a slice of one tensor (the kernels themselves,

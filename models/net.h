@@ -109,6 +109,9 @@ class Optimizer {
  public:
   Optimizer(OptimizerConfig cfg, std::vector<Param*> params);
   void step();  // p -= update(grad), PyTorch semantics
+  // This optimizer's state (step count, momentum / Adam moments) := `o`'s; same config and parameter
+  // shapes (a second copy of the same model). Throws UsageError otherwise.
+  void copy_state_from(const Optimizer& o);
   const OptimizerConfig& config() const { return cfg_; }
   long steps() const { return t_; }
 

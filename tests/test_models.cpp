@@ -96,6 +96,37 @@ TEST(Training, FewStepsLowerTheLoss) {
   }
 }
 
+// A second copy of a model that takes the first's weights and optimizer state (the amp suite's
+// lockstep) steps to the same bits, for SGD with momentum (net128) and Adam (mlp); a state from
+// another optimizer is refused.
+TEST(Training, OptimizerStateCopyContinuesTheSameRun) {
+  for (const std::string name : {"net128", "mlp"}) {
+    SCOPED_TRACE(name);
+    auto a = make_model(name), b = make_model(name);
+    a->init(1), b->init(2);
+    const Shape in = a->input_shape(4);
+    std::vector<float> x(in.size());
+    fill_uniform(x.data(), x.size(), 7);
+    std::vector<std::int32_t> y{1, 3, 5, 7};
+    const Batch bt{x.data(), y.data(), nullptr, 4};
+    const OptimizerConfig c = default_optimizer(name);
+    Optimizer oa(c, a->params()), ob(c, b->params());
+    for (int i = 0; i < 3; ++i) train_step(*a, oa, bt);  // momentum / moments that are not zero
+    const auto pa = a->params(), pb = b->params();
+    for (std::size_t i = 0; i < pa.size(); ++i) pb[i]->value = pa[i]->value;
+    ob.copy_state_from(oa);
+    EXPECT_EQ(ob.steps(), oa.steps());
+    EXPECT_EQ(train_step(*a, oa, bt), train_step(*b, ob, bt));
+    for (std::size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->value, pb[i]->value) << pa[i]->name;
+  }
+  auto n = make_model("net128"), m = make_model("mlp");
+  OptimizerConfig sgd = default_optimizer("net128"), adam = sgd;
+  adam.kind = "adam";
+  Optimizer on(sgd, n->params()), om(sgd, m->params()), on_adam(adam, n->params());
+  EXPECT_THROW(on.copy_state_from(om), UsageError);      // another model
+  EXPECT_THROW(on.copy_state_from(on_adam), UsageError);  // another optimizer
+}
+
 // The lecture net's step with the batch split over the kernel threads (batches 1, 2 and an odd 3):
 // gradients and loss as the single-threaded step's and the fp64 reference's; two identical
 // threaded steps give the same bits.

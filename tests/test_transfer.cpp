@@ -120,7 +120,9 @@ TEST(TransferGuard, AddressSpaceLimitIsMeasured) {
 #endif
   struct rlimit was {};
   ASSERT_EQ(getrlimit(RLIMIT_AS, &was), 0);
-  if (was.rlim_cur == RLIM_INFINITY) EXPECT_EQ(cpu::address_space_left(), SIZE_MAX);
+  if (was.rlim_cur == RLIM_INFINITY) {
+    EXPECT_EQ(cpu::address_space_left(), SIZE_MAX);
+  }
   const std::size_t mib = std::size_t(1) << 20;
   long pages = 0;
   {

@@ -60,6 +60,18 @@ double max_rel_err(const float* got, const double* ref, std::size_t n) { return 
 double max_rel_err(const float* got, const float* ref, std::size_t n) { return rel_err(got, ref, n); }
 double max_rel_err(const double* got, const double* ref, std::size_t n) { return rel_err(got, ref, n); }
 
+void L2Error::add(const float* got, const float* ref, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = double(got[i]) - double(ref[i]);
+    num += d * d, den += double(ref[i]) * double(ref[i]);
+  }
+}
+
+double L2Error::rel() const {
+  if (den > 0) return std::sqrt(num / den);
+  return num > 0 ? HUGE_VAL : 0.0;
+}
+
 CheckResult judge(double err, double tol, const std::string& what) {
   CheckResult r;
   r.max_rel_err = err;

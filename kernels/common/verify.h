@@ -21,6 +21,20 @@ double max_rel_err(const float* got, const double* ref, std::size_t n);
 double max_rel_err(const float* got, const float* ref, std::size_t n);
 double max_rel_err(const double* got, const double* ref, std::size_t n);
 
+// ||got - ref||_2 / ||ref||_2, accumulated over calls of add() (several steps of one tensor): the
+// measure for gradients that are sums with cancellation, where single elements and even the largest
+// one carry a large relative rounding error while the vector as a whole is right (AMP gradients).
+struct L2Error {
+  double num = 0, den = 0;
+  void add(const float* got, const float* ref, std::size_t n);
+  double rel() const;  // 0 for 0/0; +inf when the reference is all zero and got is not
+};
+
+// Gradients in a half type against fp32's: the largest per-tensor L2Error a correct autocast step
+// reaches. A bf16 weight gradient is a bf16-rounded sum whose terms largely cancel: 1-12% measured
+// (amp suite, bf16 steps of the four seed models); a wrong scale, a lost or negated term gives 0.3-2.
+constexpr double kHalfGradientL2Tolerance = 0.25;
+
 // Outcome of running a case once and comparing it with its reference.
 struct CheckResult {
   bool ok = false;
