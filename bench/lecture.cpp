@@ -121,7 +121,8 @@ class TrainingCase final : public Case {
     const float* x = data_->images.data();
     const std::int32_t* y = data_->labels.data();
     models::Batch b{x, y, nullptr, n};
-    double worst = 0;
+    double worst = 0, grad_l2 = 0;
+    std::string grad_tensor;
     if (device_ == "cpu") {
       const float loss = trainer_->gradients(b);
       model_->sync_ref();
@@ -138,8 +139,17 @@ class TrainingCase final : public Case {
       const float loss = trainer_->gradients(b);
       worst = std::abs(loss - ref_loss) / std::max(1e-12f, std::abs(ref_loss));
       auto a = model_->params(), r = cpu->params();
-      for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()));
+      if (dtype_ == DType::fp32)
+        for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()));
+      grad_l2 = model_->gradient_l2_error(*cpu, grad_tensor);
     }
+    // Autocast (GPU tf32/fp16/bf16): a weight gradient is a half-type sum whose terms largely cancel,
+    // so its largest elements are off by up to ~0.4 of the tensor's largest while the tensor is right:
+    // each tensor within kHalfGradientL2Tolerance in L2 (as the amp suite; the CPU's own autocast step
+    // of net128 in bf16 reaches 0.13 there and 0.37 element-wise), the loss within 4x the tolerance.
+    if (device_ != "cpu" && dtype_ != DType::fp32 && !(grad_l2 <= kHalfGradientL2Tolerance))
+      return judge(grad_l2, kHalfGradientL2Tolerance,
+                   std::string("gradient of ") + grad_tensor + " (relative L2, " + dtype_name(dtype_) + " vs the CPU's fp32)");
     // Gradients pass through up to 6 layers of sums: a few 1e-6 relative is the norm in fp32; under
     // autocast every layer adds its dtype's rounding (tf32 ~1e-3, bf16 ~4e-3 per value), hence the
     // same 4x margin on the dtype's tolerance. fp16 gradients are unscaled before they come back.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/threads.h"
 
@@ -65,6 +66,19 @@ void Sequential::copy_params_from(const Sequential& other) {
     if (a[i]->shape != b[i]->shape) throw UsageError("copy_params_from: shape mismatch in " + a[i]->name);
     a[i]->value = b[i]->value;
   }
+}
+
+double Sequential::gradient_l2_error(const Sequential& ref, std::string& worst_tensor) const {
+  const auto a = params(), r = ref.params();
+  if (a.size() != r.size()) throw UsageError("gradient_l2_error: different architectures");
+  double worst = 0;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (a[i]->size() != r[i]->size()) throw UsageError("gradient_l2_error: shape mismatch in " + r[i]->name);
+    L2Error e;
+    e.add(a[i]->grad.data(), r[i]->grad.data(), r[i]->size());
+    if (i == 0 || e.rel() > worst) worst = e.rel(), worst_tensor = r[i]->name;
+  }
+  return worst;
 }
 
 double Sequential::train_flops(int n) const {

@@ -44,6 +44,9 @@ class Sequential {
   std::string summary() const;  // one line per parameter: name and shape
   void init(std::uint64_t seed);
   void copy_params_from(const Sequential& other);  // same architecture
+  // The largest per-tensor relative L2 error (kernels/common/verify.h L2Error) of this model's
+  // gradients against `ref`'s (same architecture), and which tensor it is.
+  double gradient_l2_error(const Sequential& ref, std::string& worst_tensor) const;
 
   // Training FLOPs per batch: forward + backward-data + backward-filter (2x forward for layers
   // after the first, which needs no input gradient). Napkin math for GFLOP/s.

@@ -35,7 +35,7 @@ std::vector<std::vector<float>> values(Sequential& m) {
 }
 
 // One step on the GPU in `t` against the CPU's fp32 from the same weights: the loss's relative error
-// and the gradients' largest per-tensor L2 error (test::worst_gradient_l2, as the amp suite judges
+// and the gradients' largest per-tensor L2 error (Sequential::gradient_l2_error, as the amp suite judges
 // them; a max-norm bound fails a correct autocast step: test_policy_amp.cpp).
 struct StepError {
   double loss = 0, grad = 0;
@@ -49,7 +49,7 @@ StepError step_error(Sequential& gpu_model, Trainer& t, const std::string& name,
   const float got = t.gradients(b);
   StepError e;
   e.loss = std::abs(got - ref) / std::max(1e-12f, std::abs(ref));
-  e.grad = test::worst_gradient_l2(gpu_model, *cpu, e.tensor);
+  e.grad = gpu_model.gradient_l2_error(*cpu, e.tensor);
   return e;
 }
 

@@ -1,15 +1,13 @@
 // Seeded random training data for the trainer tests: n images of the model's input shape, uniform
 // in [-1, 1) (or [0, 1] with unit_interval, what the autoencoder's sigmoid output can reconstruct),
-// labels i % 10; and the gradient measure the AMP tests share.
+// labels i % 10.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "kernels/common/verify.h"
 #include "models/data.h"
 #include "models/layers.h"
-#include "models/net.h"
 
 namespace dlb::test {
 
@@ -23,19 +21,6 @@ inline models::Dataset random_dataset(const models::Shape& in, std::size_t n, st
     for (float& v : d.images) v = 0.5f + 0.5f * v;
   for (std::size_t i = 0; i < n; ++i) d.labels.push_back(std::int32_t(i % 10));
   return d;
-}
-
-// The largest per-tensor L2Error (kernels/common/verify.h) of got's gradients against ref's, and
-// which tensor it is.
-inline double worst_gradient_l2(models::Sequential& got, models::Sequential& ref, std::string& which) {
-  const auto pg = got.params(), pr = ref.params();
-  double worst = 0;
-  for (std::size_t i = 0; i < pr.size(); ++i) {
-    L2Error e;
-    e.add(pg[i]->grad.data(), pr[i]->grad.data(), pr[i]->size());
-    if (i == 0 || e.rel() > worst) worst = e.rel(), which = pr[i]->name;
-  }
-  return worst;
 }
 
 }  // namespace dlb::test
