@@ -4,7 +4,9 @@
 //           Autoencoder's transposed convs (= backward-data of the conv with c/k swapped)
 //   cpu     impl=im2col (ours: im2col + OpenBLAS sgemm and direct AVX2 kernels, kernels/cpu/conv2d.cpp),
 //           fp32; impl=onednn (kernels/cpu/onednn/, NCHW in and out, reorders included), fp32 and
-//           bf16 (bf16 inputs, fp32 outputs; record key bf16_compute native|emulated)
+//           bf16 (bf16 inputs, fp32 outputs; record key bf16_compute native|emulated); impl=widen,
+//           bf16 on every CPU: the bf16 inputs widened to fp32 (exact, timed), then ours in fp32
+//           (bf16_compute emulated: the bf16 row where oneDNN has no bf16 kernel for the ISA)
 //   cuda    impl=cudnn (fp32, tf32, fp16, bf16; algorithm search per shape, recorded as "algo"),
 //           impl=implicit_gemm (ours, fp32 forward)
 // Names: conv/<op>/<device>/<dtype>/impl=<impl>/layer=<layer>/batch=<n>. Every record also has the
@@ -27,6 +29,7 @@
 #include "bench/case.h"
 #include "bench/gpu_timing.h"
 #include "bench/napkin.h"
+#include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/onednn/onednn.h"
@@ -163,7 +166,8 @@ const char* verification_name(const Conv2dShape& sh) {
 // ---------------------------------------------------------------- CPU
 class CpuConv final : public Case {
  public:
-  // impl "im2col": ours (kernels/cpu/conv2d.cpp, fp32); "onednn": kernels/cpu/onednn/ (fp32, bf16).
+  // impl "im2col": ours (kernels/cpu/conv2d.cpp, fp32); "onednn": kernels/cpu/onednn/ (fp32, bf16);
+  // "widen": bf16 inputs widened to fp32, then ours.
   CpuConv(Op op, std::string layer, Conv2dShape sh, std::string impl = "im2col", DType t = DType::fp32)
       : op_(op), layer_(std::move(layer)), sh_(sh), impl_(std::move(impl)), t_(t) {}
   void setup() override {
@@ -182,6 +186,8 @@ class CpuConv final : public Case {
         for (std::size_t i = 0; i < v->size(); ++i) (*v)[i] = cpu::bf16_to_float(h[i] = cpu::float_to_bf16((*v)[i]));
       }
     }
+    if (impl_ == "widen") wide_x_ = host_floats(x_.size(), "x"), wide_w_ = host_floats(w_.size(), "w"),
+                          wide_dy_ = host_floats(dy_.size(), "dy");
     // Outputs: y overwrites dy_'s twin; dx the size of x; dw the size of w.
     if (op_ == Op::fwd) out_ = host_floats(sh_.y_size(), "y");
     else if (op_ == Op::bwd_filter) out_ = host_floats(sh_.w_size(), "dw"), db_ = host_floats(sh_.k, "db");
@@ -211,13 +217,18 @@ class CpuConv final : public Case {
       impl_info_ = cpu::onednn::last_impl();
       return 0;
     }
+    const float *x = x_.data(), *w = w_.data(), *dy = dy_.data();
+    if (impl_ == "widen") {  // the operands this op reads, from their bf16 bits (x_/w_/dy_ hold the same values)
+      const bool need_x = op_ != Op::bwd_data && op_ != Op::transpose_fwd, need_w = op_ != Op::bwd_filter;
+      if (need_x) cpu::cast_bf16_to_fp32(x16_.data(), wide_x_.data(), x16_.size()), x = wide_x_.data();
+      if (need_w) cpu::cast_bf16_to_fp32(w16_.data(), wide_w_.data(), w16_.size()), w = wide_w_.data();
+      if (op_ != Op::fwd) cpu::cast_bf16_to_fp32(dy16_.data(), wide_dy_.data(), dy16_.size()), dy = wide_dy_.data();
+    }
     switch (op_) {
-      case Op::fwd: cpu::conv2d_forward_im2col(sh_, x_.data(), w_.data(), b_.data(), out_.data(), ws_); break;
+      case Op::fwd: cpu::conv2d_forward_im2col(sh_, x, w, b_.data(), out_.data(), ws_); break;
       case Op::bwd_data:
-      case Op::transpose_fwd: cpu::conv2d_backward_data_im2col(sh_, dy_.data(), w_.data(), out_.data(), ws_); break;
-      case Op::bwd_filter:
-        cpu::conv2d_backward_filter_im2col(sh_, x_.data(), dy_.data(), out_.data(), db_.data(), ws_);
-        break;
+      case Op::transpose_fwd: cpu::conv2d_backward_data_im2col(sh_, dy, w, out_.data(), ws_); break;
+      case Op::bwd_filter: cpu::conv2d_backward_filter_im2col(sh_, x, dy, out_.data(), db_.data(), ws_); break;
     }
     return 0;
   }
@@ -233,11 +244,12 @@ class CpuConv final : public Case {
       if (t_ == DType::bf16) r["bf16_compute"] = cpu::onednn::bf16_native() ? "native" : "emulated";
     } else {
       r["workspace_bytes"] = ws_.size() * sizeof(float);
+      if (impl_ == "widen") r["bf16_compute"] = "emulated";
     }
   }
   void teardown() override {
     x_ = {}, w_ = {}, dy_ = {}, b_ = {}, out_ = {}, db_ = {}, ws_ = {};
-    x16_ = {}, w16_ = {}, dy16_ = {};
+    x16_ = {}, w16_ = {}, dy16_ = {}, wide_x_ = {}, wide_w_ = {}, wide_dy_ = {};
   }
 
  private:
@@ -248,6 +260,7 @@ class CpuConv final : public Case {
   DType t_;
   std::string impl_info_;
   std::vector<float> x_, w_, dy_, b_, out_, db_, ws_;
+  std::vector<float> wide_x_, wide_w_, wide_dy_;  // impl=widen: the bf16 inputs widened, each run
   std::vector<std::uint16_t> x16_, w16_, dy16_;
 };
 
@@ -385,12 +398,12 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 }
 
 // After the run: oneDNN against ours (impl=im2col) per op, layer and batch, fp32 on the CPU, and
-// oneDNN's bf16 against its fp32.
+// the bf16 rows beside them (oneDNN's, and ours widened).
 void summarize(const std::vector<json>& records, std::ostream& out) {
   auto key = [](const json& r) {
     return r.value("op", "") + " | " + r.value("layer", "") + " | " + std::to_string(r.value("batch", 0));
   };
-  std::map<std::string, double> ours, dnn, dnn16;
+  std::map<std::string, double> ours, dnn, dnn16, wide16;
   for (const auto& r : records) {
     if (r.value("device", "") != "cpu" || !r.contains("gflops")) continue;
     const std::string impl = r.value("impl", ""), dt = r.value("dtype", "");
@@ -398,22 +411,26 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     if (impl == "im2col" && dt == "fp32") ours[key(r)] = g;
     if (impl == "onednn" && dt == "fp32") dnn[key(r)] = g;
     if (impl == "onednn" && dt == "bf16") dnn16[key(r)] = g;
+    if (impl == "widen" && dt == "bf16") wide16[key(r)] = g;
   }
   bool header = false;
   for (const auto& [k, g] : ours) {
     auto d = dnn.find(k);
     if (d == dnn.end() || !(g > 0)) continue;
     if (!header)
-      out << "\n### conv (CPU, fp32): ours (im2col + direct kernels) vs oneDNN; oneDNN bf16\n\n"
-          << "| op | layer | batch | ours GFLOP/s | oneDNN GFLOP/s | oneDNN / ours | winner | oneDNN bf16 |\n"
-          << "|----|-------|-------|--------------|----------------|---------------|--------|-------------|\n";
+      out << "\n### conv (CPU, fp32): ours (im2col + direct kernels) vs oneDNN; the bf16 rows (GFLOP/s)\n\n"
+          << "| op | layer | batch | ours GFLOP/s | oneDNN GFLOP/s | oneDNN / ours | winner | oneDNN bf16 | widened bf16 |\n"
+          << "|----|-------|-------|--------------|----------------|---------------|--------|-------------|--------------|\n";
     header = true;
     const double ratio = d->second / g;
-    auto b = dnn16.find(k);
+    auto cell = [&k](const std::map<std::string, double>& m) {
+      const auto it = m.find(k);
+      return it == m.end() ? std::string("-") : std::to_string(int(it->second + 0.5));
+    };
     char buf[320];
-    std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.2f | %s | %s |\n", k.c_str(), g, d->second, ratio,
-                  ratio > 1.1 ? "oneDNN" : ratio < 1 / 1.1 ? "ours" : "within 10%",
-                  b == dnn16.end() ? "-" : std::to_string(int(b->second + 0.5)).c_str());
+    std::snprintf(buf, sizeof buf, "| %s | %.1f | %.1f | %.2f | %s | %s | %s |\n", k.c_str(), g, d->second, ratio,
+                  ratio > 1.1 ? "oneDNN" : ratio < 1 / 1.1 ? "ours" : "within 10%", cell(dnn16).c_str(),
+                  cell(wide16).c_str());
     out << buf;
   }
 }
@@ -492,6 +509,10 @@ Suite conv_suite() {
             for (DType t : {DType::fp32, DType::bf16})
               add(dev, t, "onednn", op, l, sh,
                   [op, name = l.name, sh = sh, t] { return std::make_unique<CpuConv>(op, name, sh, "onednn", t); });
+            // bf16 without bf16 instructions, on every CPU (oneDNN 2.6 has no bf16 conv at AVX2): the
+            // emulation the amp suite's CPU step runs there; beside a native row, "does bf16 pay here?".
+            add(dev, DType::bf16, "widen", op, l, sh,
+                [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh, "widen", DType::bf16); });
             continue;
           }
 #ifdef DLB_HAVE_CUDA

@@ -24,9 +24,10 @@ foreach(level scalar avx2 avx512 avx512_bf16)
   endforeach()
 endforeach()
 
-# bf16 on the CPU is verified, not skipped (oneDNN built), and says how it ran: matmul's impl=widen
-# (emulated) on every CPU, oneDNN's native on an avx512_bf16 CPU (oneDNN 2.6 has no bf16 matmul at
-# AVX2, where that case skips with the reason), the amp step emulated when DLB_CPU_ISA forbids bf16.
+# bf16 on the CPU is verified, not skipped (oneDNN built), and says how it ran: matmul's and conv's
+# impl=widen (emulated) on every CPU, oneDNN's native on an avx512_bf16 CPU (oneDNN 2.6 has no bf16
+# matmul or conv at AVX2, where those cases skip with the reason), the amp step emulated when
+# DLB_CPU_ISA forbids bf16.
 add_test(NAME smoke.bf16_compute_recorded COMMAND bash -c
   "set -e; d=${OUT}/bf16; rm -rf $d; \
    \"$1\" info --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"onednn\"][\"available\"] else 1)' \
@@ -34,6 +35,10 @@ add_test(NAME smoke.bf16_compute_recorded COMMAND bash -c
    \"$1\" run --suite matmul --device cpu --sizes 64 --dtype bf16 --no-report --out $d/mm >/dev/null; \
    grep '\"impl\": *\"widen\"' $d/mm/results.jsonl | grep '\"verified\": *true' | grep -q '\"bf16_compute\": *\"emulated\"'; \
    if grep -qw avx512_bf16 /proc/cpuinfo; then grep '\"impl\": *\"onednn\"' $d/mm/results.jsonl \
+     | grep '\"verified\": *true' | grep -q '\"bf16_compute\": *\"native\"'; fi; \
+   \"$1\" run --suite conv --device cpu --dtype bf16 --batch 2 --filter 'conv2d_bwd_filter.*lecture.conv2' --no-report --out $d/conv >/dev/null; \
+   grep '\"impl\": *\"widen\"' $d/conv/results.jsonl | grep '\"verified\": *true' | grep -q '\"bf16_compute\": *\"emulated\"'; \
+   if grep -qw avx512_bf16 /proc/cpuinfo; then grep '\"impl\": *\"onednn\"' $d/conv/results.jsonl \
      | grep '\"verified\": *true' | grep -q '\"bf16_compute\": *\"native\"'; fi; \
    DLB_CPU_ISA=avx512 \"$1\" run --suite amp --device cpu --quick --dtype bf16 --filter 'mlp/batch=64' --no-report --out $d/amp >/dev/null; \
    grep -q '\"bf16_compute\": *\"emulated\"' $d/amp/results.jsonl; echo ok"
