@@ -423,8 +423,8 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
           << "|----|-------|-------|--------------|----------------|---------------|--------|-------------|--------------|\n";
     header = true;
     const double ratio = d->second / g;
-    auto cell = [&k](const std::map<std::string, double>& m) {
-      const auto it = m.find(k);
+    auto cell = [&key = k](const std::map<std::string, double>& m) {  // clang 14: no structured binding in a capture
+      const auto it = m.find(key);
       return it == m.end() ? std::string("-") : std::to_string(int(it->second + 0.5));
     };
     char buf[320];
