@@ -113,13 +113,16 @@ TEST_P(EveryIsa, ConvFastPathsMatchReference) {
 // against the same ops unfused: y and arg bit for bit (the same GEMM kernel), dW and db within rounding
 // where the backward runs over the pool's winners alone, bit for bit where it makes the dense
 // gradient (the same GEMM, the same task split of the batch); on the kernel threads and on one; pools
-// of 2 and 3 with ragged edges (P, Q not multiples). Where no fused kernel runs (scalar), fusable says
+// of 2 and 3 with ragged edges (P, Q not multiples); RGB and grey first layers (the winners-only
+// kernels: AVX-512 under an avx512 cap, AVX2 under avx2). Where no fused kernel runs (scalar), fusable says
 // so and the fused calls throw.
 TEST_P(EveryIsa, ConvReluPoolFusedMatchesUnfused) {
   for (const auto& [sh, k] : std::vector<std::pair<Conv2dShape, int>>{{Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), 2},
                                                                       {Conv2dShape::make(2, 2, 12, 40, 36, 3, 3), 2},
                                                                       {Conv2dShape::make(5, 3, 32, 32, 128, 5, 5), 2},
-                                                                      {Conv2dShape::make(2, 3, 13, 17, 40, 3, 3), 3}}) {
+                                                                      {Conv2dShape::make(2, 3, 13, 17, 40, 3, 3), 3},
+                                                                      {Conv2dShape::make(3, 1, 14, 13, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 1, 11, 12, 48, 3, 3), 2}}) {
     SCOPED_TRACE(sh.str() + " pool " + std::to_string(k));
     const bool fusable = cpu::conv2d_relu_pool_fusable(sh, k);
     EXPECT_EQ(fusable, cpu::isa_allows(Isa::avx2));
