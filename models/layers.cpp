@@ -203,9 +203,12 @@ void Conv2d::backward(const Shape& in, const float* x, const float*, const float
     if (dx) cpu::onednn::conv2d_backward_data(s, kAsBf16, dy, weight.value.data(), dx);
     return;
   }
-  cpu::conv2d_backward_filter_im2col(s, x, dy, dw, dw + weight.size(), ws_);
+  // behind ReLU + MaxPool2d dy is mostly zeros: both gradients over its nonzeros where that kernel runs
+  if (!cpu::conv2d_backward_sparse_dy(s, x, weight.value.data(), dy, dw, dw + weight.size(), dx)) {
+    cpu::conv2d_backward_filter_im2col(s, x, dy, dw, dw + weight.size(), ws_);
+    if (dx) cpu::conv2d_backward_data_im2col(s, dy, weight.value.data(), dx, ws_);
+  }
   add_dw_scratch();
-  if (dx) cpu::conv2d_backward_data_im2col(s, dy, weight.value.data(), dx, ws_);
 }
 
 bool Conv2d::relu_pool_fusable(const Shape& in, const MaxPool2d& pool) const {

@@ -1,6 +1,6 @@
 // The ISA cap (kernels/cpu/isa.h): names parse both ways, IsaLimit lowers the active level and never
 // raises it, and every SIMD path our kernels have runs and matches its reference at each level this
-// CPU can run (conv2d's direct AVX2 kernels vs im2col, the bf16/fp16 casts, the bf16 GEMM launcher),
+// CPU can run (conv2d's direct AVX2 kernels vs im2col, its sparse-dy backward, the bf16/fp16 casts, the bf16 GEMM launcher),
 // so a machine with AVX-512 also tests the AVX2 and scalar paths. Levels the CPU lacks are skipped
 // with the reason. The env side (DLB_CPU_ISA parsing, clamping, exit 2) is in tests/smoke_isa.cmake.
 #include <gtest/gtest.h>
@@ -174,6 +174,57 @@ TEST_P(EveryIsa, ConvReluPoolFusedMatchesUnfused) {
   EXPECT_FALSE(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(2, 3, 13, 11, 44, 3, 3, 1, 2), 2));  // stride 2
   EXPECT_FALSE(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(2, 32, 14, 14, 16, 5, 5), 2));       // K <= 32
   EXPECT_FALSE(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(2, 3, 6, 6, 48, 5, 5), 3));          // 2x2 < pool
+}
+
+// Both gradients over a mostly-zero dy (conv2d_backward_sparse_dy): dW, db and dX against the fp64
+// references where it runs (avx512 and up; C multiples of 16 in chunks of 128, 64, 32 and 16; 5x5
+// and 3x3; dy one in five nonzero, and a pool's winners' pattern), on the kernel threads and on one.
+// It declines, writing nothing, for a dense dy, padding, a C off 16, and below avx512.
+TEST_P(EveryIsa, SparseDyBackwardMatchesReference) {
+  const bool runs = cpu::isa_allows(Isa::avx512);
+  for (const Conv2dShape& sh : {Conv2dShape::make(3, 128, 14, 14, 16, 5, 5), Conv2dShape::make(2, 240, 9, 8, 20, 3, 3),
+                                Conv2dShape::make(5, 16, 11, 13, 8, 5, 5)}) {
+    SCOPED_TRACE(sh.str());
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), dy(sh.y_size());
+    fill_uniform(x.data(), x.size(), 11), fill_uniform(w.data(), w.size(), 12), fill_uniform(dy.data(), dy.size(), 13);
+    std::vector<double> rdw(sh.w_size()), rdb(sh.k), rdx(sh.x_size());
+    for (int pattern = 0; pattern < 2; ++pattern) {
+      SCOPED_TRACE(pattern ? "pool winners" : "one in five");
+      std::vector<float> sdy(dy);
+      for (std::size_t i = 0; i < sdy.size(); ++i) {
+        const std::size_t q = i % sh.q(), p = (i / sh.q()) % sh.p(), k = i / (std::size_t(sh.p()) * sh.q());
+        const bool keep = pattern ? (p % 2 == (k + q / 2) % 2 && q % 2 == (k / 2 + p / 2) % 2) : i % 5 == 2;
+        if (!keep) sdy[i] = 0.f;
+      }
+      cpu::conv2d_backward_filter_direct(sh, x.data(), sdy.data(), rdw.data(), rdb.data());
+      cpu::conv2d_backward_data_direct(sh, sdy.data(), w.data(), rdx.data());
+      for (int threads : {cpu::kernel_threads(), 1}) {
+        SCOPED_TRACE("threads " + std::to_string(threads));
+        cpu::KernelThreadsLimit lim(threads);
+        std::vector<float> dw(sh.w_size(), 7.f), db(sh.k, 7.f), dx(sh.x_size(), 7.f);
+        ASSERT_EQ(runs, cpu::conv2d_backward_sparse_dy(sh, x.data(), w.data(), sdy.data(), dw.data(), db.data(), dx.data()));
+        if (!runs) {
+          EXPECT_EQ(dw, std::vector<float>(sh.w_size(), 7.f));
+          EXPECT_EQ(dx, std::vector<float>(sh.x_size(), 7.f));
+          continue;
+        }
+        EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), default_tolerance(DType::fp32));
+        EXPECT_LT(max_rel_err(db.data(), rdb.data(), db.size()), default_tolerance(DType::fp32));
+        EXPECT_LT(max_rel_err(dx.data(), rdx.data(), dx.size()), default_tolerance(DType::fp32));
+        std::vector<float> dw2(sh.w_size(), 7.f);  // no dx, no db: the filter gradient alone
+        ASSERT_TRUE(cpu::conv2d_backward_sparse_dy(sh, x.data(), w.data(), sdy.data(), dw2.data(), nullptr, nullptr));
+        EXPECT_EQ(dw2, dw);
+      }
+    }
+    std::vector<float> dw(sh.w_size(), 7.f), dx(sh.x_size(), 7.f);  // dense dy: declined
+    EXPECT_FALSE(cpu::conv2d_backward_sparse_dy(sh, x.data(), w.data(), dy.data(), dw.data(), nullptr, dx.data()));
+    EXPECT_EQ(dw, std::vector<float>(sh.w_size(), 7.f));
+  }
+  std::vector<float> z(64 * 64 * 25, 0.f);
+  EXPECT_FALSE(cpu::conv2d_backward_sparse_dy(Conv2dShape::make(1, 16, 6, 6, 4, 3, 3, 1), z.data(), z.data(), z.data(),
+                                              z.data(), nullptr, z.data()));  // padding
+  EXPECT_FALSE(cpu::conv2d_backward_sparse_dy(Conv2dShape::make(1, 24, 6, 6, 4, 3, 3), z.data(), z.data(), z.data(),
+                                              z.data(), nullptr, z.data()));  // C off 16
 }
 
 TEST_P(EveryIsa, CastsMatchReferencesBitForBit) {

@@ -2166,5 +2166,197 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float*, int, 
 }
 #endif
 
+#ifdef DLB_DIRECT_KERNELS
+namespace {
+// ---- both gradients of a convolution from a mostly-zero dy (AVX-512) ----
+// Behind ReLU + MaxPool2d(2) a convolution's dy is nonzero at one output in four at most (the
+// lecture's conv2: 25 of 100 per channel), and the dense GEMMs spend three quarters of their
+// multiply-adds on zeros. Over the nonzeros alone, in channels-last copies of one image so a
+// filter tap's C channels are C / 16 contiguous vectors:
+//   dW[k][r][s][c] += g * xt[p + r][q + s][c]   per nonzero (k, p, q, g): the image's nonzeros of
+//                     channel k, RB taps x CV vectors of accumulators held across them (24 zmm);
+//   dxt[h][w][c]   = sum over taps (r, s) and the nonzeros (k, g) at (h - r, w - s) of
+//                     g * wt[k][r][s][c]: CV accumulators per pixel, the nonzeros listed per
+//                     output position (about K / 4 each).
+// Napkin, conv2 (C 128, K 16, 5x5 on 14x14) per image: 400 nonzeros x 25 taps x 8 vectors = 80k
+// FMAs of 16 lanes each way against 320k for each dense GEMM. Another summation order from the
+// GEMM (within rounding); a zero dy element is skipped, not multiplied (0 x inf is not made NaN).
+constexpr double kSparseDyMaxDensity = 0.3;  // nonzero fraction of dy up to which this path runs
+
+bool sparse_dy_shape(const Conv2dShape& sh) {
+  return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.c % 16 == 0 &&
+         isa_allows(Isa::avx512);
+}
+
+// acc[t][c0 .. c0 + 16 CV) += g * xt at tap t's offset from the nonzero's pixel, taps [t0, t0 + RB).
+template <int CV, int RB>
+DLB_AVX512_INLINE void sparse_dy_filter_taps(const float* xt, int C, int W, int S, int t0, const std::int32_t* pix,
+                                             const float* g, int nnz, float* acc) {
+  __m512 a[RB][CV];
+  std::size_t tap[RB];
+#pragma GCC unroll 24
+  for (int b = 0; b < RB; ++b) {
+    tap[b] = (std::size_t((t0 + b) / S) * W + (t0 + b) % S) * C;
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) a[b][v] = _mm512_loadu_ps(acc + std::size_t(b) * C + 16 * v);
+  }
+  for (int j = 0; j < nnz; ++j) {
+    const float* px = xt + std::size_t(pix[j]) * C;
+    const __m512 gb = _mm512_set1_ps(g[j]);
+#pragma GCC unroll 24
+    for (int b = 0; b < RB; ++b)
+#pragma GCC unroll 8
+      for (int v = 0; v < CV; ++v) a[b][v] = _mm512_fmadd_ps(gb, _mm512_loadu_ps(px + tap[b] + 16 * v), a[b][v]);
+  }
+#pragma GCC unroll 24
+  for (int b = 0; b < RB; ++b)
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) _mm512_storeu_ps(acc + std::size_t(b) * C + 16 * v, a[b][v]);
+}
+
+// All taps of channel k's nonzeros for channels [c0, c0 + 16 CV): RB = 24 / CV taps a pass.
+template <int CV>
+DLB_AVX512_INLINE void sparse_dy_filter_chunk(const float* xt, int C, int W, int R, int S, const std::int32_t* pix,
+                                              const float* g, int nnz, float* acc) {
+  constexpr int RB = 24 / CV;
+  int t = 0;
+  for (; t + RB <= R * S; t += RB) sparse_dy_filter_taps<CV, RB>(xt, C, W, S, t, pix, g, nnz, acc + std::size_t(t) * C);
+  for (; t < R * S; ++t) sparse_dy_filter_taps<CV, 1>(xt, C, W, S, t, pix, g, nnz, acc + std::size_t(t) * C);
+}
+
+// dxt[h][w][c0 .. c0 + 16 CV) for one pixel: sum over the taps and the nonzeros at (h - r, w - s).
+template <int CV>
+DLB_AVX512_INLINE void sparse_dy_data_pixel(const Conv2dShape& sh, int h, int w, const std::int32_t* start,
+                                            const std::int32_t* kk, const float* gg, const float* wt, int c0,
+                                            float* out) {
+  const int C = sh.c, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q();
+  __m512 a[CV];
+#pragma GCC unroll 8
+  for (int v = 0; v < CV; ++v) a[v] = _mm512_setzero_ps();
+  for (int r = std::max(0, h - P + 1); r <= std::min(R - 1, h); ++r)
+    for (int s = std::max(0, w - Q + 1); s <= std::min(S - 1, w); ++s) {
+      const int pos = (h - r) * Q + (w - s);
+      const float* wrs = wt + (std::size_t(r) * S + s) * C + c0;
+      for (int e = start[pos]; e < start[pos + 1]; ++e) {
+        const __m512 gb = _mm512_set1_ps(gg[e]);
+        const float* wk = wrs + std::size_t(kk[e]) * R * S * C;
+#pragma GCC unroll 8
+        for (int v = 0; v < CV; ++v) a[v] = _mm512_fmadd_ps(gb, _mm512_loadu_ps(wk + 16 * v), a[v]);
+      }
+    }
+#pragma GCC unroll 8
+  for (int v = 0; v < CV; ++v) _mm512_storeu_ps(out + 16 * v, a[v]);
+}
+
+// Images [0, sh.n) of x/dy (already offset): dw (KCRS) and db overwritten with their sums; dx
+// (NCHW, may be null) overwritten. wt: the filters as [K][R][S][C].
+DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const float* x, const float* dy,
+                                                   const float* wt, float* dw, float* db, float* dx) {
+  const int C = sh.c, K = sh.k, H = sh.h, W = sh.w, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q(), RS = R * S;
+  const int HW = H * W, PQ = P * Q;
+  thread_local std::vector<float> xt_buf, dxt_buf, acc_buf, g_buf, gg_buf;
+  thread_local std::vector<std::int32_t> pix_buf, cnt_buf, start_buf, kk_buf;
+  float* xt = ensure_aligned(xt_buf, std::size_t(HW) * C);
+  float* dxt = dx ? ensure_aligned(dxt_buf, std::size_t(HW) * C) : nullptr;
+  float* acc = ensure_aligned(acc_buf, std::size_t(K) * RS * C);  // [K][R][S][C]
+  float* g = ensure_aligned(g_buf, std::size_t(K) * PQ);            // per channel: its nonzeros
+  float* gg = ensure_aligned(gg_buf, std::size_t(K) * PQ);          // per position: its nonzeros
+  pix_buf.resize(std::size_t(K) * PQ), cnt_buf.resize(K), start_buf.resize(std::size_t(PQ) + 1);
+  kk_buf.resize(std::size_t(K) * PQ);
+  std::int32_t *pix = pix_buf.data(), *cnt = cnt_buf.data(), *start = start_buf.data(), *kk = kk_buf.data();
+  std::fill(acc, acc + std::size_t(K) * RS * C, 0.f);
+  std::vector<double> bsum(K, 0.0);
+  for (int n = 0; n < sh.n; ++n) {
+    const float* xn = x + std::size_t(n) * C * HW;
+    const float* dyn = dy + std::size_t(n) * K * PQ;
+    for (int c0 = 0; c0 < C; c0 += 16)
+      for (int i0 = 0; i0 < HW; i0 += 16) transpose16(xn + std::size_t(c0) * HW + i0, HW, 16, std::min(16, HW - i0),
+                                                      xt + std::size_t(i0) * C + c0, C);
+    // the nonzeros, by channel (pixel of the output's top-left tap, gradient) and by position
+    std::fill(start, start + PQ + 1, 0);
+    for (int k = 0; k < K; ++k) {
+      int m = 0;
+      float sum = 0.f;
+      for (int i = 0; i < PQ; ++i) {
+        const float v = dyn[std::size_t(k) * PQ + i];
+        if (v == 0.f) continue;
+        pix[std::size_t(k) * PQ + m] = (i / Q) * W + i % Q, g[std::size_t(k) * PQ + m] = v, ++m;
+        ++start[i + 1], sum += v;
+      }
+      cnt[k] = m, bsum[k] += sum;
+    }
+    for (int i = 0; i < PQ; ++i) start[i + 1] += start[i];
+    if (dx) {
+      thread_local std::vector<std::int32_t> at_buf;  // each position's next free entry
+      at_buf.assign(start, start + PQ);
+      for (int k = 0; k < K; ++k)
+        for (int i = 0; i < PQ; ++i) {
+          const float v = dyn[std::size_t(k) * PQ + i];
+          if (v == 0.f) continue;
+          const int e = at_buf[i]++;
+          kk[e] = k, gg[e] = v;
+        }
+    }
+    for (int k = 0; k < K; ++k) {
+      const std::int32_t* pk = pix + std::size_t(k) * PQ;
+      const float* gk = g + std::size_t(k) * PQ;
+      float* ak = acc + std::size_t(k) * RS * C;
+      int c0 = 0;
+      for (; c0 + 128 <= C; c0 += 128) sparse_dy_filter_chunk<8>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+      for (; c0 + 64 <= C; c0 += 64) sparse_dy_filter_chunk<4>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+      for (; c0 + 32 <= C; c0 += 32) sparse_dy_filter_chunk<2>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+      for (; c0 < C; c0 += 16) sparse_dy_filter_chunk<1>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+    }
+    if (!dx) continue;
+    for (int h = 0; h < H; ++h)
+      for (int w = 0; w < W; ++w) {
+        float* out = dxt + (std::size_t(h) * W + w) * C;
+        int c0 = 0;
+        for (; c0 + 128 <= C; c0 += 128) sparse_dy_data_pixel<8>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+        for (; c0 + 64 <= C; c0 += 64) sparse_dy_data_pixel<4>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+        for (; c0 + 32 <= C; c0 += 32) sparse_dy_data_pixel<2>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+        for (; c0 < C; c0 += 16) sparse_dy_data_pixel<1>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+      }
+    float* dxn = dx + std::size_t(n) * C * HW;
+    for (int i0 = 0; i0 < HW; i0 += 16)
+      for (int c0 = 0; c0 < C; c0 += 16)
+        transpose16(dxt + std::size_t(i0) * C + c0, C, std::min(16, HW - i0), 16, dxn + std::size_t(c0) * HW + i0, HW);
+  }
+  for (int k = 0; k < K; ++k)
+    for (int c = 0; c < C; ++c)
+      for (int t = 0; t < RS; ++t) dw[(std::size_t(k) * C + c) * RS + t] = acc[(std::size_t(k) * RS + t) * C + c];
+  if (db)
+    for (int k = 0; k < K; ++k) db[k] = float(bsum[k]);
+}
+}  // namespace
+
+bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
+                               float* db, float* dx) {
+  check_shape(sh);
+  if (!sparse_dy_shape(sh)) return false;
+  const std::size_t ny = sh.y_size();
+  std::size_t nz = 0;
+  for (std::size_t i = 0; i < ny; ++i) nz += dy[i] != 0.f;
+  if (double(nz) > kSparseDyMaxDensity * double(ny)) return false;
+  const int C = sh.c, RS = sh.r * sh.s;
+  thread_local std::vector<float> wt_buf;  // [K][R][S][C], the calling thread's
+  float* wt = ensure_aligned(wt_buf, std::size_t(sh.k) * RS * C);
+  for (int k = 0; k < sh.k; ++k)
+    for (int c = 0; c < C; ++c)
+      for (int t = 0; t < RS; ++t) wt[(std::size_t(k) * RS + t) * C + c] = w[(std::size_t(k) * C + c) * RS + t];
+  const std::size_t xi = std::size_t(C) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
+  backward_filter_tasks(sh, dw, db, thread_ws(),
+                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>&) {
+                          conv2d_backward_sparse_dy_serial(s, x + i0 * xi, dy + i0 * yi, wt, pdw, pdb,
+                                                           dx ? dx + i0 * xi : nullptr);
+                        });
+  return true;
+}
+#else
+bool conv2d_backward_sparse_dy(const Conv2dShape&, const float*, const float*, const float*, float*, float*, float*) {
+  return false;
+}
+#endif
+
 }  // namespace cpu
 }  // namespace dlb
