@@ -6,7 +6,9 @@
 //               weights) its loss within the dtype's tolerance and its gradients within 0.25 relative
 //               L2 per tensor, and trained freely its loss within 5x the tolerance (LossParity says
 //               why); fp32 itself: our layer-by-layer step against the model's own train_step, to
-//               1e-5 every way.
+//               1e-5 every way. The CPU's fp32 row times the model's own train_step (training
+//               without autocast: the baseline), the half types the AmpTrainer step (record
+//               `timed_step`).
 //               On a GPU the step is the CUDA trainer's (models/cuda/gpu_trainer.cu: cuDNN/cuBLAS
 //               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
 //               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32
@@ -262,8 +264,13 @@ class TrainAmpCase final : public Case {
         });
   }
 
+  // fp32 is timed as the model's own training step (models::train_step: what training without
+  // autocast runs, with the fused first layer and the backward over the pools' winners), the
+  // baseline a user compares mixed precision with; verify() holds our layer-by-layer fp32 loop to it.
+  // The half types are timed as the AmpTrainer step.
   double run() override {
-    tr_->step(batch(k_++));
+    if (dtype_ == DType::fp32) models::train_step(*m_, *opt_, batch(k_++));
+    else tr_->step(batch(k_++));
     return 0;
   }
   Work work() const override { return {m_->train_flops(batch_), 0, double(batch_)}; }
@@ -272,6 +279,7 @@ class TrainAmpCase final : public Case {
     parity_.annotate(e);
     e["params"] = m_->num_params();
     napkin::put(e, napkin::train_step(*m_, batch_));  // fp32 bytes: an upper bound under autocast
+    e["timed_step"] = dtype_ == DType::fp32 ? "model train_step (no autocast)" : "AmpTrainer (autocast, layer by layer)";
     if (dtype_ == DType::bf16) {
       // native: Conv2d/Linear on bf16 operands (oneDNN, vdpbf16ps); emulated: fp32 arithmetic on
       // bf16-rounded values, which is not bf16 speed (models/amp.h)
