@@ -2216,8 +2216,8 @@ DLB_AVX512_INLINE void sparse_dy_filter_taps(const float* xt, int C, int W, int 
 
 // All taps of channel k's nonzeros for channels [c0, c0 + 16 CV): RB = 24 / CV taps a pass.
 template <int CV>
-DLB_AVX512_INLINE void sparse_dy_filter_chunk(const float* xt, int C, int W, int R, int S, const std::int32_t* pix,
-                                              const float* g, int nnz, float* acc) {
+DLB_AVX512_T void sparse_dy_filter_chunk(const float* xt, int C, int W, int R, int S, const std::int32_t* pix,
+                                         const float* g, int nnz, float* acc) {
   constexpr int RB = 24 / CV;
   int t = 0;
   for (; t + RB <= R * S; t += RB) sparse_dy_filter_taps<CV, RB>(xt, C, W, S, t, pix, g, nnz, acc + std::size_t(t) * C);
@@ -2226,9 +2226,8 @@ DLB_AVX512_INLINE void sparse_dy_filter_chunk(const float* xt, int C, int W, int
 
 // dxt[h][w][c0 .. c0 + 16 CV) for one pixel: sum over the taps and the nonzeros at (h - r, w - s).
 template <int CV>
-DLB_AVX512_INLINE void sparse_dy_data_pixel(const Conv2dShape& sh, int h, int w, const std::int32_t* start,
-                                            const std::int32_t* kk, const float* gg, const float* wt, int c0,
-                                            float* out) {
+DLB_AVX512_T void sparse_dy_data_pixel(const Conv2dShape& sh, int h, int w, const std::int32_t* start,
+                                       const std::int32_t* kk, const float* gg, const float* wt, int c0, float* out) {
   const int C = sh.c, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q();
   __m512 a[CV];
 #pragma GCC unroll 8
@@ -2248,6 +2247,17 @@ DLB_AVX512_INLINE void sparse_dy_data_pixel(const Conv2dShape& sh, int h, int w,
   for (int v = 0; v < CV; ++v) _mm512_storeu_ps(out + 16 * v, a[v]);
 }
 
+// f(std::integral_constant<int, CV>, c0) over C (a multiple of 16) in chunks of 128, 64, 32, 16 channels.
+// (The lambdas it takes are not AVX-512 functions: what they call must not be always_inline.)
+template <class F>
+DLB_AVX512_INLINE void for_channel_chunks(int C, F&& f) {
+  int c0 = 0;
+  for (; c0 + 128 <= C; c0 += 128) f(std::integral_constant<int, 8>{}, c0);
+  for (; c0 + 64 <= C; c0 += 64) f(std::integral_constant<int, 4>{}, c0);
+  for (; c0 + 32 <= C; c0 += 32) f(std::integral_constant<int, 2>{}, c0);
+  for (; c0 < C; c0 += 16) f(std::integral_constant<int, 1>{}, c0);
+}
+
 // Images [0, sh.n) of x/dy (already offset): dw (KCRS) and db overwritten with their sums; dx
 // (NCHW, may be null) overwritten. wt: the filters as [K][R][S][C].
 DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const float* x, const float* dy,
@@ -2255,15 +2265,16 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
   const int C = sh.c, K = sh.k, H = sh.h, W = sh.w, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q(), RS = R * S;
   const int HW = H * W, PQ = P * Q;
   thread_local std::vector<float> xt_buf, dxt_buf, acc_buf, g_buf, gg_buf;
-  thread_local std::vector<std::int32_t> pix_buf, cnt_buf, start_buf, kk_buf;
+  thread_local std::vector<std::int32_t> pix_buf, pos_buf, cnt_buf, start_buf, kk_buf;
   float* xt = ensure_aligned(xt_buf, std::size_t(HW) * C);
   float* dxt = dx ? ensure_aligned(dxt_buf, std::size_t(HW) * C) : nullptr;
   float* acc = ensure_aligned(acc_buf, std::size_t(K) * RS * C);  // [K][R][S][C]
   float* g = ensure_aligned(g_buf, std::size_t(K) * PQ);            // per channel: its nonzeros
   float* gg = ensure_aligned(gg_buf, std::size_t(K) * PQ);          // per position: its nonzeros
-  pix_buf.resize(std::size_t(K) * PQ), cnt_buf.resize(K), start_buf.resize(std::size_t(PQ) + 1);
-  kk_buf.resize(std::size_t(K) * PQ);
-  std::int32_t *pix = pix_buf.data(), *cnt = cnt_buf.data(), *start = start_buf.data(), *kk = kk_buf.data();
+  pix_buf.resize(std::size_t(K) * PQ), pos_buf.resize(std::size_t(K) * PQ), cnt_buf.resize(K);
+  start_buf.resize(std::size_t(PQ) + 1), kk_buf.resize(std::size_t(K) * PQ);
+  std::int32_t *pix = pix_buf.data(), *pos = pos_buf.data(), *cnt = cnt_buf.data(), *start = start_buf.data(),
+               *kk = kk_buf.data();
   std::fill(acc, acc + std::size_t(K) * RS * C, 0.f);
   std::vector<double> bsum(K, 0.0);
   for (int n = 0; n < sh.n; ++n) {
@@ -2272,7 +2283,7 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
     for (int c0 = 0; c0 < C; c0 += 16)
       for (int i0 = 0; i0 < HW; i0 += 16) transpose16(xn + std::size_t(c0) * HW + i0, HW, 16, std::min(16, HW - i0),
                                                       xt + std::size_t(i0) * C + c0, C);
-    // the nonzeros, by channel (pixel of the output's top-left tap, gradient) and by position
+    // the nonzeros, by channel (pixel of the output's top-left tap, position, gradient), then by position
     std::fill(start, start + PQ + 1, 0);
     for (int k = 0; k < K; ++k) {
       int m = 0;
@@ -2280,7 +2291,8 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
       for (int i = 0; i < PQ; ++i) {
         const float v = dyn[std::size_t(k) * PQ + i];
         if (v == 0.f) continue;
-        pix[std::size_t(k) * PQ + m] = (i / Q) * W + i % Q, g[std::size_t(k) * PQ + m] = v, ++m;
+        pix[std::size_t(k) * PQ + m] = (i / Q) * W + i % Q, pos[std::size_t(k) * PQ + m] = i;
+        g[std::size_t(k) * PQ + m] = v, ++m;
         ++start[i + 1], sum += v;
       }
       cnt[k] = m, bsum[k] += sum;
@@ -2290,32 +2302,26 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
       thread_local std::vector<std::int32_t> at_buf;  // each position's next free entry
       at_buf.assign(start, start + PQ);
       for (int k = 0; k < K; ++k)
-        for (int i = 0; i < PQ; ++i) {
-          const float v = dyn[std::size_t(k) * PQ + i];
-          if (v == 0.f) continue;
-          const int e = at_buf[i]++;
-          kk[e] = k, gg[e] = v;
+        for (int j = 0; j < cnt[k]; ++j) {
+          const int e = at_buf[pos[std::size_t(k) * PQ + j]]++;
+          kk[e] = k, gg[e] = g[std::size_t(k) * PQ + j];
         }
     }
     for (int k = 0; k < K; ++k) {
       const std::int32_t* pk = pix + std::size_t(k) * PQ;
       const float* gk = g + std::size_t(k) * PQ;
       float* ak = acc + std::size_t(k) * RS * C;
-      int c0 = 0;
-      for (; c0 + 128 <= C; c0 += 128) sparse_dy_filter_chunk<8>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
-      for (; c0 + 64 <= C; c0 += 64) sparse_dy_filter_chunk<4>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
-      for (; c0 + 32 <= C; c0 += 32) sparse_dy_filter_chunk<2>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
-      for (; c0 < C; c0 += 16) sparse_dy_filter_chunk<1>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+      for_channel_chunks(C, [&](auto cv, int c0) {
+        sparse_dy_filter_chunk<decltype(cv)::value>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+      });
     }
     if (!dx) continue;
     for (int h = 0; h < H; ++h)
       for (int w = 0; w < W; ++w) {
         float* out = dxt + (std::size_t(h) * W + w) * C;
-        int c0 = 0;
-        for (; c0 + 128 <= C; c0 += 128) sparse_dy_data_pixel<8>(sh, h, w, start, kk, gg, wt, c0, out + c0);
-        for (; c0 + 64 <= C; c0 += 64) sparse_dy_data_pixel<4>(sh, h, w, start, kk, gg, wt, c0, out + c0);
-        for (; c0 + 32 <= C; c0 += 32) sparse_dy_data_pixel<2>(sh, h, w, start, kk, gg, wt, c0, out + c0);
-        for (; c0 < C; c0 += 16) sparse_dy_data_pixel<1>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+        for_channel_chunks(C, [&](auto cv, int c0) {
+          sparse_dy_data_pixel<decltype(cv)::value>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+        });
       }
     float* dxn = dx + std::size_t(n) * C * HW;
     for (int i0 = 0; i0 < HW; i0 += 16)
