@@ -289,8 +289,12 @@ float AmpTrainer::step(const Batch& b) {
       const std::size_t c = i - 2;
       auto* conv = static_cast<Conv2d*>(layers[c]);
       float* cdx = c == 0 ? nullptr : grads_[c].data();
-      if (conv->backward_takes_nchw16c(sh[c], cdx != nullptr)) {
-        static_cast<MaxPool2d*>(layers[i])->backward_relu_nchw16c_bf16(sh[i - 1], acts_[i].data(), dy, blocked_.data());
+      auto* pool = static_cast<MaxPool2d*>(layers[i]);
+      // a first layer: dW, db over the pool's winners in bf16 (no dense dy at all), where that kernel runs
+      if (c == 0 && conv->backward_relu_pool_bf16(sh[c], *pool, input_.data(), acts_[i].data(), dy)) {
+        i = c, ran = true;
+      } else if (conv->backward_takes_nchw16c(sh[c], cdx != nullptr)) {
+        pool->backward_relu_nchw16c_bf16(sh[i - 1], acts_[i].data(), dy, blocked_.data());
         const float* cx = c == 0 ? input_.data() : acts_[c - 1].data();
         if (!conv->backward_bf16_nchw16c(sh[c], cx, blocked_.data(), cdx))
           throw std::logic_error("AmpTrainer: conv backward refused the nChw16c dy it accepted");

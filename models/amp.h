@@ -121,7 +121,11 @@ struct Shape;
 // oneDNN's own layout reorders, and return outputs oneDNN rounded to bf16 (Conv2d's forward output
 // needs no rounding pass of ours then: Layer::bf16_output_rounded). A Conv2d followed by ReLU +
 // MaxPool2d(2) hands off in oneDNN's bf16 nChw16c layout both ways (the pool reads the conv's output
-// and writes the conv's dy in it), so neither tensor is reordered to or from fp32 NCHW. Elsewhere the arithmetic between roundings is fp32 (our
+// and writes the conv's dy in it), so neither tensor is reordered to or from fp32 NCHW. Behind such a
+// pool the backward runs over the nonzeros of dy in bf16 (vdpbf16ps, two terms an instruction;
+// kernels/cpu/conv2d.h): a first layer's filter gradient over the pool's winners
+// (Conv2d::backward_relu_pool_bf16), a later conv's two gradients over dy's nonzeros (Conv2d::backward),
+// as the fp32 step skips the zeros too. Elsewhere the arithmetic between roundings is fp32 (our
 // fp32 kernels on values exactly representable in the half type): the numbers of a half-type GEMM
 // with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32 either way.
 // fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).

@@ -181,7 +181,9 @@ bool Conv2d::forward_bf16_nchw16c(const Shape& in, const float* x, std::uint16_t
 }
 
 bool Conv2d::backward_takes_nchw16c(const Shape& in, bool dx) const {
-  return t_bf16 && cpu::onednn::conv2d_backward_reads_nchw16c_dy(conv_shape(in), true, dx);
+  // not where backward() runs over a sparse dy (behind a pool): that reads dy dense, in NCHW
+  return t_bf16 && !cpu::conv2d_backward_sparse_dy_shape(conv_shape(in), true) &&
+         cpu::onednn::conv2d_backward_reads_nchw16c_dy(conv_shape(in), true, dx);
 }
 
 bool Conv2d::backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx) {
@@ -198,6 +200,11 @@ void Conv2d::backward(const Shape& in, const float* x, const float*, const float
   const Conv2dShape s = conv_shape(in);
   float* dw = dw_scratch();
   if (t_bf16) {
+    // behind ReLU + MaxPool2d, over dy's nonzeros in bf16 where that kernel runs; else oneDNN's dense bf16
+    if (cpu::conv2d_backward_sparse_dy_bf16(s, x, weight.value.data(), dy, dw, dw + weight.size(), dx)) {
+      add_dw_scratch();
+      return;
+    }
     cpu::onednn::conv2d_backward_filter(s, kAsBf16, x, dy, dw, dw + weight.size());
     add_dw_scratch();
     if (dx) cpu::onednn::conv2d_backward_data(s, kAsBf16, dy, weight.value.data(), dx);
@@ -227,6 +234,17 @@ void Conv2d::backward_relu_pool(const Shape& in, const MaxPool2d& pool, const fl
   float* dw = dw_scratch();
   cpu::conv2d_backward_filter_relu_pool(conv_shape(in), x, pool.k, dy, y, pool.argmax(), dw, dw + weight.size());
   add_dw_scratch();
+}
+
+bool Conv2d::backward_relu_pool_bf16(const Shape& in, const MaxPool2d& pool, const float* x, const float* y,
+                                     const float* dy) {
+  if (!t_bf16) return false;
+  float* dw = dw_scratch();
+  if (!cpu::conv2d_backward_filter_relu_pool_bf16(conv_shape(in), x, pool.k, dy, y, pool.argmax(), dw,
+                                                  dw + weight.size()))
+    return false;
+  add_dw_scratch();
+  return true;
 }
 
 float* Conv2d::dw_scratch() {

@@ -94,7 +94,8 @@ class Conv2d final : public Layer {
   // for a consumer that reads that layout; false (nothing written) where oneDNN writes another.
   bool forward_bf16_nchw16c(const Shape& in, const float* x, std::uint16_t* y16);
   // Its backward with dy in that layout (backward()'s contract otherwise); false, computing
-  // nothing, where oneDNN reads dy in another layout (backward_takes_nchw16c says so up front).
+  // nothing, where oneDNN reads dy in another layout or backward() runs over a sparse dy (backward_takes_nchw16c
+  // says so up front).
   bool backward_takes_nchw16c(const Shape& in, bool dx) const;
   bool backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx);
   // This convolution, a ReLU and `pool` as one pass per image (cpu::conv2d_forward_relu_pool): y is
@@ -104,6 +105,10 @@ class Conv2d final : public Layer {
   bool relu_pool_fusable(const Shape& in, const MaxPool2d& pool) const;
   bool forward_relu_pool(const Shape& in, MaxPool2d& pool, const float* x, float* y);
   void backward_relu_pool(const Shape& in, const MaxPool2d& pool, const float* x, const float* y, const float* dy);
+  // Its bf16-compute twin for a first layer whose forward ran in bf16 (the pool's y and argmax from
+  // MaxPool2d::forward_relu_nchw16c_bf16): dw, db over the pool's winners in bf16
+  // (cpu::conv2d_backward_filter_relu_pool_bf16); false, nothing written, where that kernel does not run.
+  bool backward_relu_pool_bf16(const Shape& in, const MaxPool2d& pool, const float* x, const float* y, const float* dy);
   Conv2dShape conv_shape(const Shape& in) const;
   int in_c, out_c, k, stride, pad;
   Param weight, bias;  // [out, in, k, k], [out]

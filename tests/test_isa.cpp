@@ -227,6 +227,92 @@ TEST_P(EveryIsa, SparseDyBackwardMatchesReference) {
                                               z.data(), nullptr, z.data()));  // C off 16
 }
 
+// The two sparse backwards again under bf16 autocast (vdpbf16ps, two terms an instruction): fed
+// unrounded inputs, they must give the fp64 gradients of the bf16-rounded x, w and dy (the products
+// exact, fp32 sums: within fp32's tolerance), while the gradients of the unrounded inputs are
+// measurably off (so the rounding is seen); db sums dy as given. Odd counts of pool windows and of
+// nonzeros leave a term without a partner. Below avx512_bf16 they decline, writing nothing.
+std::vector<float> rounded_bf16(const std::vector<float>& v) {
+  std::vector<float> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = cpu::bf16_to_fp32_ref(cpu::fp32_to_bf16_ref(v[i]));
+  return r;
+}
+
+TEST_P(EveryIsa, Bf16SparseBackwardsMatchRoundedReference) {
+  const bool runs = cpu::isa_allows(Isa::avx512_bf16);
+  const double tol = default_tolerance(DType::fp32);
+  for (const auto& [sh, k] : std::vector<std::pair<Conv2dShape, int>>{{Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 3, 19, 19, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(3, 1, 14, 13, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 1, 11, 12, 48, 3, 3), 2},
+                                                                      {Conv2dShape::make(2, 3, 13, 17, 64, 3, 3), 3}}) {
+    SCOPED_TRACE("winners " + sh.str() + " pool " + std::to_string(k));
+    ASSERT_TRUE(cpu::conv2d_relu_pool_fusable(sh, k) || !runs);
+    const std::size_t pooled = std::size_t(sh.n) * sh.k * (sh.p() / k) * (sh.q() / k);
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), g(pooled), y(pooled), dense(sh.y_size());
+    std::vector<std::int32_t> arg(pooled);
+    fill_uniform(x.data(), x.size(), 21), fill_uniform(w.data(), w.size(), 22);
+    fill_uniform(b.data(), b.size(), 23), fill_uniform(g.data(), g.size(), 24);
+    const std::vector<float> xr = rounded_bf16(x), gr = rounded_bf16(g);
+    std::vector<float> ws;
+    cpu::conv2d_forward_im2col(sh, xr.data(), w.data(), b.data(), dense.data(), ws);
+    cpu::maxpool2d_relu_forward(dense.data(), y.data(), arg.data(), sh.n, sh.k, sh.p(), sh.q(), k);
+    for (int threads : {cpu::kernel_threads(), 1}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      cpu::KernelThreadsLimit lim(threads);
+      std::vector<float> dw(sh.w_size(), 7.f), db(sh.k, 7.f);
+      ASSERT_EQ(runs, cpu::conv2d_backward_filter_relu_pool_bf16(sh, x.data(), k, g.data(), y.data(), arg.data(),
+                                                                 dw.data(), db.data()));
+      if (!runs) {
+        EXPECT_EQ(dw, std::vector<float>(sh.w_size(), 7.f));
+        EXPECT_EQ(db, std::vector<float>(sh.k, 7.f));
+        continue;
+      }
+      std::vector<double> rdw(sh.w_size()), rdb(sh.k), udw(sh.w_size()), udb(sh.k);
+      std::vector<float> dyd(sh.y_size()), dyu(sh.y_size());
+      cpu::maxpool2d_relu_backward(gr.data(), y.data(), arg.data(), dyd.data(), sh.n, sh.k, sh.p(), sh.q(), k);
+      cpu::maxpool2d_relu_backward(g.data(), y.data(), arg.data(), dyu.data(), sh.n, sh.k, sh.p(), sh.q(), k);
+      cpu::conv2d_backward_filter_direct(sh, xr.data(), dyd.data(), rdw.data(), rdb.data());
+      cpu::conv2d_backward_filter_direct(sh, x.data(), dyu.data(), udw.data(), udb.data());
+      EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), tol);
+      EXPECT_GT(max_rel_err(dw.data(), udw.data(), dw.size()), 10 * tol);  // the inputs were rounded
+      EXPECT_LT(max_rel_err(db.data(), udb.data(), db.size()), tol);       // db: dy as given
+    }
+  }
+  for (const Conv2dShape& sh : {Conv2dShape::make(3, 128, 14, 14, 16, 5, 5), Conv2dShape::make(2, 240, 9, 8, 20, 3, 3),
+                                Conv2dShape::make(5, 16, 11, 13, 8, 5, 5)}) {
+    SCOPED_TRACE("sparse dy " + sh.str());
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), dy(sh.y_size());
+    fill_uniform(x.data(), x.size(), 31), fill_uniform(w.data(), w.size(), 32), fill_uniform(dy.data(), dy.size(), 33);
+    for (std::size_t i = 0; i < dy.size(); ++i) {  // a pool's winners' pattern
+      const std::size_t q = i % sh.q(), p = (i / sh.q()) % sh.p(), kk = i / (std::size_t(sh.p()) * sh.q());
+      if (!(p % 2 == (kk + q / 2) % 2 && q % 2 == (kk / 2 + p / 2) % 2)) dy[i] = 0.f;
+    }
+    const std::vector<float> xr = rounded_bf16(x), wr = rounded_bf16(w), dyr = rounded_bf16(dy);
+    std::vector<double> rdw(sh.w_size()), rdb(sh.k), rdx(sh.x_size()), udw(sh.w_size()), udb(sh.k);
+    cpu::conv2d_backward_filter_direct(sh, xr.data(), dyr.data(), rdw.data(), rdb.data());
+    cpu::conv2d_backward_data_direct(sh, dyr.data(), wr.data(), rdx.data());
+    cpu::conv2d_backward_filter_direct(sh, x.data(), dy.data(), udw.data(), udb.data());
+    for (int threads : {cpu::kernel_threads(), 1}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      cpu::KernelThreadsLimit lim(threads);
+      std::vector<float> dw(sh.w_size(), 7.f), db(sh.k, 7.f), dx(sh.x_size(), 7.f);
+      ASSERT_EQ(runs, cpu::conv2d_backward_sparse_dy_bf16(sh, x.data(), w.data(), dy.data(), dw.data(), db.data(),
+                                                          dx.data()));
+      EXPECT_EQ(runs, cpu::conv2d_backward_sparse_dy_shape(sh, true));
+      if (!runs) {
+        EXPECT_EQ(dw, std::vector<float>(sh.w_size(), 7.f));
+        EXPECT_EQ(dx, std::vector<float>(sh.x_size(), 7.f));
+        continue;
+      }
+      EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), tol);
+      EXPECT_LT(max_rel_err(dx.data(), rdx.data(), dx.size()), tol);
+      EXPECT_GT(max_rel_err(dw.data(), udw.data(), dw.size()), 10 * tol);
+      EXPECT_LT(max_rel_err(db.data(), udb.data(), db.size()), tol);
+    }
+  }
+}
+
 TEST_P(EveryIsa, CastsMatchReferencesBitForBit) {
   const bool simd = cpu::isa_allows(Isa::avx2);
   EXPECT_EQ(cpu::bf16_cast_path() == "scalar", !simd) << cpu::bf16_cast_path();

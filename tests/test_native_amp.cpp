@@ -88,6 +88,46 @@ TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
   EXPECT_EQ(checked, 5);  // conv1, conv2, fc1..fc3
 }
 
+// Behind ReLU + MaxPool2d a conv's gradients run over dy's nonzeros, in bf16 too (vdpbf16ps,
+// kernels/cpu/conv2d.h): net128's conv2 with a pool's one-in-four dy, and conv1's filter gradient over
+// its pool's winners (Conv2d::backward_relu_pool_bf16), against the fp32 paths on bf16 operands:
+// the same exact products, summed in fp32 in another order.
+TEST(NativeBf16, SparseConvBackwardsMatchFp32OnBf16Operands) {
+  SKIP_UNLESS_NATIVE();
+  auto m = make_model("net128");
+  m->init(5);
+  for (Param* p : m->params()) round_bf16(p->value);
+  const auto layers = m->layers();
+  auto* conv1 = dynamic_cast<Conv2d*>(layers[0]);
+  auto* pool1 = dynamic_cast<MaxPool2d*>(layers[2]);
+  auto* conv2 = dynamic_cast<Conv2d*>(layers[3]);
+  ASSERT_TRUE(conv1 && pool1 && conv2);
+  const Shape in2{6, 128, 14, 14};
+  std::vector<float> x2(in2.size()), dy2(conv2->out_shape(in2).size());
+  fill_uniform(x2.data(), x2.size(), 11), fill_uniform(dy2.data(), dy2.size(), 12);
+  round_bf16(x2), round_bf16(dy2);
+  for (std::size_t i = 0; i < dy2.size(); ++i)  // one of each 2x2 window (10 x 10 outputs), by channel
+    if ((i % 10) % 2 != (i / 100) % 2 || ((i / 10) % 10) % 2 != (i / 200) % 2) dy2[i] = 0.f;
+  const Out f = run_layer(*conv2, in2, x2, dy2, false), h = run_layer(*conv2, in2, x2, dy2, true);
+  EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), 1e-4) << "conv2 dx";
+  EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << "conv2 dW, db";
+
+  const Shape in1 = m->input_shape(6), pooled = pool1->out_shape(conv1->out_shape(in1));
+  std::vector<float> x1(in1.size()), y1(pooled.size()), g1(pooled.size());
+  fill_uniform(x1.data(), x1.size(), 13), fill_uniform(g1.data(), g1.size(), 14);
+  round_bf16(x1), round_bf16(g1);
+  ASSERT_TRUE(conv1->forward_relu_pool(in1, *pool1, x1.data(), y1.data()));  // fp32: y and the pool's argmax
+  std::vector<float> gf, gh;
+  for (bool bf16 : {false, true}) {
+    Bf16Compute scope(bf16);
+    for (Param* p : conv1->params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
+    if (bf16) ASSERT_TRUE(conv1->backward_relu_pool_bf16(in1, *pool1, x1.data(), y1.data(), g1.data()));
+    else conv1->backward_relu_pool(in1, *pool1, x1.data(), y1.data(), g1.data());
+    for (Param* p : conv1->params()) (bf16 ? gh : gf).insert((bf16 ? gh : gf).end(), p->grad.begin(), p->grad.end());
+  }
+  EXPECT_LT(max_rel_err(gh.data(), gf.data(), gf.size()), 1e-4) << "conv1 dW, db over the winners";
+}
+
 TEST(NativeBf16, ConvTransposeMatchesFp32OnBf16Operands) {
   SKIP_UNLESS_NATIVE();
   auto m = make_model("autoencoder");

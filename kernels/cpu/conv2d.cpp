@@ -39,6 +39,7 @@
 #include <stdexcept>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/transpose_avx512.h"
@@ -2025,10 +2026,81 @@ DLB_AVX512_INLINE void pool_grad_rows512(const float* e, std::size_t cstride, st
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 intrinsics (_mm512_undefined_* inside)
+#endif
+// The same sum in bf16 (autocast's conv: bf16 products, fp32 sums), two winners a vdpbf16ps: the
+// vector of winner pair (2i, 2i + 1) is elo[off[2i]] | ehi[off[2i + 1]] (E rounded to bf16, in the
+// low and in the high half of each 32-bit lane), multiplied lane pair by lane pair with the pair of
+// their gradients (rounded to bf16, nearest even). Same loads as the fp32 loop, half the FMAs, one OR
+// per pair: the inner loop measured 1.45x the fp32 one on a Zen 4 (aligned L2 loads, 6 vectors a
+// winner). An odd last winner pairs with a zero gradient and a zero high half.
+#define DLB_BF16_T __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma")))
+#define DLB_BF16_INLINE __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma"), always_inline)) inline
+template <int NT, int NV, int G>
+DLB_BF16_INLINE void pool_pair_bf16(const float* p, const float* q, std::size_t cstride, std::size_t rstride,
+                                    std::uint32_t gpair, __m512* d) {
+  const __m512bh g = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gpair)));
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const std::size_t o = std::size_t(t / NV) * cstride + std::size_t(t % NV) * G * rstride;
+    __m512i v = _mm512_load_si512(p + o);
+    if (q) v = _mm512_or_si512(v, _mm512_load_si512(q + o));
+    d[t] = _mm512_dpbf16_ps(d[t], reinterpret_cast<__m512bh>(v), g);
+  }
+}
+// g16: room for nwin + 32 bf16 (64-byte aligned).
+template <int NT, int NV, int G>
+DLB_BF16_T __attribute__((noinline)) void pool_grad_rows_bf16(const float* ehi, const float* elo, std::size_t cstride,
+                                                              std::size_t rstride, const std::int32_t* off,
+                                                              const float* gm, int nwin, std::uint16_t* g16,
+                                                              float* acc) {
+  for (int j = 0; j < nwin; j += 16) {
+    const __mmask16 m = nwin - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (nwin - j)) - 1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(g16 + j),
+                       reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, gm + j))));
+  }
+  g16[nwin] = 0;  // an odd last winner's partner
+  std::uint32_t gp[2];
+  __m512 a[NT], b[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) a[t] = _mm512_load_ps(acc + 16 * t), b[t] = _mm512_setzero_ps();
+  int jj = 0;
+  for (; jj + 4 <= nwin; jj += 4) {
+    std::memcpy(gp, g16 + jj, sizeof gp);
+    pool_pair_bf16<NT, NV, G>(elo + std::size_t(off[jj]) * 16, ehi + std::size_t(off[jj + 1]) * 16, cstride, rstride,
+                              gp[0], a);
+    pool_pair_bf16<NT, NV, G>(elo + std::size_t(off[jj + 2]) * 16, ehi + std::size_t(off[jj + 3]) * 16, cstride,
+                              rstride, gp[1], b);
+  }
+  for (; jj < nwin; jj += 2) {
+    std::memcpy(gp, g16 + jj, sizeof(std::uint32_t));
+    pool_pair_bf16<NT, NV, G>(elo + std::size_t(off[jj]) * 16,
+                              jj + 1 < nwin ? ehi + std::size_t(off[jj + 1]) * 16 : nullptr, cstride, rstride, gp[0], a);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) _mm512_store_ps(acc + 16 * t, _mm512_add_ps(a[t], b[t]));
+}
+
+// E (n floats, built for the fp32 loop) rounded to bf16 in place as fp32 (the high halves: ehi) and
+// the same bf16 in the low halves of a copy (elo).
+DLB_BF16_T __attribute__((noinline)) void pool_grad_lanes_bf16(float* e, float* elo, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 16) {
+    const __m512i lo = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(e + i))));
+    _mm512_store_si512(elo + i, lo);
+    _mm512_store_si512(e + i, _mm512_slli_epi32(lo, 16));
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_reduce_add_ps (an undefined vector inside)
 #endif
 // pool_grad_filter_sparse's contract (S = the template's) in AVX-512.
-template <int C, int R, int S>
+template <int C, int R, int S, bool BF = false>
 DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float* x, int pk, const float* dy,
                                              const float* y, const std::int32_t* arg, long i0, float* dw, float* db) {
   using L = PoolGradLanes512<C, R, S>;
@@ -2042,6 +2114,11 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
   float* e = ensure_aligned(e_buf, std::size_t(C) * HN * Q * 16);
   float* xp = ensure_aligned(x_buf, xi + std::size_t(G) * W + 16);  // rows past the image read zeros
   float* gm = ensure_aligned(gm_buf, std::size_t(nw) + 16);
+  thread_local std::vector<float> elo_buf;
+  thread_local std::vector<std::uint16_t> g16_buf;
+  float* elo = BF ? ensure_aligned(elo_buf, std::size_t(C) * HN * Q * 16) : nullptr;
+  if (BF && g16_buf.size() < std::size_t(nw) + 64) g16_buf.resize(std::size_t(nw) + 64);
+  std::uint16_t* g16 = BF ? reinterpret_cast<std::uint16_t*>((reinterpret_cast<std::uintptr_t>(g16_buf.data()) + 63) & ~std::uintptr_t(63)) : nullptr;
   if (off_buf.size() < std::size_t(nw) + 16) off_buf.resize(std::size_t(nw) + 16);
   std::int32_t* off = off_buf.data();
   std::fill(acc, acc + std::size_t(K) * NT * 16, 0.f);
@@ -2052,6 +2129,7 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
     const std::size_t img = std::size_t(i0 + n);
     std::memcpy(xp, x + n * xi, sizeof(float) * xi);
     pool_grad_lanes512<C, R, S>(xp, H, W, Q, HN, e);
+    if (BF) pool_grad_lanes_bf16(e, elo, std::size_t(C) * HN * Q * 16);
     for (int k = 0; k < K; ++k) {
       const std::size_t o = img * yi + std::size_t(k) * nw;
       const __m512i base = _mm512_set1_epi32(std::int32_t((img * K + k) * PQ));
@@ -2064,7 +2142,8 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
         _mm512_mask_storeu_ps(gm + j, m, gz);
         bsum = _mm512_add_ps(bsum, gz);
       }
-      pool_grad_rows512<NT, NV, G>(e, cstride, rstride, off, gm, nw, acc + std::size_t(k) * NT * 16);
+      if (BF) pool_grad_rows_bf16<NT, NV, G>(e, elo, cstride, rstride, off, gm, nw, g16, acc + std::size_t(k) * NT * 16);
+      else pool_grad_rows512<NT, NV, G>(e, cstride, rstride, off, gm, nw, acc + std::size_t(k) * NT * 16);
       if (db) db[k] += _mm512_reduce_add_ps(bsum);
     }
   }
@@ -2094,6 +2173,13 @@ SparseFilterFn pool_grad_filter_sparse_for(const Conv2dShape& sh) {
   if (sh.c == 1 && sh.r == 5) return pool_grad_filter_sparse<1, 5>;
   if (sh.c == 1 && sh.r == 3) return pool_grad_filter_sparse<1, 3>;
   return nullptr;
+}
+// Its bf16 instance (pool_grad_rows_bf16), for the same shapes where DLB_CPU_ISA allows avx512_bf16.
+SparseFilterFn pool_grad_filter_sparse_bf16_for(const Conv2dShape& sh) {
+  if (!(sh.r == sh.s && (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3) && isa_allows(Isa::avx512_bf16)))
+    return nullptr;
+  if (sh.c == 3) return sh.r == 5 ? pool_grad_filter_sparse512<3, 5, 5, true> : pool_grad_filter_sparse512<3, 3, 3, true>;
+  return sh.r == 5 ? pool_grad_filter_sparse512<1, 5, 5, true> : pool_grad_filter_sparse512<1, 3, 3, true>;
 }
 }  // namespace
 #endif
@@ -2155,6 +2241,19 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int
                           backward_filter_col(s, x + i0 * xi, dy_of, pdw, pdb, ws);
                         });
 }
+
+bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float* x, int k, const float* dy,
+                                           const float* y, const std::int32_t* arg, float* dw, float* db) {
+  check_shape(sh);
+  const SparseFilterFn sparse = conv2d_relu_pool_fusable(sh, k) ? pool_grad_filter_sparse_bf16_for(sh) : nullptr;
+  if (!sparse) return false;
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w;
+  backward_filter_tasks(sh, dw, db, thread_ws(),
+                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>&) {
+                          sparse(s, x + i0 * xi, k, dy, y, arg, i0, pdw, pdb);
+                        });
+  return true;
+}
 #else
 void conv2d_forward_relu_pool(const Conv2dShape& sh, const float*, const float*, const float*, int, float*,
                               std::int32_t*) {
@@ -2163,6 +2262,11 @@ void conv2d_forward_relu_pool(const Conv2dShape& sh, const float*, const float*,
 void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float*, int, const float*, const float*,
                                       const std::int32_t*, float*, float*) {
   throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
+}
+bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float*, int, const float*, const float*,
+                                           const std::int32_t*, float*, float*) {
+  check_shape(sh);
+  return false;
 }
 #endif
 
@@ -2258,10 +2362,112 @@ DLB_AVX512_INLINE void for_channel_chunks(int C, F&& f) {
   for (; c0 < C; c0 += 16) f(std::integral_constant<int, 1>{}, c0);
 }
 
+// The same two sums under bf16 autocast (bf16 products, fp32 sums), two nonzeros a vdpbf16ps as in
+// pool_grad_rows_bf16: x and the filters rounded to bf16 in two copies each (hi: as fp32; lo: the
+// bits in the low half of each 32-bit lane), a pair's vector lo[first] | hi[second], its gradients
+// rounded to bf16 and packed (first in the low half). dW pairs consecutive nonzeros of a channel; dX
+// pairs consecutive (tap, nonzero) terms of a pixel. An odd last term pairs with zeros.
+template <int CV, int RB>
+DLB_BF16_INLINE void sparse_dy_filter_taps_bf16(const float* xhi, const float* xlo, int C, int W, int S, int t0,
+                                                const std::int32_t* pix, const std::uint16_t* g16, int nnz,
+                                                float* acc) {
+  __m512 a[RB][CV];
+  std::size_t tap[RB];
+#pragma GCC unroll 24
+  for (int b = 0; b < RB; ++b) {
+    tap[b] = (std::size_t((t0 + b) / S) * W + (t0 + b) % S) * C;
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) a[b][v] = _mm512_loadu_ps(acc + std::size_t(b) * C + 16 * v);
+  }
+  int j = 0;
+  for (; j + 2 <= nnz; j += 2) {
+    const float* p = xlo + std::size_t(pix[j]) * C;
+    const float* q = xhi + std::size_t(pix[j + 1]) * C;
+    std::uint32_t gp;
+    std::memcpy(&gp, g16 + j, sizeof gp);
+    const __m512bh gb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
+#pragma GCC unroll 24
+    for (int b = 0; b < RB; ++b)
+#pragma GCC unroll 8
+      for (int v = 0; v < CV; ++v) {
+        const __m512i xv = _mm512_or_si512(_mm512_load_si512(p + tap[b] + 16 * v), _mm512_load_si512(q + tap[b] + 16 * v));
+        a[b][v] = _mm512_dpbf16_ps(a[b][v], reinterpret_cast<__m512bh>(xv), gb);
+      }
+  }
+  if (j < nnz) {
+    const float* p = xlo + std::size_t(pix[j]) * C;
+    const __m512bh gb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(g16[j])));
+#pragma GCC unroll 24
+    for (int b = 0; b < RB; ++b)
+#pragma GCC unroll 8
+      for (int v = 0; v < CV; ++v)
+        a[b][v] = _mm512_dpbf16_ps(a[b][v], reinterpret_cast<__m512bh>(_mm512_load_si512(p + tap[b] + 16 * v)), gb);
+  }
+#pragma GCC unroll 24
+  for (int b = 0; b < RB; ++b)
+#pragma GCC unroll 8
+    for (int v = 0; v < CV; ++v) _mm512_storeu_ps(acc + std::size_t(b) * C + 16 * v, a[b][v]);
+}
+
+template <int CV>
+DLB_BF16_T __attribute__((noinline)) void sparse_dy_filter_chunk_bf16(const float* xhi, const float* xlo, int C, int W,
+                                                                      int R, int S, const std::int32_t* pix,
+                                                                      const std::uint16_t* g16, int nnz, float* acc) {
+  constexpr int RB = 24 / CV;
+  int t = 0;
+  for (; t + RB <= R * S; t += RB)
+    sparse_dy_filter_taps_bf16<CV, RB>(xhi, xlo, C, W, S, t, pix, g16, nnz, acc + std::size_t(t) * C);
+  for (; t < R * S; ++t) sparse_dy_filter_taps_bf16<CV, 1>(xhi, xlo, C, W, S, t, pix, g16, nnz, acc + std::size_t(t) * C);
+}
+
+template <int CV>
+DLB_BF16_INLINE void sparse_dy_pair_bf16(const float* p, const float* q, std::uint32_t gp, __m512* a) {
+  const __m512bh gb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
+#pragma GCC unroll 8
+  for (int v = 0; v < CV; ++v) {
+    __m512i xv = _mm512_load_si512(p + 16 * v);
+    if (q) xv = _mm512_or_si512(xv, _mm512_load_si512(q + 16 * v));
+    a[v] = _mm512_dpbf16_ps(a[v], reinterpret_cast<__m512bh>(xv), gb);
+  }
+}
+
+template <int CV>
+DLB_BF16_T __attribute__((noinline)) void sparse_dy_data_pixel_bf16(const Conv2dShape& sh, int h, int w,
+                                                                    const std::int32_t* start, const std::int32_t* kk,
+                                                                    const std::uint16_t* gg16, const float* wthi,
+                                                                    const float* wtlo, int c0, float* out) {
+  const int C = sh.c, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q();
+  __m512 a[CV];
+#pragma GCC unroll 8
+  for (int v = 0; v < CV; ++v) a[v] = _mm512_setzero_ps();
+  const float* pend = nullptr;  // the first term of a pair, waiting for its second
+  std::uint32_t gpend = 0;
+  for (int r = std::max(0, h - P + 1); r <= std::min(R - 1, h); ++r)
+    for (int s = std::max(0, w - Q + 1); s <= std::min(S - 1, w); ++s) {
+      const int pos = (h - r) * Q + (w - s);
+      const std::size_t rs = (std::size_t(r) * S + s) * C + c0;
+      for (int e = start[pos]; e < start[pos + 1]; ++e) {
+        const std::size_t o = rs + std::size_t(kk[e]) * R * S * C;
+        if (!pend) {
+          pend = wtlo + o, gpend = gg16[e];
+        } else {
+          sparse_dy_pair_bf16<CV>(pend, wthi + o, gpend | std::uint32_t(gg16[e]) << 16, a);
+          pend = nullptr;
+        }
+      }
+    }
+  if (pend) sparse_dy_pair_bf16<CV>(pend, nullptr, gpend, a);
+#pragma GCC unroll 8
+  for (int v = 0; v < CV; ++v) _mm512_storeu_ps(out + 16 * v, a[v]);
+}
+
 // Images [0, sh.n) of x/dy (already offset): dw (KCRS) and db overwritten with their sums; dx
 // (NCHW, may be null) overwritten. wt: the filters as [K][R][S][C].
+// BF: bf16 autocast (the _bf16 kernels above); wt is then rounded to bf16 and wtlo its low-half copy.
+template <bool BF>
 DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const float* x, const float* dy,
-                                                   const float* wt, float* dw, float* db, float* dx) {
+                                                   const float* wt, const float* wtlo, float* dw, float* db,
+                                                   float* dx) {
   const int C = sh.c, K = sh.k, H = sh.h, W = sh.w, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q(), RS = R * S;
   const int HW = H * W, PQ = P * Q;
   thread_local std::vector<float> xt_buf, dxt_buf, acc_buf, g_buf, gg_buf;
@@ -2275,6 +2481,10 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
   start_buf.resize(std::size_t(PQ) + 1), kk_buf.resize(std::size_t(K) * PQ);
   std::int32_t *pix = pix_buf.data(), *pos = pos_buf.data(), *cnt = cnt_buf.data(), *start = start_buf.data(),
                *kk = kk_buf.data();
+  thread_local std::vector<float> xlo_buf;
+  thread_local std::vector<std::uint16_t> g16_buf, gg16_buf;  // the gradients in bf16 (BF)
+  float* xlo = BF ? ensure_aligned(xlo_buf, std::size_t(HW) * C) : nullptr;
+  if (BF) g16_buf.resize(std::size_t(K) * (PQ + 1)), gg16_buf.resize(std::size_t(K) * PQ);
   std::fill(acc, acc + std::size_t(K) * RS * C, 0.f);
   std::vector<double> bsum(K, 0.0);
   for (int n = 0; n < sh.n; ++n) {
@@ -2283,6 +2493,7 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
     for (int c0 = 0; c0 < C; c0 += 16)
       for (int i0 = 0; i0 < HW; i0 += 16) transpose16(xn + std::size_t(c0) * HW + i0, HW, 16, std::min(16, HW - i0),
                                                       xt + std::size_t(i0) * C + c0, C);
+    if (BF) pool_grad_lanes_bf16(xt, xlo, std::size_t(HW) * C);
     // the nonzeros, by channel (pixel of the output's top-left tap, position, gradient), then by position
     std::fill(start, start + PQ + 1, 0);
     for (int k = 0; k < K; ++k) {
@@ -2292,9 +2503,11 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
         const float v = dyn[std::size_t(k) * PQ + i];
         if (v == 0.f) continue;
         pix[std::size_t(k) * PQ + m] = (i / Q) * W + i % Q, pos[std::size_t(k) * PQ + m] = i;
-        g[std::size_t(k) * PQ + m] = v, ++m;
-        ++start[i + 1], sum += v;
+        g[std::size_t(k) * PQ + m] = v;
+        if (BF) g16_buf[std::size_t(k) * (PQ + 1) + m] = fp32_to_bf16_ref(v);
+        ++m, ++start[i + 1], sum += v;
       }
+      if (BF) g16_buf[std::size_t(k) * (PQ + 1) + m] = 0;
       cnt[k] = m, bsum[k] += sum;
     }
     for (int i = 0; i < PQ; ++i) start[i + 1] += start[i];
@@ -2305,14 +2518,19 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
         for (int j = 0; j < cnt[k]; ++j) {
           const int e = at_buf[pos[std::size_t(k) * PQ + j]]++;
           kk[e] = k, gg[e] = g[std::size_t(k) * PQ + j];
+          if (BF) gg16_buf[e] = g16_buf[std::size_t(k) * (PQ + 1) + j];
         }
     }
     for (int k = 0; k < K; ++k) {
       const std::int32_t* pk = pix + std::size_t(k) * PQ;
       const float* gk = g + std::size_t(k) * PQ;
       float* ak = acc + std::size_t(k) * RS * C;
+      const std::uint16_t* g16k = BF ? g16_buf.data() + std::size_t(k) * (PQ + 1) : nullptr;
       for_channel_chunks(C, [&](auto cv, int c0) {
-        sparse_dy_filter_chunk<decltype(cv)::value>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
+        if (BF)
+          sparse_dy_filter_chunk_bf16<decltype(cv)::value>(xt + c0, xlo + c0, C, W, R, S, pk, g16k, cnt[k], ak + c0);
+        else
+          sparse_dy_filter_chunk<decltype(cv)::value>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
       });
     }
     if (!dx) continue;
@@ -2320,7 +2538,10 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
       for (int w = 0; w < W; ++w) {
         float* out = dxt + (std::size_t(h) * W + w) * C;
         for_channel_chunks(C, [&](auto cv, int c0) {
-          sparse_dy_data_pixel<decltype(cv)::value>(sh, h, w, start, kk, gg, wt, c0, out + c0);
+          if (BF)
+            sparse_dy_data_pixel_bf16<decltype(cv)::value>(sh, h, w, start, kk, gg16_buf.data(), wt, wtlo, c0, out + c0);
+          else
+            sparse_dy_data_pixel<decltype(cv)::value>(sh, h, w, start, kk, gg, wt, c0, out + c0);
         });
       }
     float* dxn = dx + std::size_t(n) * C * HW;
@@ -2334,12 +2555,12 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
   if (db)
     for (int k = 0; k < K; ++k) db[k] = float(bsum[k]);
 }
-}  // namespace
 
-bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
-                               float* db, float* dx) {
+template <bool BF>
+bool backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw, float* db,
+                        float* dx) {
   check_shape(sh);
-  if (!sparse_dy_shape(sh)) return false;
+  if (!conv2d_backward_sparse_dy_shape(sh, BF)) return false;
   const std::size_t ny = sh.y_size();
   std::size_t nz = 0;
   for (std::size_t i = 0; i < ny; ++i) nz += dy[i] != 0.f;
@@ -2350,16 +2571,39 @@ bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const floa
   for (int k = 0; k < sh.k; ++k)
     for (int c = 0; c < C; ++c)
       for (int t = 0; t < RS; ++t) wt[(std::size_t(k) * RS + t) * C + c] = w[(std::size_t(k) * C + c) * RS + t];
+  thread_local std::vector<float> wtlo_buf;
+  float* wtlo = BF ? ensure_aligned(wtlo_buf, std::size_t(sh.k) * RS * C) : nullptr;
+  if (BF) pool_grad_lanes_bf16(wt, wtlo, std::size_t(sh.k) * RS * C);
   const std::size_t xi = std::size_t(C) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   backward_filter_tasks(sh, dw, db, thread_ws(),
                         [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>&) {
-                          conv2d_backward_sparse_dy_serial(s, x + i0 * xi, dy + i0 * yi, wt, pdw, pdb,
-                                                           dx ? dx + i0 * xi : nullptr);
+                          conv2d_backward_sparse_dy_serial<BF>(s, x + i0 * xi, dy + i0 * yi, wt, wtlo, pdw, pdb,
+                                                               dx ? dx + i0 * xi : nullptr);
                         });
   return true;
 }
+}  // namespace
+
+bool conv2d_backward_sparse_dy_shape(const Conv2dShape& sh, bool bf16) {
+  return sh.valid() && sparse_dy_shape(sh) && (!bf16 || isa_allows(Isa::avx512_bf16));
+}
+bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
+                               float* db, float* dx) {
+  return backward_sparse_dy<false>(sh, x, w, dy, dw, db, dx);
+}
+bool conv2d_backward_sparse_dy_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
+                                    float* db, float* dx) {
+  return backward_sparse_dy<true>(sh, x, w, dy, dw, db, dx);
+}
 #else
-bool conv2d_backward_sparse_dy(const Conv2dShape&, const float*, const float*, const float*, float*, float*, float*) {
+bool conv2d_backward_sparse_dy_shape(const Conv2dShape&, bool) { return false; }
+bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float*, const float*, const float*, float*, float*, float*) {
+  check_shape(sh);
+  return false;
+}
+bool conv2d_backward_sparse_dy_bf16(const Conv2dShape& sh, const float*, const float*, const float*, float*, float*,
+                                    float*) {
+  check_shape(sh);
   return false;
 }
 #endif

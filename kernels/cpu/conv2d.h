@@ -76,6 +76,13 @@ void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float
                               float* y, std::int32_t* arg);
 void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
                                       const std::int32_t* arg, float* dw, float* db);
+// The same backward-filter under bf16 autocast, over the pool's winners with bf16 products and fp32
+// sums (vdpbf16ps, two winners an instruction): x and dy are read as bf16 (rounded to nearest even;
+// autocast's are bf16 already), db sums dy as given. For the shapes whose fp32 backward runs over the
+// winners in AVX-512 (C x R of 3 or 1 x 3 or 5, square filters), where DLB_CPU_ISA allows
+// avx512_bf16; elsewhere returns false having written nothing.
+bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float* x, int k, const float* dy,
+                                           const float* y, const std::int32_t* arg, float* dw, float* db);
 
 // Both gradients of a convolution from a dy that is mostly zeros (behind ReLU + MaxPool2d, at most
 // one output in four is nonzero), over the nonzeros alone: dw, db (may be null) and dx (may be null)
@@ -84,6 +91,13 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int
 // having written nothing (the caller takes the dense route).
 bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
                                float* db, float* dx);
+// The same under bf16 autocast: bf16 products (x, w and dy rounded to bf16, nearest even; autocast's
+// are bf16 already), fp32 sums, two nonzeros a vdpbf16ps; db sums dy as given. Where DLB_CPU_ISA
+// allows avx512_bf16 as well; else false, nothing written.
+bool conv2d_backward_sparse_dy_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
+                                    float* db, float* dx);
+// Whether the shape and the ISA cap let these run (bf16: the second one), before dy's density is known.
+bool conv2d_backward_sparse_dy_shape(const Conv2dShape& sh, bool bf16);
 
 }  // namespace cpu
 }  // namespace dlb
