@@ -2029,31 +2029,62 @@ DLB_AVX512_INLINE void pool_grad_rows512(const float* e, std::size_t cstride, st
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 intrinsics (_mm512_undefined_* inside)
 #endif
 // The same sum in bf16 (autocast's conv: bf16 products, fp32 sums), two winners a vdpbf16ps: the
-// vector of winner pair (2i, 2i + 1) is elo[off[2i]] | ehi[off[2i + 1]] (E rounded to bf16, in the
-// low and in the high half of each 32-bit lane), multiplied lane pair by lane pair with the pair of
-// their gradients (rounded to bf16, nearest even). Same loads as the fp32 loop, half the FMAs, one OR
-// per pair: the inner loop measured 1.45x the fp32 one on a Zen 4 (aligned L2 loads, 6 vectors a
-// winner). An odd last winner pairs with a zero gradient and a zero high half.
+// vector of winner pair (2i, 2i + 1) holds their values lane pair by lane pair, multiplied with the
+// pair of their gradients (rounded to bf16, nearest even, the first in the low half). From a bf16
+// copy of E laid out so that two winners' entries unpack into those vectors (pool_grad_spread_bf16):
+// half the bytes loaded and half the FMAs of the fp32 loop. An odd last winner pairs with zeros.
+// conv1 at batch 64 on 2 threads (Zen 4): 3.3 -> 2.2-2.3 ms; with a cross-lane permute (vpermt2w)
+// per vector instead of the unpacks, 2.9 ms; with 32-bit lanes (bf16 in the low or high half, ORed),
+// as many bytes as fp32: 3.5 ms.
 #define DLB_BF16_T __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma")))
 #define DLB_BF16_INLINE __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma"), always_inline)) inline
+DLB_BF16_INLINE __m512bh broadcast_pair(std::uint32_t gp) {
+  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
+}
+// The winners' vectors for pool_grad_rows_bf16, two to an entry (S16): entry u of output position o
+// holds vector t = 2u in the low 64 bits of each 128-bit lane and t = 2u + 1 (or zeros) in the high
+// ones, 4 bf16 each (lane l: values 4l .. 4l + 3). vpunpcklwd / vpunpckhwd of two winners' entries
+// then give both vectors' pairs lane by lane, in order: no cross-lane permute. Built per image from E
+// (vector t = channel t / NV, row group t % NV, G rows down).
 template <int NT, int NV, int G>
-DLB_BF16_INLINE void pool_pair_bf16(const float* p, const float* q, std::size_t cstride, std::size_t rstride,
-                                    std::uint32_t gpair, __m512* d) {
-  const __m512bh g = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gpair)));
-#pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const std::size_t o = std::size_t(t / NV) * cstride + std::size_t(t % NV) * G * rstride;
-    __m512i v = _mm512_load_si512(p + o);
-    if (q) v = _mm512_or_si512(v, _mm512_load_si512(q + o));
-    d[t] = _mm512_dpbf16_ps(d[t], reinterpret_cast<__m512bh>(v), g);
+DLB_BF16_T __attribute__((noinline)) void pool_grad_spread_bf16(const float* e, std::size_t cstride,
+                                                                std::size_t rstride, std::size_t npos,
+                                                                std::uint16_t* s16) {
+  constexpr int NU = (NT + 1) / 2;
+  const __m512i ix = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  for (int u = 0; u < NU; ++u) {
+    const int t0 = 2 * u, t1 = 2 * u + 1;
+    const float* p0 = e + std::size_t(t0 / NV) * cstride + std::size_t(t0 % NV) * G * rstride;
+    const float* p1 = t1 < NT ? e + std::size_t(t1 / NV) * cstride + std::size_t(t1 % NV) * G * rstride : nullptr;
+    std::uint16_t* out = s16 + std::size_t(u) * npos * 32;
+    for (std::size_t o = 0; o < npos; ++o) {
+      const __m512i lo = _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(p0 + o * 16))));
+      const __m512i hi = p1 ? _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(p1 + o * 16))))
+                            : _mm512_setzero_si512();
+      _mm512_store_si512(out + o * 32, _mm512_permutex2var_epi64(lo, ix, hi));
+    }
   }
 }
+// acc[0 .. NT) += the pair (p, q) of winners' S16 entries (q null: zeros) times the gradient pair.
+template <int NT>
+DLB_BF16_INLINE void pool_pair_bf16(const std::uint16_t* p, const std::uint16_t* q, std::size_t ustride,
+                                    std::uint32_t gpair, __m512* d) {
+  const __m512bh g = broadcast_pair(gpair);
+#pragma GCC unroll 16
+  for (int u = 0; 2 * u < NT; ++u) {
+    const __m512i a = _mm512_load_si512(p + u * ustride);
+    const __m512i b = q ? _mm512_load_si512(q + u * ustride) : _mm512_setzero_si512();
+    d[2 * u] = _mm512_dpbf16_ps(d[2 * u], reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b)), g);
+    if (2 * u + 1 < NT)
+      d[2 * u + 1] = _mm512_dpbf16_ps(d[2 * u + 1], reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b)), g);
+  }
+}
+// s16: pool_grad_spread_bf16's entries (ustride bf16 between entry u and u + 1 of a position);
 // g16: room for nwin + 32 bf16 (64-byte aligned).
-template <int NT, int NV, int G>
-DLB_BF16_T __attribute__((noinline)) void pool_grad_rows_bf16(const float* ehi, const float* elo, std::size_t cstride,
-                                                              std::size_t rstride, const std::int32_t* off,
-                                                              const float* gm, int nwin, std::uint16_t* g16,
-                                                              float* acc) {
+template <int NT>
+DLB_BF16_T __attribute__((noinline)) void pool_grad_rows_bf16(const std::uint16_t* s16, std::size_t ustride,
+                                                              const std::int32_t* off, const float* gm, int nwin,
+                                                              std::uint16_t* g16, float* acc) {
   for (int j = 0; j < nwin; j += 16) {
     const __mmask16 m = nwin - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (nwin - j)) - 1);
     _mm256_store_si256(reinterpret_cast<__m256i*>(g16 + j),
@@ -2067,28 +2098,21 @@ DLB_BF16_T __attribute__((noinline)) void pool_grad_rows_bf16(const float* ehi, 
   int jj = 0;
   for (; jj + 4 <= nwin; jj += 4) {
     std::memcpy(gp, g16 + jj, sizeof gp);
-    pool_pair_bf16<NT, NV, G>(elo + std::size_t(off[jj]) * 16, ehi + std::size_t(off[jj + 1]) * 16, cstride, rstride,
-                              gp[0], a);
-    pool_pair_bf16<NT, NV, G>(elo + std::size_t(off[jj + 2]) * 16, ehi + std::size_t(off[jj + 3]) * 16, cstride,
-                              rstride, gp[1], b);
+    pool_pair_bf16<NT>(s16 + std::size_t(off[jj]) * 32, s16 + std::size_t(off[jj + 1]) * 32, ustride, gp[0], a);
+    pool_pair_bf16<NT>(s16 + std::size_t(off[jj + 2]) * 32, s16 + std::size_t(off[jj + 3]) * 32, ustride, gp[1], b);
   }
   for (; jj < nwin; jj += 2) {
     std::memcpy(gp, g16 + jj, sizeof(std::uint32_t));
-    pool_pair_bf16<NT, NV, G>(elo + std::size_t(off[jj]) * 16,
-                              jj + 1 < nwin ? ehi + std::size_t(off[jj + 1]) * 16 : nullptr, cstride, rstride, gp[0], a);
+    pool_pair_bf16<NT>(s16 + std::size_t(off[jj]) * 32, jj + 1 < nwin ? s16 + std::size_t(off[jj + 1]) * 32 : nullptr,
+                       ustride, gp[0], a);
   }
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) _mm512_store_ps(acc + 16 * t, _mm512_add_ps(a[t], b[t]));
 }
 
-// E (n floats, built for the fp32 loop) rounded to bf16 in place as fp32 (the high halves: ehi) and
-// the same bf16 in the low halves of a copy (elo).
-DLB_BF16_T __attribute__((noinline)) void pool_grad_lanes_bf16(float* e, float* elo, std::size_t n) {
-  for (std::size_t i = 0; i < n; i += 16) {
-    const __m512i lo = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(e + i))));
-    _mm512_store_si512(elo + i, lo);
-    _mm512_store_si512(e + i, _mm512_slli_epi32(lo, 16));
-  }
+// A 64-byte aligned run of n bf16 in ws.
+std::uint16_t* ensure_aligned_bf16(std::vector<float>& ws, std::size_t n) {
+  return reinterpret_cast<std::uint16_t*>(ensure_aligned(ws, (n + 1) / 2));
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -2114,9 +2138,10 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
   float* e = ensure_aligned(e_buf, std::size_t(C) * HN * Q * 16);
   float* xp = ensure_aligned(x_buf, xi + std::size_t(G) * W + 16);  // rows past the image read zeros
   float* gm = ensure_aligned(gm_buf, std::size_t(nw) + 16);
-  thread_local std::vector<float> elo_buf;
+  thread_local std::vector<float> e16_buf;
   thread_local std::vector<std::uint16_t> g16_buf;
-  float* elo = BF ? ensure_aligned(elo_buf, std::size_t(C) * HN * Q * 16) : nullptr;
+  const std::size_t npos = std::size_t(P) * Q, ustride = npos * 32;  // S16 entries (pool_grad_spread_bf16)
+  std::uint16_t* e16 = BF ? ensure_aligned_bf16(e16_buf, std::size_t((NT + 1) / 2) * ustride) : nullptr;
   if (BF && g16_buf.size() < std::size_t(nw) + 64) g16_buf.resize(std::size_t(nw) + 64);
   std::uint16_t* g16 = BF ? reinterpret_cast<std::uint16_t*>((reinterpret_cast<std::uintptr_t>(g16_buf.data()) + 63) & ~std::uintptr_t(63)) : nullptr;
   if (off_buf.size() < std::size_t(nw) + 16) off_buf.resize(std::size_t(nw) + 16);
@@ -2129,7 +2154,7 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
     const std::size_t img = std::size_t(i0 + n);
     std::memcpy(xp, x + n * xi, sizeof(float) * xi);
     pool_grad_lanes512<C, R, S>(xp, H, W, Q, HN, e);
-    if (BF) pool_grad_lanes_bf16(e, elo, std::size_t(C) * HN * Q * 16);
+    if (BF) pool_grad_spread_bf16<NT, NV, G>(e, cstride, rstride, npos, e16);
     for (int k = 0; k < K; ++k) {
       const std::size_t o = img * yi + std::size_t(k) * nw;
       const __m512i base = _mm512_set1_epi32(std::int32_t((img * K + k) * PQ));
@@ -2142,7 +2167,7 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
         _mm512_mask_storeu_ps(gm + j, m, gz);
         bsum = _mm512_add_ps(bsum, gz);
       }
-      if (BF) pool_grad_rows_bf16<NT, NV, G>(e, elo, cstride, rstride, off, gm, nw, g16, acc + std::size_t(k) * NT * 16);
+      if (BF) pool_grad_rows_bf16<NT>(e16, ustride, off, gm, nw, g16, acc + std::size_t(k) * NT * 16);
       else pool_grad_rows512<NT, NV, G>(e, cstride, rstride, off, gm, nw, acc + std::size_t(k) * NT * 16);
       if (db) db[k] += _mm512_reduce_add_ps(bsum);
     }
@@ -2362,46 +2387,65 @@ DLB_AVX512_INLINE void for_channel_chunks(int C, F&& f) {
   for (; c0 < C; c0 += 16) f(std::integral_constant<int, 1>{}, c0);
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 intrinsics (_mm512_undefined_* inside)
+#endif
 // The same two sums under bf16 autocast (bf16 products, fp32 sums), two nonzeros a vdpbf16ps as in
-// pool_grad_rows_bf16: x and the filters rounded to bf16 in two copies each (hi: as fp32; lo: the
-// bits in the low half of each 32-bit lane), a pair's vector lo[first] | hi[second], its gradients
-// rounded to bf16 and packed (first in the low half). dW pairs consecutive nonzeros of a channel; dX
-// pairs consecutive (tap, nonzero) terms of a pixel. An odd last term pairs with zeros.
+// pool_grad_rows_bf16: x and the filters rounded to bf16 with their channels spread over 64-byte
+// blocks (spread32_bf16: rows of Cs = C rounded up to 32), a pair's two terms' blocks unpacked into
+// the pair vectors of both 16-channel halves, its gradients rounded to bf16 and packed (the first in
+// the low half). dW pairs consecutive nonzeros of a channel; dX pairs consecutive (tap, nonzero)
+// terms of a pixel. An odd last term pairs with zeros.
+//
+// rows x C floats (C a multiple of 16) to rows x Cs bf16: block b of a row (channels 32b .. 32b + 31)
+// holds channels 32b + 4l .. + 3 in the low 64 bits of its 128-bit lane l, and 32b + 16 + 4l .. + 3
+// (or zeros past C) in the high ones.
+DLB_BF16_T __attribute__((noinline)) void spread32_bf16(const float* src, int C, std::size_t rows, std::uint16_t* dst) {
+  const int Cs = (C + 31) / 32 * 32;
+  const __m512i ix = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (int c = 0; c < C; c += 32) {
+      const float* p = src + r * C + c;
+      const __m512i lo = _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(p))));
+      const __m512i hi = c + 16 < C ? _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(p + 16))))
+                                    : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + r * Cs + c, _mm512_permutex2var_epi64(lo, ix, hi));
+    }
+}
+// d[0 .. CV) += the pair of spread rows p, q (q null: zeros) at channel blocks [0, (CV + 1) / 2), times gb.
+template <int CV>
+DLB_BF16_INLINE void spread_pair_bf16(const std::uint16_t* p, const std::uint16_t* q, __m512bh gb, __m512* d) {
+#pragma GCC unroll 8
+  for (int u = 0; 2 * u < CV; ++u) {
+    const __m512i a = _mm512_loadu_si512(p + 32 * u);
+    const __m512i b = q ? _mm512_loadu_si512(q + 32 * u) : _mm512_setzero_si512();
+    d[2 * u] = _mm512_dpbf16_ps(d[2 * u], reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b)), gb);
+    if (2 * u + 1 < CV)
+      d[2 * u + 1] = _mm512_dpbf16_ps(d[2 * u + 1], reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b)), gb);
+  }
+}
+
 template <int CV, int RB>
-DLB_BF16_INLINE void sparse_dy_filter_taps_bf16(const float* xhi, const float* xlo, int C, int W, int S, int t0,
+DLB_BF16_INLINE void sparse_dy_filter_taps_bf16(const std::uint16_t* x16, int C, int Cs, int W, int S, int t0,
                                                 const std::int32_t* pix, const std::uint16_t* g16, int nnz,
                                                 float* acc) {
   __m512 a[RB][CV];
   std::size_t tap[RB];
 #pragma GCC unroll 24
   for (int b = 0; b < RB; ++b) {
-    tap[b] = (std::size_t((t0 + b) / S) * W + (t0 + b) % S) * C;
+    tap[b] = (std::size_t((t0 + b) / S) * W + (t0 + b) % S) * Cs;
 #pragma GCC unroll 8
     for (int v = 0; v < CV; ++v) a[b][v] = _mm512_loadu_ps(acc + std::size_t(b) * C + 16 * v);
   }
-  int j = 0;
-  for (; j + 2 <= nnz; j += 2) {
-    const float* p = xlo + std::size_t(pix[j]) * C;
-    const float* q = xhi + std::size_t(pix[j + 1]) * C;
-    std::uint32_t gp;
-    std::memcpy(&gp, g16 + j, sizeof gp);
-    const __m512bh gb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
+  for (int j = 0; j < nnz; j += 2) {
+    const std::uint16_t* p = x16 + std::size_t(pix[j]) * Cs;
+    const std::uint16_t* q = j + 1 < nnz ? x16 + std::size_t(pix[j + 1]) * Cs : nullptr;
+    std::uint32_t gp = g16[j];
+    if (q) std::memcpy(&gp, g16 + j, sizeof gp);
+    const __m512bh gb = broadcast_pair(gp);
 #pragma GCC unroll 24
-    for (int b = 0; b < RB; ++b)
-#pragma GCC unroll 8
-      for (int v = 0; v < CV; ++v) {
-        const __m512i xv = _mm512_or_si512(_mm512_load_si512(p + tap[b] + 16 * v), _mm512_load_si512(q + tap[b] + 16 * v));
-        a[b][v] = _mm512_dpbf16_ps(a[b][v], reinterpret_cast<__m512bh>(xv), gb);
-      }
-  }
-  if (j < nnz) {
-    const float* p = xlo + std::size_t(pix[j]) * C;
-    const __m512bh gb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(g16[j])));
-#pragma GCC unroll 24
-    for (int b = 0; b < RB; ++b)
-#pragma GCC unroll 8
-      for (int v = 0; v < CV; ++v)
-        a[b][v] = _mm512_dpbf16_ps(a[b][v], reinterpret_cast<__m512bh>(_mm512_load_si512(p + tap[b] + 16 * v)), gb);
+    for (int b = 0; b < RB; ++b) spread_pair_bf16<CV>(p + tap[b], q ? q + tap[b] : nullptr, gb, a[b]);
   }
 #pragma GCC unroll 24
   for (int b = 0; b < RB; ++b)
@@ -2409,64 +2453,60 @@ DLB_BF16_INLINE void sparse_dy_filter_taps_bf16(const float* xhi, const float* x
     for (int v = 0; v < CV; ++v) _mm512_storeu_ps(acc + std::size_t(b) * C + 16 * v, a[b][v]);
 }
 
+// x16: the spread image at the chunk's first channel; acc at it too.
 template <int CV>
-DLB_BF16_T __attribute__((noinline)) void sparse_dy_filter_chunk_bf16(const float* xhi, const float* xlo, int C, int W,
+DLB_BF16_T __attribute__((noinline)) void sparse_dy_filter_chunk_bf16(const std::uint16_t* x16, int C, int Cs, int W,
                                                                       int R, int S, const std::int32_t* pix,
                                                                       const std::uint16_t* g16, int nnz, float* acc) {
   constexpr int RB = 24 / CV;
   int t = 0;
   for (; t + RB <= R * S; t += RB)
-    sparse_dy_filter_taps_bf16<CV, RB>(xhi, xlo, C, W, S, t, pix, g16, nnz, acc + std::size_t(t) * C);
-  for (; t < R * S; ++t) sparse_dy_filter_taps_bf16<CV, 1>(xhi, xlo, C, W, S, t, pix, g16, nnz, acc + std::size_t(t) * C);
+    sparse_dy_filter_taps_bf16<CV, RB>(x16, C, Cs, W, S, t, pix, g16, nnz, acc + std::size_t(t) * C);
+  for (; t < R * S; ++t)
+    sparse_dy_filter_taps_bf16<CV, 1>(x16, C, Cs, W, S, t, pix, g16, nnz, acc + std::size_t(t) * C);
 }
 
+// wt16: the spread filters ([K][R][S][Cs]) at the chunk's first channel.
 template <int CV>
-DLB_BF16_INLINE void sparse_dy_pair_bf16(const float* p, const float* q, std::uint32_t gp, __m512* a) {
-  const __m512bh gb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
-#pragma GCC unroll 8
-  for (int v = 0; v < CV; ++v) {
-    __m512i xv = _mm512_load_si512(p + 16 * v);
-    if (q) xv = _mm512_or_si512(xv, _mm512_load_si512(q + 16 * v));
-    a[v] = _mm512_dpbf16_ps(a[v], reinterpret_cast<__m512bh>(xv), gb);
-  }
-}
-
-template <int CV>
-DLB_BF16_T __attribute__((noinline)) void sparse_dy_data_pixel_bf16(const Conv2dShape& sh, int h, int w,
+DLB_BF16_T __attribute__((noinline)) void sparse_dy_data_pixel_bf16(const Conv2dShape& sh, int Cs, int h, int w,
                                                                     const std::int32_t* start, const std::int32_t* kk,
-                                                                    const std::uint16_t* gg16, const float* wthi,
-                                                                    const float* wtlo, int c0, float* out) {
-  const int C = sh.c, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q();
+                                                                    const std::uint16_t* gg16, const std::uint16_t* wt16,
+                                                                    float* out) {
+  const int R = sh.r, S = sh.s, P = sh.p(), Q = sh.q();
   __m512 a[CV];
 #pragma GCC unroll 8
   for (int v = 0; v < CV; ++v) a[v] = _mm512_setzero_ps();
-  const float* pend = nullptr;  // the first term of a pair, waiting for its second
+  const std::uint16_t* pend = nullptr;  // the first term of a pair, waiting for its second
   std::uint32_t gpend = 0;
   for (int r = std::max(0, h - P + 1); r <= std::min(R - 1, h); ++r)
     for (int s = std::max(0, w - Q + 1); s <= std::min(S - 1, w); ++s) {
       const int pos = (h - r) * Q + (w - s);
-      const std::size_t rs = (std::size_t(r) * S + s) * C + c0;
+      const std::uint16_t* wrs = wt16 + (std::size_t(r) * S + s) * Cs;
       for (int e = start[pos]; e < start[pos + 1]; ++e) {
-        const std::size_t o = rs + std::size_t(kk[e]) * R * S * C;
+        const std::uint16_t* wk = wrs + std::size_t(kk[e]) * R * S * Cs;
         if (!pend) {
-          pend = wtlo + o, gpend = gg16[e];
+          pend = wk, gpend = gg16[e];
         } else {
-          sparse_dy_pair_bf16<CV>(pend, wthi + o, gpend | std::uint32_t(gg16[e]) << 16, a);
+          spread_pair_bf16<CV>(pend, wk, broadcast_pair(gpend | std::uint32_t(gg16[e]) << 16), a);
           pend = nullptr;
         }
       }
     }
-  if (pend) sparse_dy_pair_bf16<CV>(pend, nullptr, gpend, a);
+  if (pend) spread_pair_bf16<CV>(pend, nullptr, broadcast_pair(gpend), a);
 #pragma GCC unroll 8
   for (int v = 0; v < CV; ++v) _mm512_storeu_ps(out + 16 * v, a[v]);
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // Images [0, sh.n) of x/dy (already offset): dw (KCRS) and db overwritten with their sums; dx
 // (NCHW, may be null) overwritten. wt: the filters as [K][R][S][C].
-// BF: bf16 autocast (the _bf16 kernels above); wt is then rounded to bf16 and wtlo its low-half copy.
+// BF: bf16 autocast (the _bf16 kernels above), wt16 the filters rounded to bf16 and spread ([K][R][S][Cs]).
 template <bool BF>
 DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const float* x, const float* dy,
-                                                   const float* wt, const float* wtlo, float* dw, float* db,
+                                                   const float* wt, const std::uint16_t* wt16, float* dw, float* db,
                                                    float* dx) {
   const int C = sh.c, K = sh.k, H = sh.h, W = sh.w, R = sh.r, S = sh.s, P = sh.p(), Q = sh.q(), RS = R * S;
   const int HW = H * W, PQ = P * Q;
@@ -2481,9 +2521,10 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
   start_buf.resize(std::size_t(PQ) + 1), kk_buf.resize(std::size_t(K) * PQ);
   std::int32_t *pix = pix_buf.data(), *pos = pos_buf.data(), *cnt = cnt_buf.data(), *start = start_buf.data(),
                *kk = kk_buf.data();
-  thread_local std::vector<float> xlo_buf;
+  thread_local std::vector<float> x16_buf;
   thread_local std::vector<std::uint16_t> g16_buf, gg16_buf;  // the gradients in bf16 (BF)
-  float* xlo = BF ? ensure_aligned(xlo_buf, std::size_t(HW) * C) : nullptr;
+  const int Cs = (C + 31) / 32 * 32;  // a spread row (spread32_bf16)
+  std::uint16_t* x16 = BF ? ensure_aligned_bf16(x16_buf, std::size_t(HW) * Cs) : nullptr;
   if (BF) g16_buf.resize(std::size_t(K) * (PQ + 1)), gg16_buf.resize(std::size_t(K) * PQ);
   std::fill(acc, acc + std::size_t(K) * RS * C, 0.f);
   std::vector<double> bsum(K, 0.0);
@@ -2493,7 +2534,7 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
     for (int c0 = 0; c0 < C; c0 += 16)
       for (int i0 = 0; i0 < HW; i0 += 16) transpose16(xn + std::size_t(c0) * HW + i0, HW, 16, std::min(16, HW - i0),
                                                       xt + std::size_t(i0) * C + c0, C);
-    if (BF) pool_grad_lanes_bf16(xt, xlo, std::size_t(HW) * C);
+    if (BF) spread32_bf16(xt, C, std::size_t(HW), x16);
     // the nonzeros, by channel (pixel of the output's top-left tap, position, gradient), then by position
     std::fill(start, start + PQ + 1, 0);
     for (int k = 0; k < K; ++k) {
@@ -2528,7 +2569,7 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
       const std::uint16_t* g16k = BF ? g16_buf.data() + std::size_t(k) * (PQ + 1) : nullptr;
       for_channel_chunks(C, [&](auto cv, int c0) {
         if (BF)
-          sparse_dy_filter_chunk_bf16<decltype(cv)::value>(xt + c0, xlo + c0, C, W, R, S, pk, g16k, cnt[k], ak + c0);
+          sparse_dy_filter_chunk_bf16<decltype(cv)::value>(x16 + c0, C, Cs, W, R, S, pk, g16k, cnt[k], ak + c0);
         else
           sparse_dy_filter_chunk<decltype(cv)::value>(xt + c0, C, W, R, S, pk, gk, cnt[k], ak + c0);
       });
@@ -2539,7 +2580,7 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
         float* out = dxt + (std::size_t(h) * W + w) * C;
         for_channel_chunks(C, [&](auto cv, int c0) {
           if (BF)
-            sparse_dy_data_pixel_bf16<decltype(cv)::value>(sh, h, w, start, kk, gg16_buf.data(), wt, wtlo, c0, out + c0);
+            sparse_dy_data_pixel_bf16<decltype(cv)::value>(sh, Cs, h, w, start, kk, gg16_buf.data(), wt16 + c0, out + c0);
           else
             sparse_dy_data_pixel<decltype(cv)::value>(sh, h, w, start, kk, gg, wt, c0, out + c0);
         });
@@ -2571,13 +2612,13 @@ bool backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, c
   for (int k = 0; k < sh.k; ++k)
     for (int c = 0; c < C; ++c)
       for (int t = 0; t < RS; ++t) wt[(std::size_t(k) * RS + t) * C + c] = w[(std::size_t(k) * C + c) * RS + t];
-  thread_local std::vector<float> wtlo_buf;
-  float* wtlo = BF ? ensure_aligned(wtlo_buf, std::size_t(sh.k) * RS * C) : nullptr;
-  if (BF) pool_grad_lanes_bf16(wt, wtlo, std::size_t(sh.k) * RS * C);
+  thread_local std::vector<float> wt16_buf;
+  std::uint16_t* wt16 = BF ? ensure_aligned_bf16(wt16_buf, std::size_t(sh.k) * RS * ((C + 31) / 32 * 32)) : nullptr;
+  if (BF) spread32_bf16(wt, C, std::size_t(sh.k) * RS, wt16);
   const std::size_t xi = std::size_t(C) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   backward_filter_tasks(sh, dw, db, thread_ws(),
                         [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>&) {
-                          conv2d_backward_sparse_dy_serial<BF>(s, x + i0 * xi, dy + i0 * yi, wt, wtlo, pdw, pdb,
+                          conv2d_backward_sparse_dy_serial<BF>(s, x + i0 * xi, dy + i0 * yi, wt, wt16, pdw, pdb,
                                                                dx ? dx + i0 * xi : nullptr);
                         });
   return true;
