@@ -225,6 +225,7 @@ float AmpTrainer::step(const Batch& b) {
     }
 
   blocked_fwd_.assign(L, 0);
+  pooled_fwd_.assign(L, 0);
   // Forward. t = dtype of the current activation.
   std::vector<DType> in_t(L + 1, DType::fp32);
   std::memcpy(input_.data(), b.x, input_.size() * sizeof(float));
@@ -241,6 +242,18 @@ float AmpTrainer::step(const Batch& b) {
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
     if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
     in_t[i] = lower ? dtype_ : t;
+    // bf16 compute, a first Conv2d -> ReLU -> MaxPool2d: one pass per image (our bf16 kernel, pooled in
+    // cache; its backward over the pool's winners below).
+    if (lower && bf16_compute_active() && i == 0 && i + 2 < L && fused_[i + 1])
+      if (auto* conv = dynamic_cast<Conv2d*>(layers[i]))
+        if (conv->forward_relu_pool_bf16(sh[i], *static_cast<MaxPool2d*>(layers[i + 2]), cur, acts_[i + 2].data())) {
+          pooled_fwd_[i] = 1;
+          t = dtype_;
+          in_t[i + 1] = in_t[i + 2] = t;
+          cur = acts_[i + 2].data();
+          i += 2;
+          continue;
+        }
     // bf16 compute, Conv2d -> ReLU -> MaxPool2d(2): the pool reads the conv's bf16 output in
     // oneDNN's own layout (no reorder to fp32 NCHW, half the bytes read); the conv's fp32 output is
     // not materialized (its backward does not read it). Same values as the path below.
@@ -285,7 +298,7 @@ float AmpTrainer::step(const Batch& b) {
     // layout (bf16, no reorder of dy), then the conv's backward runs here and i moves to the conv,
     // whose roundings follow below as for any layer.
     bool ran = false;
-    if (i >= 2 && fused_[i - 1] && blocked_fwd_[i - 2]) {
+    if (i >= 2 && fused_[i - 1] && (blocked_fwd_[i - 2] || pooled_fwd_[i - 2])) {
       const std::size_t c = i - 2;
       auto* conv = static_cast<Conv2d*>(layers[c]);
       float* cdx = c == 0 ? nullptr : grads_[c].data();
@@ -293,7 +306,7 @@ float AmpTrainer::step(const Batch& b) {
       // a first layer: dW, db over the pool's winners in bf16 (no dense dy at all), where that kernel runs
       if (c == 0 && conv->backward_relu_pool_bf16(sh[c], *pool, input_.data(), acts_[i].data(), dy)) {
         i = c, ran = true;
-      } else if (conv->backward_takes_nchw16c(sh[c], cdx != nullptr)) {
+      } else if (blocked_fwd_[c] && conv->backward_takes_nchw16c(sh[c], cdx != nullptr)) {
         pool->backward_relu_nchw16c_bf16(sh[i - 1], acts_[i].data(), dy, blocked_.data());
         const float* cx = c == 0 ? input_.data() : acts_[c - 1].data();
         if (!conv->backward_bf16_nchw16c(sh[c], cx, blocked_.data(), cdx))

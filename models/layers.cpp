@@ -236,6 +236,12 @@ void Conv2d::backward_relu_pool(const Shape& in, const MaxPool2d& pool, const fl
   add_dw_scratch();
 }
 
+bool Conv2d::forward_relu_pool_bf16(const Shape& in, MaxPool2d& pool, const float* x, float* y) {
+  if (!t_bf16 || !cpu::conv2d_relu_pool_bf16_fusable(conv_shape(in), pool.k)) return false;
+  return cpu::conv2d_forward_relu_pool_bf16(conv_shape(in), x, weight.value.data(), bias.value.data(), pool.k, y,
+                                            pool.argmax_for(out_shape(in)));
+}
+
 bool Conv2d::backward_relu_pool_bf16(const Shape& in, const MaxPool2d& pool, const float* x, const float* y,
                                      const float* dy) {
   if (!t_bf16) return false;

@@ -109,6 +109,10 @@ class Conv2d final : public Layer {
   // MaxPool2d::forward_relu_nchw16c_bf16): dw, db over the pool's winners in bf16
   // (cpu::conv2d_backward_filter_relu_pool_bf16); false, nothing written, where that kernel does not run.
   bool backward_relu_pool_bf16(const Shape& in, const MaxPool2d& pool, const float* x, const float* y, const float* dy);
+  // And the forward: this first convolution, a ReLU and `pool` as one pass computing in bf16
+  // (cpu::conv2d_forward_relu_pool_bf16: y and the pool's argmax, the conv output rounded to bf16);
+  // false, nothing written, where that kernel does not run (or not under bf16 compute).
+  bool forward_relu_pool_bf16(const Shape& in, MaxPool2d& pool, const float* x, float* y);
   Conv2dShape conv_shape(const Shape& in) const;
   int in_c, out_c, k, stride, pad;
   Param weight, bias;  // [out, in, k, k], [out]

@@ -5,6 +5,8 @@
 // with the reason. The env side (DLB_CPU_ISA parsing, clamping, exit 2) is in tests/smoke_isa.cmake.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -309,6 +311,51 @@ TEST_P(EveryIsa, Bf16SparseBackwardsMatchRoundedReference) {
       EXPECT_LT(max_rel_err(dx.data(), rdx.data(), dx.size()), tol);
       EXPECT_GT(max_rel_err(dw.data(), udw.data(), dw.size()), 10 * tol);
       EXPECT_LT(max_rel_err(db.data(), udb.data(), db.size()), tol);
+    }
+  }
+}
+
+// The fused bf16 forward of a first conv + ReLU + MaxPool2d (conv2d_forward_relu_pool_bf16) against
+// the fp32 convolution of the bf16-rounded x and w, each output rounded to bf16, then ReLU + pool:
+// y bf16-exact and within one bf16 step of it (the same exact products summed in another order
+// may round the other way), the winners the same but where such a step made or broke a tie. Odd
+// numbers of taps (75, 27, 25, 9) leave a tap without a partner. Below avx512_bf16 it declines.
+TEST_P(EveryIsa, Bf16FusedForwardMatchesRoundedFp32) {
+  const bool runs = cpu::isa_allows(Isa::avx512_bf16);
+  for (const auto& [sh, k] : std::vector<std::pair<Conv2dShape, int>>{{Conv2dShape::make(3, 3, 20, 19, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 3, 32, 32, 128, 5, 5), 2},
+                                                                      {Conv2dShape::make(3, 1, 14, 13, 48, 5, 5), 2},
+                                                                      {Conv2dShape::make(2, 1, 11, 12, 48, 3, 3), 2},
+                                                                      {Conv2dShape::make(2, 3, 13, 17, 64, 3, 3), 3}}) {
+    SCOPED_TRACE(sh.str() + " pool " + std::to_string(k));
+    EXPECT_EQ(runs, cpu::conv2d_relu_pool_bf16_fusable(sh, k));
+    const std::size_t pooled = std::size_t(sh.n) * sh.k * (sh.p() / k) * (sh.q() / k);
+    std::vector<float> x(sh.x_size()), w(sh.w_size()), b(sh.k), dense(sh.y_size()), ref(pooled), ws;
+    std::vector<std::int32_t> ref_arg(pooled);
+    fill_uniform(x.data(), x.size(), 41), fill_uniform(w.data(), w.size(), 42), fill_uniform(b.data(), b.size(), 43);
+    const std::vector<float> xr = rounded_bf16(x), wr = rounded_bf16(w);
+    cpu::conv2d_forward_im2col(sh, xr.data(), wr.data(), b.data(), dense.data(), ws);
+    dense = rounded_bf16(dense);
+    cpu::maxpool2d_relu_forward(dense.data(), ref.data(), ref_arg.data(), sh.n, sh.k, sh.p(), sh.q(), k);
+    for (int threads : {cpu::kernel_threads(), 1}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      cpu::KernelThreadsLimit lim(threads);
+      std::vector<float> y(pooled, 7.f);
+      std::vector<std::int32_t> arg(pooled, -1);
+      ASSERT_EQ(runs, cpu::conv2d_forward_relu_pool_bf16(sh, x.data(), w.data(), b.data(), k, y.data(), arg.data()));
+      if (!runs) {
+        EXPECT_EQ(y, std::vector<float>(pooled, 7.f));
+        continue;
+      }
+      EXPECT_EQ(y, rounded_bf16(y));
+      double worst = 0;
+      std::size_t moved = 0;
+      for (std::size_t i = 0; i < pooled; ++i) {
+        worst = std::max(worst, std::fabs(double(y[i]) - ref[i]) / std::max(1e-3, std::fabs(double(ref[i]))));
+        moved += arg[i] != ref_arg[i] && ref[i] > 0.f;
+      }
+      EXPECT_LE(worst, 1.0 / 128);  // one bf16 step
+      EXPECT_LE(moved, pooled / 200) << moved << " of " << pooled << " winners moved";
     }
   }
 }

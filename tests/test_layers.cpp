@@ -331,12 +331,15 @@ TEST(Optimizer, SlicedStepEqualsSingleThread) {
   }
 }
 
-// The 2x2 pooling kernels (vectorized four windows at a time) against a plain loop, on inputs full
-// of ties (small integers), NaNs and negatives, with ragged right and bottom edges (13 x 9) and a
-// scalar tail (6 windows per row = 4 + 2): same maxima, same indices (a later element wins when it is
-// strictly greater or NaN), the fused ReLU, and a backward that writes every element.
-TEST(ThreadedKernels, MaxPool2x2MatchesPlainLoop) {
-  const int n = 2, c = 3, h = 9, w = 13, p = h / 2, q = w / 2;
+// The 2x2 pooling kernels (SSE: four windows at a time and a scalar tail; AVX-512: 16 under a mask)
+// against a plain loop at each ISA level this CPU has, on inputs full of ties (small integers), NaNs
+// and negatives, with ragged right and bottom edges (13 x 9: 6 windows a row = 4 + 2; 37 x 9: 18 =
+// 16 + 2): same maxima, same indices (a later element wins when it is strictly greater or NaN), the
+// fused ReLU, and a backward that writes every element.
+class MaxPool2x2 : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Widths, MaxPool2x2, ::testing::Values(13, 37));
+TEST_P(MaxPool2x2, MatchesPlainLoopAtEveryIsa) {
+  const int n = 2, c = 3, h = 9, w = GetParam(), p = h / 2, q = w / 2;
   const std::size_t xs = std::size_t(n) * c * h * w, ys = std::size_t(n) * c * p * q;
   std::vector<float> x(xs), g(ys);
   fill_uniform(x.data(), xs, 51);
@@ -358,18 +361,23 @@ TEST(ThreadedKernels, MaxPool2x2MatchesPlainLoop) {
         ref_relu[out] = x[best] > 0.f ? x[best] : 0.f;
         if (ref_relu[out] > 0.f) ref_dx[best] = g[out];
       }
-  std::vector<float> y(ys), yr(ys), dx(xs, 9.f);
-  std::vector<std::int32_t> arg(ys), argr(ys);
-  cpu::maxpool2d_forward(x.data(), y.data(), arg.data(), n, c, h, w, 2);
-  cpu::maxpool2d_relu_forward(x.data(), yr.data(), argr.data(), n, c, h, w, 2);
-  for (std::size_t i = 0; i < ys; ++i) {
-    ASSERT_EQ(arg[i], ref_arg[i]) << i;
-    ASSERT_EQ(argr[i], ref_arg[i]) << i;
-    ASSERT_TRUE(y[i] == ref[i] || (std::isnan(y[i]) && std::isnan(ref[i]))) << i;
-    ASSERT_EQ(yr[i], ref_relu[i]) << i;
+  for (const cpu::Isa level : {cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (static_cast<int>(level) > static_cast<int>(cpu::isa_cap())) continue;
+    SCOPED_TRACE(cpu::isa_name(level));
+    cpu::IsaLimit lim(level);
+    std::vector<float> y(ys), yr(ys), dx(xs, 9.f);
+    std::vector<std::int32_t> arg(ys), argr(ys);
+    cpu::maxpool2d_forward(x.data(), y.data(), arg.data(), n, c, h, w, 2);
+    cpu::maxpool2d_relu_forward(x.data(), yr.data(), argr.data(), n, c, h, w, 2);
+    for (std::size_t i = 0; i < ys; ++i) {
+      ASSERT_EQ(arg[i], ref_arg[i]) << i;
+      ASSERT_EQ(argr[i], ref_arg[i]) << i;
+      ASSERT_TRUE(y[i] == ref[i] || (std::isnan(y[i]) && std::isnan(ref[i]))) << i;
+      ASSERT_EQ(yr[i], ref_relu[i]) << i;
+    }
+    cpu::maxpool2d_relu_backward(g.data(), yr.data(), argr.data(), dx.data(), n, c, h, w, 2);
+    EXPECT_EQ(dx, ref_dx);
   }
-  cpu::maxpool2d_relu_backward(g.data(), yr.data(), argr.data(), dx.data(), n, c, h, w, 2);
-  EXPECT_EQ(dx, ref_dx);
 }
 
 // ReLU + 2x2 max pool reading a bf16 convolution's output in oneDNN's nChw16c layout, and its

@@ -2199,6 +2199,95 @@ SparseFilterFn pool_grad_filter_sparse_for(const Conv2dShape& sh) {
   if (sh.c == 1 && sh.r == 3) return pool_grad_filter_sparse<1, 3>;
   return nullptr;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 intrinsics (_mm512_undefined_* inside)
+#endif
+// ---- the fused forward of a first conv + ReLU + MaxPool2d under bf16 autocast (vdpbf16ps) ----
+// The fp32 fused forward's GEMM (forward_col_block512: 4 filters x NV vectors of 16 pixels) with the
+// reduction over the C*R*S taps taken two at a time: the im2col panel holds tap pairs (2u, 2u + 1)
+// of each pixel in a 32-bit lane (bf16, the first in the low half; a zero tap after an odd last
+// one), the filters the same pairs, broadcast. Half the FMA instructions of fp32 over the same
+// panel bytes. The outputs (bias added in fp32) are rounded to bf16 as autocast's conv returns
+// them, then pooled in cache as in conv2d_forward_relu_pool.
+// v rounded to bf16 (nearest even), as fp32.
+DLB_BF16_INLINE __m512 rounded_bf16(__m512 v) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v))), 16));
+}
+template <int NV>
+DLB_BF16_INLINE void forward_col_block_bf16(const std::uint32_t* wp, int T2, const std::uint32_t* colp, std::size_t ldc,
+                                            const float* bias, float* y, std::size_t ldy, __mmask16 last) {
+  __m512 a0[NV], a1[NV], a2[NV], a3[NV];
+  const __m512 z0 = _mm512_set1_ps(bias ? bias[0] : 0.f), z1 = _mm512_set1_ps(bias ? bias[1] : 0.f),
+               z2 = _mm512_set1_ps(bias ? bias[2] : 0.f), z3 = _mm512_set1_ps(bias ? bias[3] : 0.f);
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) a0[j] = z0, a1[j] = z1, a2[j] = z2, a3[j] = z3;
+  for (int u = 0; u < T2; ++u, colp += ldc) {
+    const __m512bh b0 = broadcast_pair(wp[u]), b1 = broadcast_pair(wp[T2 + u]), b2 = broadcast_pair(wp[2 * T2 + u]),
+                   b3 = broadcast_pair(wp[3 * T2 + u]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const __m512bh v = reinterpret_cast<__m512bh>(_mm512_load_si512(colp + 16 * j));
+      a0[j] = _mm512_dpbf16_ps(a0[j], v, b0);
+      a1[j] = _mm512_dpbf16_ps(a1[j], v, b1);
+      a2[j] = _mm512_dpbf16_ps(a2[j], v, b2);
+      a3[j] = _mm512_dpbf16_ps(a3[j], v, b3);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) {
+    const __mmask16 m = j == NV - 1 ? last : __mmask16(0xFFFF);
+    _mm512_mask_storeu_ps(y + 16 * j, m, rounded_bf16(a0[j]));
+    _mm512_mask_storeu_ps(y + ldy + 16 * j, m, rounded_bf16(a1[j]));
+    _mm512_mask_storeu_ps(y + 2 * ldy + 16 * j, m, rounded_bf16(a2[j]));
+    _mm512_mask_storeu_ps(y + 3 * ldy + 16 * j, m, rounded_bf16(a3[j]));
+  }
+}
+
+// One image: col (fp32 im2col, T x PQ) to tap pairs colp ((T + 1) / 2 x ldc, ldc = PQ rounded up to
+// 16; zeros past PQ), then the GEMM into out (K x PQ, rounded to bf16). wp: the filters' tap pairs.
+DLB_BF16_T __attribute__((noinline)) void forward_col_image_bf16(const float* col, int T, std::size_t PQ, int K,
+                                                                 const std::uint32_t* wp, const float* bias,
+                                                                 std::uint32_t* colp, std::size_t ldc, float* out) {
+  const int T2 = (T + 1) / 2;
+  const __m512i ix = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5,
+                                      36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  for (int u = 0; u < T2; ++u)
+    for (std::size_t p = 0; p < PQ; p += 16) {
+      const __mmask16 m = PQ - p >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (PQ - p)) - 1);
+      const __m512i a = _mm512_zextsi256_si512(
+          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, col + std::size_t(2 * u) * PQ + p))));
+      const __m512i b = 2 * u + 1 < T ? _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(
+                                            _mm512_maskz_loadu_ps(m, col + std::size_t(2 * u + 1) * PQ + p))))
+                                      : _mm512_setzero_si512();
+      _mm512_store_si512(colp + std::size_t(u) * ldc + p, _mm512_permutex2var_epi16(a, ix, b));
+    }
+  const int nvec = int((PQ + 15) / 16), blocks = (nvec + 5) / 6, per = (nvec + blocks - 1) / blocks;
+  for (int v0 = 0; v0 < nvec; v0 += per) {
+    const int nv = std::min(per, nvec - v0);
+    const std::size_t p0 = std::size_t(v0) * 16, rest = PQ - (p0 + std::size_t(nv - 1) * 16);
+    const __mmask16 last = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
+    for (int k0 = 0; k0 < K; k0 += 4) {
+      const std::uint32_t* w4 = wp + std::size_t(k0) * T2;
+      const float* b4 = bias ? bias + k0 : nullptr;
+      float* y4 = out + std::size_t(k0) * PQ + p0;
+      switch (nv) {
+        case 1: forward_col_block_bf16<1>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
+        case 2: forward_col_block_bf16<2>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
+        case 3: forward_col_block_bf16<3>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
+        case 4: forward_col_block_bf16<4>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
+        case 5: forward_col_block_bf16<5>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
+        default: forward_col_block_bf16<6>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
+      }
+    }
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // Its bf16 instance (pool_grad_rows_bf16), for the same shapes where DLB_CPU_ISA allows avx512_bf16.
 SparseFilterFn pool_grad_filter_sparse_bf16_for(const Conv2dShape& sh) {
   if (!(sh.r == sh.s && (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3) && isa_allows(Isa::avx512_bf16)))
@@ -2267,6 +2356,42 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int
                         });
 }
 
+bool conv2d_relu_pool_bf16_fusable(const Conv2dShape& sh, int k) {
+  return conv2d_relu_pool_fusable(sh, k) && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 &&
+         sh.k % 4 == 0 && pool_grad_filter_sparse_bf16_for(sh) != nullptr;
+}
+
+bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
+                                   float* y, std::int32_t* arg) {
+  check_shape(sh);
+  if (!conv2d_relu_pool_bf16_fusable(sh, k)) return false;
+  const int K = sh.k, P = sh.p(), Q = sh.q(), T = sh.c * sh.r * sh.s, T2 = (T + 1) / 2;
+  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
+  const std::size_t ldc = (PQ + 15) / 16 * 16;
+  std::vector<std::uint32_t> wp(std::size_t(K) * T2);  // the filters' tap pairs, bf16
+  for (int kk = 0; kk < K; ++kk)
+    for (int u = 0; u < T2; ++u) {
+      const std::uint32_t lo = fp32_to_bf16_ref(w[std::size_t(kk) * T + 2 * u]);
+      const std::uint32_t hi = 2 * u + 1 < T ? fp32_to_bf16_ref(w[std::size_t(kk) * T + 2 * u + 1]) : 0u;
+      wp[std::size_t(kk) * T2 + u] = lo | hi << 16;
+    }
+  auto image = [&](int n) {
+    thread_local std::vector<float> out_buf, colp_buf;  // one image's output (L2) and its tap pairs
+    float* col = ensure_aligned(thread_ws(), std::size_t(T) * PQ);
+    float* out = ensure_aligned(out_buf, std::size_t(K) * PQ);
+    auto* colp = reinterpret_cast<std::uint32_t*>(ensure_aligned(colp_buf, std::size_t(T2) * ldc));
+    im2col_s1_avx512(sh, x + n * xi, col);
+    forward_col_image_bf16(col, T, PQ, K, wp.data(), bias, colp, ldc, out);
+    maxpool2d_relu_forward_image(out, y + n * yi, arg + n * yi, K, P, Q, k, std::int32_t(std::size_t(n) * K * PQ));
+  };
+  if (!parallel_conv(sh)) {
+    for (int n = 0; n < sh.n; ++n) image(n);
+  } else {
+    parallel_tasks(sh.n, image);
+  }
+  return true;
+}
+
 bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float* x, int k, const float* dy,
                                            const float* y, const std::int32_t* arg, float* dw, float* db) {
   check_shape(sh);
@@ -2290,6 +2415,12 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float*, int, 
 }
 bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float*, int, const float*, const float*,
                                            const std::int32_t*, float*, float*) {
+  check_shape(sh);
+  return false;
+}
+bool conv2d_relu_pool_bf16_fusable(const Conv2dShape&, int) { return false; }
+bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float*, const float*, const float*, int, float*,
+                                   std::int32_t*) {
   check_shape(sh);
   return false;
 }

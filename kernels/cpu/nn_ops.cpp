@@ -152,16 +152,62 @@ void maxpool2x2_row(const float* r0, const float* r1, std::int32_t o0, int w, in
   }
 }
 
+#if defined(__x86_64__)
+// maxpool2x2_row in AVX-512: 16 windows a step (a row of the lecture's conv1 pool, 14, in one masked
+// step), the even and odd columns split by two cross-lane permutes; the same order and tie/NaN rule.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void maxpool2x2_row_avx512(const float* r0, const float* r1,
+                                                                               std::int32_t o0, int w, int q,
+                                                                               bool relu, float* y,
+                                                                               std::int32_t* arg) {
+  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i two = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int j = 0; j < q; j += 16) {
+    const int n = std::min(16, q - j);
+    const __mmask16 keep = __mmask16((1u << n) - 1);
+    const __mmask16 lo = 2 * n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
+    const __mmask16 hi = 2 * n > 16 ? __mmask16((1u << (2 * n - 16)) - 1) : __mmask16(0);
+    const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * j), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * j + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * j), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * j + 16);
+    const __m512 e0 = _mm512_permutex2var_ps(a0, ev, a1), d0 = _mm512_permutex2var_ps(a0, od, a1);
+    const __m512 e1 = _mm512_permutex2var_ps(b0, ev, b1), d1 = _mm512_permutex2var_ps(b0, od, b1);
+    __m512 bv = e0;
+    __m512i sel = _mm512_setzero_si512();  // offset of the winner within the window: 0, 1, w, w + 1
+    __mmask16 t = _mm512_cmp_ps_mask(d0, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(d0, d0, _CMP_UNORD_Q);
+    bv = _mm512_mask_mov_ps(bv, t, d0), sel = _mm512_mask_mov_epi32(sel, t, _mm512_set1_epi32(1));
+    t = _mm512_cmp_ps_mask(e1, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(e1, e1, _CMP_UNORD_Q);
+    bv = _mm512_mask_mov_ps(bv, t, e1), sel = _mm512_mask_mov_epi32(sel, t, _mm512_set1_epi32(w));
+    t = _mm512_cmp_ps_mask(d1, bv, _CMP_GT_OQ) | _mm512_cmp_ps_mask(d1, d1, _CMP_UNORD_Q);
+    bv = _mm512_mask_mov_ps(bv, t, d1), sel = _mm512_mask_mov_epi32(sel, t, _mm512_set1_epi32(w + 1));
+    if (relu) bv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(bv, zero, _CMP_GT_OQ), bv);  // v > 0 ? v : 0 (NaN -> 0)
+    _mm512_mask_storeu_ps(y + j, keep, bv);
+    const __m512i idx = _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(o0 + 2 * j), two), sel);
+    _mm512_mask_storeu_epi32(arg + j, keep, idx);
+  }
+}
+#endif
+
 // maxpool2d_forward over planes [plane0, plane1), then ReLU when `relu`; arg counted from `origin`.
 void maxpool2d_forward_planes(const float* x, float* y, std::int32_t* arg, long plane0, long plane1, int h, int w,
                               int k, bool relu, std::int32_t origin = 0) {
   const int p = h / k, q = w / k;
+  const bool simd512 = isa_allows(Isa::avx512);
+  (void)simd512;
   for (long plane = plane0; plane < plane1; ++plane) {
     const float* xp = x + plane * h * w;
     float* yp = y + plane * p * q;
     std::int32_t* ap = arg + plane * p * q;
     const std::int32_t base = origin + static_cast<std::int32_t>(plane * h * w);
     if (k == 2) {  // the lecture's pool: branch-free, vectorized
+#if defined(__x86_64__)
+      if (simd512) {
+        for (int i = 0; i < p; ++i)
+          maxpool2x2_row_avx512(xp + 2 * i * w, xp + (2 * i + 1) * w, base + 2 * i * w, w, q, relu, yp + i * q,
+                                ap + i * q);
+        continue;
+      }
+#endif
       for (int i = 0; i < p; ++i)
         maxpool2x2_row(xp + 2 * i * w, xp + (2 * i + 1) * w, base + 2 * i * w, w, q, relu, yp + i * q, ap + i * q);
       continue;
