@@ -2721,9 +2721,11 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
       for (int c0 = 0; c0 < C; c0 += 16)
         transpose16(dxt + std::size_t(i0) * C + c0, C, std::min(16, HW - i0), 16, dxn + std::size_t(c0) * HW + i0, HW);
   }
-  for (int k = 0; k < K; ++k)
-    for (int c = 0; c < C; ++c)
-      for (int t = 0; t < RS; ++t) dw[(std::size_t(k) * C + c) * RS + t] = acc[(std::size_t(k) * RS + t) * C + c];
+  for (int k = 0; k < K; ++k)  // [K][R][S][C] -> KCRS, 16 x 16 blocks (strided single floats were ~5% of a step)
+    for (int t0 = 0; t0 < RS; t0 += 16)
+      for (int c0 = 0; c0 < C; c0 += 16)
+        transpose16(acc + (std::size_t(k) * RS + t0) * C + c0, C, std::min(16, RS - t0), 16,
+                    dw + (std::size_t(k) * C + c0) * RS + t0, RS);
   if (db)
     for (int k = 0; k < K; ++k) db[k] = float(bsum[k]);
 }
