@@ -2671,10 +2671,11 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
     for (int k = 0; k < K; ++k) {
       int m = 0;
       float sum = 0.f;
-      for (int i = 0; i < PQ; ++i) {
+      for (int i = 0, row = 0, col = 0; i < PQ; ++i, ++col) {  // (row, col) = (i / Q, i % Q)
+        if (col == Q) col = 0, ++row;
         const float v = dyn[std::size_t(k) * PQ + i];
         if (v == 0.f) continue;
-        pix[std::size_t(k) * PQ + m] = (i / Q) * W + i % Q, pos[std::size_t(k) * PQ + m] = i;
+        pix[std::size_t(k) * PQ + m] = row * W + col, pos[std::size_t(k) * PQ + m] = i;
         g[std::size_t(k) * PQ + m] = v;
         if (BF) g16_buf[std::size_t(k) * (PQ + 1) + m] = fp32_to_bf16_ref(v);
         ++m, ++start[i + 1], sum += v;
