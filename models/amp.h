@@ -125,7 +125,8 @@ struct Shape;
 // pool the backward runs over the nonzeros of dy in bf16 (vdpbf16ps, two terms an instruction;
 // kernels/cpu/conv2d.h): a first layer's filter gradient over the pool's winners
 // (Conv2d::backward_relu_pool_bf16), a later conv's two gradients over dy's nonzeros (Conv2d::backward),
-// as the fp32 step skips the zeros too. Elsewhere the arithmetic between roundings is fp32 (our
+// as the fp32 step skips the zeros too; and a first layer's forward runs fused with its ReLU + pool
+// per image (Conv2d::forward_relu_pool_bf16: our GEMM over tap pairs, pooled in cache). Elsewhere the arithmetic between roundings is fp32 (our
 // fp32 kernels on values exactly representable in the half type): the numbers of a half-type GEMM
 // with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32 either way.
 // fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).
