@@ -240,20 +240,21 @@ float AmpTrainer::step(const Batch& b) {
       continue;
     }
     const bool lower = lower_on && kinds_[i] == int(CastKind::lower_precision);
-    if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
-    in_t[i] = lower ? dtype_ : t;
     // bf16 compute, a first Conv2d -> ReLU -> MaxPool2d: one pass per image (our bf16 kernel, pooled in
-    // cache; its backward over the pool's winners below).
+    // cache; its backward over the pool's winners below). Both kernels round x to bf16 as they read
+    // it, so the input needs no rounding pass of ours.
     if (lower && bf16_compute_active() && i == 0 && i + 2 < L && fused_[i + 1])
       if (auto* conv = dynamic_cast<Conv2d*>(layers[i]))
         if (conv->forward_relu_pool_bf16(sh[i], *static_cast<MaxPool2d*>(layers[i + 2]), cur, acts_[i + 2].data())) {
           pooled_fwd_[i] = 1;
           t = dtype_;
-          in_t[i + 1] = in_t[i + 2] = t;
+          in_t[i] = in_t[i + 1] = in_t[i + 2] = t;
           cur = acts_[i + 2].data();
           i += 2;
           continue;
         }
+    if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
+    in_t[i] = lower ? dtype_ : t;
     // bf16 compute, Conv2d -> ReLU -> MaxPool2d(2): the pool reads the conv's bf16 output in
     // oneDNN's own layout (no reorder to fp32 NCHW, half the bytes read); the conv's fp32 output is
     // not materialized (its backward does not read it). Same values as the path below.
@@ -306,6 +307,8 @@ float AmpTrainer::step(const Batch& b) {
       // a first layer: dW, db over the pool's winners in bf16 (no dense dy at all), where that kernel runs
       if (c == 0 && conv->backward_relu_pool_bf16(sh[c], *pool, input_.data(), acts_[i].data(), dy)) {
         i = c, ran = true;
+      } else if (pooled_fwd_[c]) {  // (its input was left unrounded: no other backward may read it)
+        throw std::logic_error("AmpTrainer: the fused bf16 first layer's backward did not run");
       } else if (blocked_fwd_[c] && conv->backward_takes_nchw16c(sh[c], cdx != nullptr)) {
         pool->backward_relu_nchw16c_bf16(sh[i - 1], acts_[i].data(), dy, blocked_.data());
         const float* cx = c == 0 ? input_.data() : acts_[c - 1].data();
@@ -323,8 +326,9 @@ float AmpTrainer::step(const Batch& b) {
     float* dx = i == 0 ? nullptr : grads_[i].data();
     if (!ran) layers[i]->backward(sh[i], xin, acts_[i].data(), dy, dx);
     const DType gt = in_t[i] == DType::tf32 ? DType::fp32 : in_t[i];
-    if (dx && half_like(gt) && !exact_[i]) round_to(gt, dx, sh[i].size());
     const bool lower_i = lower_on && kinds_[i] == int(CastKind::lower_precision);  // (i may have moved)
+    const bool dx_rounded = lower_i && bf16_compute_active() && layers[i]->bf16_dx_rounded();
+    if (dx && half_like(gt) && !exact_[i] && !dx_rounded) round_to(gt, dx, sh[i].size());
     if (lower_i && dtype_ != DType::tf32)  // dW, db come out of a half-type GEMM, then widen into .grad
       for (Param* p : layers[i]->params()) round_to(dtype_, p->grad.data(), p->grad.size());
   }

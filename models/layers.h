@@ -72,6 +72,8 @@ class Layer {
   // True when forward(), under an active Bf16Compute, returns outputs already rounded to bf16 (the
   // AMP step then skips its own rounding pass over them).
   virtual bool bf16_output_rounded() const { return false; }
+  // The same for the dx of backward() (and of Conv2d's other bf16 backwards).
+  virtual bool bf16_dx_rounded() const { return false; }
 };
 
 class MaxPool2d;
@@ -90,6 +92,7 @@ class Conv2d final : public Layer {
   void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
   double forward_flops(const Shape& in) const override { return conv_shape(in).flops(); }
   bool bf16_output_rounded() const override { return true; }  // oneDNN writes bf16, bias included
+  bool bf16_dx_rounded() const override { return true; }      // oneDNN's and the sparse-dy kernel's
   // Under bf16 compute: the forward output left as oneDNN writes it, bf16 in nChw16c (onednn.h),
   // for a consumer that reads that layout; false (nothing written) where oneDNN writes another.
   bool forward_bf16_nchw16c(const Shape& in, const float* x, std::uint16_t* y16);

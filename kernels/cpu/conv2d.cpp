@@ -2038,6 +2038,11 @@ DLB_AVX512_INLINE void pool_grad_rows512(const float* e, std::size_t cstride, st
 // as many bytes as fp32: 3.5 ms.
 #define DLB_BF16_T __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma")))
 #define DLB_BF16_INLINE __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma"), always_inline)) inline
+// v rounded to bf16 (nearest even), as fp32.
+DLB_BF16_INLINE __m512 rounded_bf16(__m512 v) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v))), 16));
+}
 DLB_BF16_INLINE __m512bh broadcast_pair(std::uint32_t gp) {
   return reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
 }
@@ -2110,6 +2115,10 @@ DLB_BF16_T __attribute__((noinline)) void pool_grad_rows_bf16(const std::uint16_
   for (int t = 0; t < NT; ++t) _mm512_store_ps(acc + 16 * t, _mm512_add_ps(a[t], b[t]));
 }
 
+// n floats (a multiple of 16) rounded to bf16 (nearest even) in place.
+DLB_BF16_T __attribute__((noinline)) void round_bf16_in_place(float* v, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 16) _mm512_storeu_ps(v + i, rounded_bf16(_mm512_loadu_ps(v + i)));
+}
 // A 64-byte aligned run of n bf16 in ws.
 std::uint16_t* ensure_aligned_bf16(std::vector<float>& ws, std::size_t n) {
   return reinterpret_cast<std::uint16_t*>(ensure_aligned(ws, (n + 1) / 2));
@@ -2210,11 +2219,6 @@ SparseFilterFn pool_grad_filter_sparse_for(const Conv2dShape& sh) {
 // one), the filters the same pairs, broadcast. Half the FMA instructions of fp32 over the same
 // panel bytes. The outputs (bias added in fp32) are rounded to bf16 as autocast's conv returns
 // them, then pooled in cache as in conv2d_forward_relu_pool.
-// v rounded to bf16 (nearest even), as fp32.
-DLB_BF16_INLINE __m512 rounded_bf16(__m512 v) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v))), 16));
-}
 template <int NV>
 DLB_BF16_INLINE void forward_col_block_bf16(const std::uint32_t* wp, int T2, const std::uint32_t* colp, std::size_t ldc,
                                             const float* bias, float* y, std::size_t ldy, __mmask16 last) {
@@ -2717,6 +2721,7 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
             sparse_dy_data_pixel<decltype(cv)::value>(sh, h, w, start, kk, gg, wt, c0, out + c0);
         });
       }
+    if (BF) round_bf16_in_place(dxt, std::size_t(HW) * C);  // autocast's conv returns dx in bf16
     float* dxn = dx + std::size_t(n) * C * HW;
     for (int i0 = 0; i0 < HW; i0 += 16)
       for (int c0 = 0; c0 < C; c0 += 16)

@@ -100,7 +100,8 @@ bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const 
 bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
                                float* db, float* dx);
 // The same under bf16 autocast: bf16 products (x, w and dy rounded to bf16, nearest even; autocast's
-// are bf16 already), fp32 sums, two nonzeros a vdpbf16ps; db sums dy as given. Where DLB_CPU_ISA
+// are bf16 already), fp32 sums, two nonzeros a vdpbf16ps; dx rounded to bf16 (as autocast's conv
+// returns it), dw and db in fp32 (db sums dy as given). Where DLB_CPU_ISA
 // allows avx512_bf16 as well; else false, nothing written.
 bool conv2d_backward_sparse_dy_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
                                     float* db, float* dx);
