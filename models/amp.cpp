@@ -226,6 +226,7 @@ float AmpTrainer::step(const Batch& b) {
 
   blocked_fwd_.assign(L, 0);
   pooled_fwd_.assign(L, 0);
+  blocked_in_for_ = 0;
   // Forward. t = dtype of the current activation.
   std::vector<DType> in_t(L + 1, DType::fp32);
   std::memcpy(input_.data(), b.x, input_.size() * sizeof(float));
@@ -244,8 +245,19 @@ float AmpTrainer::step(const Batch& b) {
     // cache; its backward over the pool's winners below). Both kernels round x to bf16 as they read
     // it, so the input needs no rounding pass of ours.
     if (lower && bf16_compute_active() && i == 0 && i + 2 < L && fused_[i + 1])
-      if (auto* conv = dynamic_cast<Conv2d*>(layers[i]))
-        if (conv->forward_relu_pool_bf16(sh[i], *static_cast<MaxPool2d*>(layers[i + 2]), cur, acts_[i + 2].data())) {
+      if (auto* conv = dynamic_cast<Conv2d*>(layers[i])) {
+        // its pooled output in bf16 nChw16c as well when the next layer is a conv that reads that
+        // (the bf16 Conv2d -> ReLU -> MaxPool2d(2) path below, oneDNN's src layout)
+        const std::size_t nx = i + 3;
+        auto* next = nx + 2 < L && fused_[nx + 1] && kinds_[nx] == int(CastKind::lower_precision)
+                         ? dynamic_cast<Conv2d*>(layers[nx])
+                         : nullptr;
+        const bool hand_on = next && sh[nx].c % 16 == 0 && sh[nx + 1].c % 16 == 0 &&
+                             static_cast<MaxPool2d*>(layers[nx + 2])->k == 2 && next->reads_nchw16c_src(sh[nx]);
+        if (hand_on) blocked_in_.resize(sh[nx].size());
+        if (conv->forward_relu_pool_bf16(sh[i], *static_cast<MaxPool2d*>(layers[i + 2]), cur, acts_[i + 2].data(),
+                                         hand_on ? blocked_in_.data() : nullptr)) {
+          blocked_in_for_ = hand_on ? nx : 0;
           pooled_fwd_[i] = 1;
           t = dtype_;
           in_t[i] = in_t[i + 1] = in_t[i + 2] = t;
@@ -253,6 +265,7 @@ float AmpTrainer::step(const Batch& b) {
           i += 2;
           continue;
         }
+      }
     if (lower && t != dtype_) round_to(dtype_, cur, sh[i].size());  // the cast of the op's input
     in_t[i] = lower ? dtype_ : t;
     // bf16 compute, Conv2d -> ReLU -> MaxPool2d(2): the pool reads the conv's bf16 output in
@@ -262,7 +275,10 @@ float AmpTrainer::step(const Batch& b) {
       if (auto* conv = dynamic_cast<Conv2d*>(layers[i])) {
         auto* pool = static_cast<MaxPool2d*>(layers[i + 2]);
         blocked_.resize(sh[i + 1].size());
-        if (pool->k == 2 && conv->forward_bf16_nchw16c(sh[i], cur, blocked_.data())) {
+        const bool ran_fwd =
+            pool->k == 2 && ((blocked_in_for_ == i && conv->forward_bf16_nchw16c_src(sh[i], blocked_in_.data(), blocked_.data())) ||
+                             conv->forward_bf16_nchw16c(sh[i], cur, blocked_.data()));
+        if (ran_fwd) {
           pool->forward_relu_nchw16c_bf16(sh[i + 1], blocked_.data(), acts_[i + 2].data());
           blocked_fwd_[i] = 1;
           t = dtype_;

@@ -155,6 +155,8 @@ class AmpTrainer {
   std::vector<std::uint16_t> blocked_;  // a bf16 conv's nChw16c output, read by the ReLU + pool after it
   std::vector<char> blocked_fwd_;       // layer i (a Conv2d) ran that way in this step's forward
   std::vector<char> pooled_fwd_;        // layer i (a first Conv2d) ran fused with its ReLU + pool in bf16
+  std::vector<std::uint16_t> blocked_in_;  // that pool's output as bf16 nChw16c, for the next conv ...
+  std::size_t blocked_in_for_ = 0;         // ... layer blocked_in_for_ (0: none)
   std::vector<int> kinds_;      // CastKind per layer
   std::vector<bool> exact_;     // layer output is exact in any type (relu, max pool, flatten)
   std::vector<char> fused_;     // layer i is a ReLU followed by a MaxPool2d: one pass each way (as Sequential)

@@ -236,10 +236,19 @@ void Conv2d::backward_relu_pool(const Shape& in, const MaxPool2d& pool, const fl
   add_dw_scratch();
 }
 
-bool Conv2d::forward_relu_pool_bf16(const Shape& in, MaxPool2d& pool, const float* x, float* y) {
+bool Conv2d::forward_relu_pool_bf16(const Shape& in, MaxPool2d& pool, const float* x, float* y, std::uint16_t* y16) {
   if (!t_bf16 || !cpu::conv2d_relu_pool_bf16_fusable(conv_shape(in), pool.k)) return false;
   return cpu::conv2d_forward_relu_pool_bf16(conv_shape(in), x, weight.value.data(), bias.value.data(), pool.k, y,
-                                            pool.argmax_for(out_shape(in)));
+                                            pool.argmax_for(out_shape(in)), y16);
+}
+
+bool Conv2d::forward_bf16_nchw16c_src(const Shape& in, const std::uint16_t* x16, std::uint16_t* y16) {
+  return t_bf16 && cpu::onednn::conv2d_forward_bf16_nchw16c_src(conv_shape(in), x16, weight.value.data(),
+                                                                 bias.value.data(), y16);
+}
+
+bool Conv2d::reads_nchw16c_src(const Shape& in) const {
+  return t_bf16 && cpu::onednn::conv2d_forward_reads_nchw16c_src(conv_shape(in), true);
 }
 
 bool Conv2d::backward_relu_pool_bf16(const Shape& in, const MaxPool2d& pool, const float* x, const float* y,

@@ -100,6 +100,10 @@ class Conv2d final : public Layer {
   // nothing, where oneDNN reads dy in another layout or backward() runs over a sparse dy (backward_takes_nchw16c
   // says so up front).
   bool backward_takes_nchw16c(const Shape& in, bool dx) const;
+  // forward_bf16_nchw16c from x given as bf16 in nChw16c (no input reorder); false, nothing written,
+  // where oneDNN reads another layout (reads_nchw16c_src says so up front).
+  bool forward_bf16_nchw16c_src(const Shape& in, const std::uint16_t* x16, std::uint16_t* y16);
+  bool reads_nchw16c_src(const Shape& in) const;
   bool backward_bf16_nchw16c(const Shape& in, const float* x, const std::uint16_t* dy16, float* dx);
   // This convolution, a ReLU and `pool` as one pass per image (cpu::conv2d_forward_relu_pool): y is
   // the pool's output, and the pool keeps its argmax as forward_relu would. False, running nothing,
@@ -115,7 +119,8 @@ class Conv2d final : public Layer {
   // And the forward: this first convolution, a ReLU and `pool` as one pass computing in bf16
   // (cpu::conv2d_forward_relu_pool_bf16: y and the pool's argmax, the conv output rounded to bf16);
   // false, nothing written, where that kernel does not run (or not under bf16 compute).
-  bool forward_relu_pool_bf16(const Shape& in, MaxPool2d& pool, const float* x, float* y);
+  // y16 (optional): y again, as bf16 in nChw16c, for a next conv's forward_bf16_nchw16c_src.
+  bool forward_relu_pool_bf16(const Shape& in, MaxPool2d& pool, const float* x, float* y, std::uint16_t* y16 = nullptr);
   Conv2dShape conv_shape(const Shape& in) const;
   int in_c, out_c, k, stride, pad;
   Param weight, bias;  // [out, in, k, k], [out]

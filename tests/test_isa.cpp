@@ -344,12 +344,19 @@ TEST_P(EveryIsa, Bf16FusedForwardMatchesRoundedFp32) {
       cpu::KernelThreadsLimit lim(threads);
       std::vector<float> y(pooled, 7.f);
       std::vector<std::int32_t> arg(pooled, -1);
-      ASSERT_EQ(runs, cpu::conv2d_forward_relu_pool_bf16(sh, x.data(), w.data(), b.data(), k, y.data(), arg.data()));
+      std::vector<std::uint16_t> y16(pooled, 7);  // y again, bf16 in nChw16c
+      ASSERT_EQ(runs, cpu::conv2d_forward_relu_pool_bf16(sh, x.data(), w.data(), b.data(), k, y.data(), arg.data(),
+                                                         y16.data()));
       if (!runs) {
         EXPECT_EQ(y, std::vector<float>(pooled, 7.f));
         continue;
       }
       EXPECT_EQ(y, rounded_bf16(y));
+      const std::size_t hw = std::size_t(sh.p() / k) * (sh.q() / k);
+      for (std::size_t i = 0; i < pooled; ++i) {  // NCHW index i -> nChw16c
+        const std::size_t img = i / (sh.k * hw), ch = i / hw % sh.k, pix = i % hw;
+        ASSERT_EQ(y16[((img * (sh.k / 16) + ch / 16) * hw + pix) * 16 + ch % 16], cpu::fp32_to_bf16_ref(y[i])) << i;
+      }
       double worst = 0;
       std::size_t moved = 0;
       for (std::size_t i = 0; i < pooled; ++i) {

@@ -132,6 +132,34 @@ TEST(NativeBf16, SparseConvBackwardsMatchFp32OnBf16Operands) {
   EXPECT_LT(max_rel_err(gh.data(), gf.data(), gf.size()), 1e-4) << "conv1 dW, db over the winners";
 }
 
+// conv2's bf16 forward from its input handed on in bf16 nChw16c (as the fused first layer writes it):
+// the same output, bit for bit, as from the fp32 NCHW copy of the same bf16 values.
+TEST(NativeBf16, Nchw16cInputGivesTheSameForward) {
+  SKIP_UNLESS_NATIVE();
+  auto m = make_model("net128");
+  m->init(6);
+  for (Param* p : m->params()) round_bf16(p->value);
+  auto* conv2 = dynamic_cast<Conv2d*>(m->layers()[3]);
+  ASSERT_TRUE(conv2);
+  const Shape in{12, 128, 14, 14};
+  std::vector<float> x(in.size());
+  fill_uniform(x.data(), x.size(), 15);
+  round_bf16(x);
+  std::vector<std::uint16_t> x16(x.size());
+  for (int n = 0; n < in.n; ++n)
+    for (int c = 0; c < in.c; ++c)
+      for (int p = 0; p < in.h * in.w; ++p)
+        x16[((std::size_t(n) * (in.c / 16) + c / 16) * in.h * in.w + p) * 16 + c % 16] =
+            cpu::fp32_to_bf16_ref(x[(std::size_t(n) * in.c + c) * in.h * in.w + p]);
+  Bf16Compute scope(true);
+  ASSERT_TRUE(conv2->reads_nchw16c_src(in));
+  const std::size_t ny = conv2->out_shape(in).size();
+  std::vector<std::uint16_t> a(ny, 1), b(ny, 2);
+  ASSERT_TRUE(conv2->forward_bf16_nchw16c(in, x.data(), a.data()));
+  ASSERT_TRUE(conv2->forward_bf16_nchw16c_src(in, x16.data(), b.data()));
+  EXPECT_EQ(a, b);
+}
+
 TEST(NativeBf16, ConvTransposeMatchesFp32OnBf16Operands) {
   SKIP_UNLESS_NATIVE();
   auto m = make_model("autoencoder");

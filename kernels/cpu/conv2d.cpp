@@ -2249,6 +2249,22 @@ DLB_BF16_INLINE void forward_col_block_bf16(const std::uint32_t* wp, int T2, con
   }
 }
 
+// One image's C planes of hw floats (C % 16 == 0) to bf16 in nChw16c ([C/16][hw][16]), nearest even.
+DLB_BF16_T __attribute__((noinline)) void planes_to_nchw16c_bf16(const float* y, int C, int hw, std::uint16_t* y16) {
+  for (int c0 = 0; c0 < C; c0 += 16)
+    for (int p0 = 0; p0 < hw; p0 += 16) {
+      const int np = std::min(16, hw - p0);
+      const __mmask16 m = __mmask16((1u << np) - 1);
+      __m512 a[16];
+      for (int l = 0; l < 16; ++l) a[l] = _mm512_maskz_loadu_ps(m, y + std::size_t(c0 + l) * hw + p0);
+      transpose16x16(a);
+      std::uint16_t* out = y16 + (std::size_t(c0 / 16) * hw + p0) * 16;
+      for (int j = 0; j < np; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + std::size_t(j) * 16),
+                            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(a[j])));
+    }
+}
+
 // One image: col (fp32 im2col, T x PQ) to tap pairs colp ((T + 1) / 2 x ldc, ldc = PQ rounded up to
 // 16; zeros past PQ), then the GEMM into out (K x PQ, rounded to bf16). wp: the filters' tap pairs.
 DLB_BF16_T __attribute__((noinline)) void forward_col_image_bf16(const float* col, int T, std::size_t PQ, int K,
@@ -2366,9 +2382,9 @@ bool conv2d_relu_pool_bf16_fusable(const Conv2dShape& sh, int k) {
 }
 
 bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
-                                   float* y, std::int32_t* arg) {
+                                   float* y, std::int32_t* arg, std::uint16_t* y16) {
   check_shape(sh);
-  if (!conv2d_relu_pool_bf16_fusable(sh, k)) return false;
+  if (!conv2d_relu_pool_bf16_fusable(sh, k) || (y16 && sh.k % 16 != 0)) return false;
   const int K = sh.k, P = sh.p(), Q = sh.q(), T = sh.c * sh.r * sh.s, T2 = (T + 1) / 2;
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
   const std::size_t ldc = (PQ + 15) / 16 * 16;
@@ -2387,6 +2403,7 @@ bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const 
     im2col_s1_avx512(sh, x + n * xi, col);
     forward_col_image_bf16(col, T, PQ, K, wp.data(), bias, colp, ldc, out);
     maxpool2d_relu_forward_image(out, y + n * yi, arg + n * yi, K, P, Q, k, std::int32_t(std::size_t(n) * K * PQ));
+    if (y16) planes_to_nchw16c_bf16(y + n * yi, K, (P / k) * (Q / k), y16 + n * yi);
   };
   if (!parallel_conv(sh)) {
     for (int n = 0; n < sh.n; ++n) image(n);
@@ -2424,7 +2441,7 @@ bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float*, 
 }
 bool conv2d_relu_pool_bf16_fusable(const Conv2dShape&, int) { return false; }
 bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float*, const float*, const float*, int, float*,
-                                   std::int32_t*) {
+                                   std::int32_t*, std::uint16_t*) {
   check_shape(sh);
   return false;
 }

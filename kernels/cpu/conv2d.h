@@ -87,10 +87,11 @@ bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float* x
 // with x and w rounded to bf16 (nearest even), bf16 products summed in fp32 (vdpbf16ps, two taps an
 // instruction), bias added in fp32 and each output rounded to bf16 before the pool, as autocast's conv
 // returns it. For the shapes both bf16 kernels take (conv2d_relu_pool_bf16_fusable: those of the
-// backward above, stride 1, no padding, K % 4 == 0); elsewhere false, nothing written.
+// backward above, stride 1, no padding, K % 4 == 0); elsewhere false, nothing written. y16, when
+// given (K % 16 == 0): y once more, as bf16 in nChw16c (a next bf16 conv's input, no reorder).
 bool conv2d_relu_pool_bf16_fusable(const Conv2dShape& sh, int k);
 bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
-                                   float* y, std::int32_t* arg);
+                                   float* y, std::int32_t* arg, std::uint16_t* y16 = nullptr);
 
 // Both gradients of a convolution from a dy that is mostly zeros (behind ReLU + MaxPool2d, at most
 // one output in four is nonzero), over the nonzeros alone: dw, db (may be null) and dx (may be null)

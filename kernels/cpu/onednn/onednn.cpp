@@ -46,6 +46,11 @@ bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape&, const float*, const flo
   return false;
 }
 bool conv2d_backward_reads_nchw16c_dy(const Conv2dShape&, bool, bool) { return false; }
+bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape&, const std::uint16_t*, const float*, const float*,
+                                     std::uint16_t*) {
+  return false;
+}
+bool conv2d_forward_reads_nchw16c_src(const Conv2dShape&, bool) { return false; }
 void conv2d_backward_filter(const Conv2dShape&, Dt, const void*, const void*, float*, float*) {
   throw Unsupported(unavailable_reason());
 }
@@ -294,6 +299,18 @@ void conv2d_forward_one_nchw16c(const Conv2dShape& sh, const float* x, const flo
   stream().wait();
 }
 
+// The same with x given as bf16 in nChw16c too (the primitive's own src layout: no input reorder).
+void conv2d_forward_one_nchw16c_src(const Conv2dShape& sh, const std::uint16_t* x16, const float* w, const float* bias,
+                                    std::uint16_t* y16) {
+  Entry& e = conv_fwd_entry(sh, Dt::f32_as_bf16, bias);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(e.t[0].prim, engine(), const_cast<std::uint16_t*>(x16))},
+                                       {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                                       {DNNL_ARG_DST, memory(e.t[2].prim, engine(), y16)}};
+  if (bias) args[DNNL_ARG_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), const_cast<float*>(bias));
+  e.prim.execute(stream(), args);
+  stream().wait();
+}
+
 // ask(): oneDNN's answer to a layout question about one shape, asked once per key (building
 // primitive descriptors costs more than a small convolution); a dnnl::error answers no.
 template <class F>
@@ -316,6 +333,13 @@ bool writes_nchw16c(const Conv2dShape& sh, bool bias) {
   return asked_once(conv_key("fwd layout", sh, Dt::f32_as_bf16, bias), [&] {
     return sh.k % 16 == 0 &&
            conv_fwd_pd(sh, Dt::f32_as_bf16, bias).dst_desc() == memory::desc(conv_dims(sh).y, dt::bf16, tag::aBcd16b);
+  });
+}
+
+bool reads_nchw16c_src(const Conv2dShape& sh, bool bias) {
+  return asked_once(conv_key("fwd src layout", sh, Dt::f32_as_bf16, bias), [&] {
+    return sh.c % 16 == 0 &&
+           conv_fwd_pd(sh, Dt::f32_as_bf16, bias).src_desc() == memory::desc(conv_dims(sh).x, dt::bf16, tag::aBcd16b);
   });
 }
 
@@ -479,6 +503,20 @@ bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const fl
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
   split(sh.n, [&](long lo, long hi, int) {
     conv2d_forward_one_nchw16c(part(sh, lo, hi), x + lo * xi, w, bias, y16 + lo * yi);
+  }, kConvChunk);
+  return true;
+}
+
+bool conv2d_forward_reads_nchw16c_src(const Conv2dShape& sh, bool bias) {
+  return every_part(sh, [&](const Conv2dShape& p) { return writes_nchw16c(p, bias) && reads_nchw16c_src(p, bias); });
+}
+
+bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape& sh, const std::uint16_t* x16, const float* w, const float* bias,
+                                     std::uint16_t* y16) {
+  if (!conv2d_forward_reads_nchw16c_src(sh, bias != nullptr)) return false;
+  const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  split(sh.n, [&](long lo, long hi, int) {
+    conv2d_forward_one_nchw16c_src(part(sh, lo, hi), x16 + lo * xi, w, bias, y16 + lo * yi);
   }, kConvChunk);
   return true;
 }

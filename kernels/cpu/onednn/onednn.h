@@ -54,6 +54,11 @@ void conv2d_backward_data(const Conv2dShape& sh, Dt dt, const void* dy, const vo
 // oneDNN's kernel for this shape writes another layout (or without oneDNN): use conv2d_forward then.
 bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
                                  std::uint16_t* y16);
+// The same with x given as bf16 in nChw16c as well (as our fused first layer can write it: no input
+// reorder); false, writing nothing, where oneDNN reads another src layout (the check alone: _reads_).
+bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape& sh, const std::uint16_t* x16, const float* w, const float* bias,
+                                     std::uint16_t* y16);
+bool conv2d_forward_reads_nchw16c_src(const Conv2dShape& sh, bool bias);
 // Its backward: dW (+ db) and, when dx is not null, dx (fp32, bf16-rounded), with dy given as bf16 in
 // nChw16c (no dy reorder); x and w fp32 as for Dt::f32_as_bf16. False, computing nothing, where
 // oneDNN's kernels read dy in another layout.
