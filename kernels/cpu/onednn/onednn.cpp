@@ -131,6 +131,19 @@ struct Entry {
   Tensor t[4];  // per kind: see the callers
 };
 
+// A call's weights reordered once into the layout its parts' primitives read, shared by the parts
+// (read-only in their tasks): one reorder per call instead of one per 8-image part (the autoencoder's
+// 64x32x7x7 filters took 0.13 ms a reorder, 48 a step). Empty: each part reorders for itself.
+struct Weights {
+  memory::desc prim;
+  std::vector<char> buf;
+};
+// The weights argument of a part's primitive: the shared copy where its layout is the one wanted.
+memory weights_arg(Tensor& t, const void* w, const Weights* sw) {
+  if (sw && !sw->buf.empty() && t.prim == sw->prim) return memory(t.prim, engine(), const_cast<char*>(sw->buf.data()));
+  return t.before(w, true);
+}
+
 // Under `ulimit -v`, oneDNN 2.6 crashes (a null write) when the mapping for a JIT kernel it generates
 // is refused, where it fails cleanly for a refused data buffer. A first call takes ~6 MiB per thread
 // (kernels and gemm packing buffers, measured at 64..2048); a new primitive is built only with
@@ -276,10 +289,11 @@ Entry& conv_fwd_entry(const Conv2dShape& sh, Dt d, const float* bias) {
   });
 }
 
-void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
+void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y,
+                        const Weights* sw = nullptr) {
   Entry& e = conv_fwd_entry(sh, d, bias);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
-                                       {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                                       {DNNL_ARG_WEIGHTS, weights_arg(e.t[1], w, sw)},
                                        {DNNL_ARG_DST, e.t[2].before(y, false)}};
   if (bias) args[DNNL_ARG_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), const_cast<float*>(bias));
   e.prim.execute(stream(), args);
@@ -289,10 +303,10 @@ void conv2d_forward_one(const Conv2dShape& sh, Dt d, const void* x, const void* 
 
 // Dt::f32_as_bf16 forward writing oneDNN's own bf16 nChw16c output straight into y16 (no reorder).
 void conv2d_forward_one_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
-                                std::uint16_t* y16) {
+                                std::uint16_t* y16, const Weights* sw = nullptr) {
   Entry& e = conv_fwd_entry(sh, Dt::f32_as_bf16, bias);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.t[0].before(x, true)},
-                                       {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                                       {DNNL_ARG_WEIGHTS, weights_arg(e.t[1], w, sw)},
                                        {DNNL_ARG_DST, memory(e.t[2].prim, engine(), y16)}};
   if (bias) args[DNNL_ARG_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), const_cast<float*>(bias));
   e.prim.execute(stream(), args);
@@ -301,10 +315,10 @@ void conv2d_forward_one_nchw16c(const Conv2dShape& sh, const float* x, const flo
 
 // The same with x given as bf16 in nChw16c too (the primitive's own src layout: no input reorder).
 void conv2d_forward_one_nchw16c_src(const Conv2dShape& sh, const std::uint16_t* x16, const float* w, const float* bias,
-                                    std::uint16_t* y16) {
+                                    std::uint16_t* y16, const Weights* sw = nullptr) {
   Entry& e = conv_fwd_entry(sh, Dt::f32_as_bf16, bias);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(e.t[0].prim, engine(), const_cast<std::uint16_t*>(x16))},
-                                       {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                                       {DNNL_ARG_WEIGHTS, weights_arg(e.t[1], w, sw)},
                                        {DNNL_ARG_DST, memory(e.t[2].prim, engine(), y16)}};
   if (bias) args[DNNL_ARG_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), const_cast<float*>(bias));
   e.prim.execute(stream(), args);
@@ -365,11 +379,8 @@ dnnl::convolution_backward_weights::primitive_desc conv_bwdw_pd(const Conv2dShap
   return dnnl::convolution_backward_weights::primitive_desc(desc, engine(), conv_fwd_pd(sh, d, bias));
 }
 
-// dy16: when not null, dy is already bf16 in the primitive's own layout (nChw16c, checked by the
-// caller) and `dy` is ignored: no reorder.
-void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx,
-                              const std::uint16_t* dy16 = nullptr) {
-  Entry& e = cached(conv_key("conv bwd-data", sh, d, false), [&](Entry& e) {
+Entry& bwdd_entry(const Conv2dShape& sh, Dt d) {
+  return cached(conv_key("conv bwd-data", sh, d, false), [&](Entry& e) {
     const ConvDescs cd = conv_dims(sh);
     const auto pd = conv_bwdd_pd(sh, d);
     e.prim = dnnl::convolution_backward_data(pd);
@@ -378,32 +389,45 @@ void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const
     e.t[1].init(memory::desc(cd.w, user_dt(d), tag::oihw), pd.weights_desc(), true);
     e.t[2].init(memory::desc(cd.x, dt::f32, tag::nchw), pd.diff_src_desc(), false);
   });
+}
+
+// dy16: when not null, dy is already bf16 in the primitive's own layout (nChw16c, checked by the
+// caller) and `dy` is ignored: no reorder.
+void conv2d_backward_data_one(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx,
+                              const std::uint16_t* dy16 = nullptr, const Weights* sw = nullptr) {
+  Entry& e = bwdd_entry(sh, d);
   const memory mdy = dy16 ? memory(e.t[0].prim, engine(), const_cast<std::uint16_t*>(dy16)) : e.t[0].before(dy, true);
   e.prim.execute(stream(), {{DNNL_ARG_DIFF_DST, mdy},
-                            {DNNL_ARG_WEIGHTS, e.t[1].before(w, true)},
+                            {DNNL_ARG_WEIGHTS, weights_arg(e.t[1], w, sw)},
                             {DNNL_ARG_DIFF_SRC, e.t[2].before(dx, false)}});
   e.t[2].after(dx);
   stream().wait();
 }
 
-void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db,
-                                const std::uint16_t* dy16 = nullptr) {
-  Entry& e = cached(conv_key("conv bwd-filter", sh, d, db != nullptr), [&](Entry& e) {
+Entry& bwdw_entry(const Conv2dShape& sh, Dt d, bool bias) {
+  return cached(conv_key("conv bwd-filter", sh, d, bias), [&](Entry& e) {
     const ConvDescs cd = conv_dims(sh);
-    const auto pd = conv_bwdw_pd(sh, d, db != nullptr);
+    const auto pd = conv_bwdw_pd(sh, d, bias);
     e.prim = dnnl::convolution_backward_weights(pd);
     e.impl = pd.impl_info_str();
     e.t[0].init(memory::desc(cd.x, user_dt(d), tag::nchw), pd.src_desc(), true);
     e.t[1].init(memory::desc(cd.y, user_dt(d), tag::nchw), pd.diff_dst_desc(), true);
     e.t[2].init(memory::desc(cd.w, dt::f32, tag::oihw), pd.diff_weights_desc(), false);
   });
+}
+
+// dw_prim: when not null, dW is written there in the primitive's own layout (`dw` is ignored): the
+// caller sums the parts' dW in that layout and reorders once.
+void conv2d_backward_filter_one(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db,
+                                const std::uint16_t* dy16 = nullptr, void* dw_prim = nullptr) {
+  Entry& e = bwdw_entry(sh, d, db != nullptr);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, e.t[0].before(x, true)},
       {DNNL_ARG_DIFF_DST, dy16 ? memory(e.t[1].prim, engine(), const_cast<std::uint16_t*>(dy16)) : e.t[1].before(dy, true)},
-      {DNNL_ARG_DIFF_WEIGHTS, e.t[2].before(dw, false)}};
+      {DNNL_ARG_DIFF_WEIGHTS, dw_prim ? memory(e.t[2].prim, engine(), dw_prim) : e.t[2].before(dw, false)}};
   if (db) args[DNNL_ARG_DIFF_BIAS] = memory(memory::desc({sh.k}, dt::f32, tag::a), engine(), db);
   e.prim.execute(stream(), args);
-  e.t[2].after(dw);
+  if (!dw_prim) e.t[2].after(dw);
   stream().wait();
 }
 
@@ -475,6 +499,24 @@ bool every_part(const Conv2dShape& sh, F&& ok) {
   return true;
 }
 
+// Weights for a call `split` cuts into several parts: reordered here, on the calling thread, into the
+// layout the largest part's primitive reads (tensor(part) is that primitive's weights Tensor).
+template <class F>
+Weights shared_weights(const Conv2dShape& sh, const void* w, F&& tensor) {
+  Weights sw;
+  const int tasks = task_count(sh.n, kConvChunk);
+  if (kernel_threads() <= 1 || tasks <= 1) return sw;
+  one_omp_thread();
+  Tensor& t = tensor(part(sh, 0, (sh.n + tasks - 1) / tasks));
+  if (!t.reordered) return sw;
+  sw.prim = t.prim;
+  sw.buf.resize(t.prim.get_size());
+  memory um(t.user, engine(), const_cast<void*>(w)), pm(t.prim, engine(), sw.buf.data());
+  t.to_prim.execute(stream(), um, pm);
+  stream().wait();
+  return sw;
+}
+
 
 }  // namespace
 
@@ -492,8 +534,9 @@ void gemm(const Gemm& g) {
 
 void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  const Weights sw = shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, d, bias).t[1]; });
   split(sh.n, [&](long lo, long hi, int) {
-    conv2d_forward_one(part(sh, lo, hi), d, at(x, lo * xi, d), w, bias, y + lo * yi);
+    conv2d_forward_one(part(sh, lo, hi), d, at(x, lo * xi, d), w, bias, y + lo * yi, &sw);
   }, kConvChunk);
 }
 
@@ -501,8 +544,10 @@ bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const fl
                                  std::uint16_t* y16) {
   if (!every_part(sh, [&](const Conv2dShape& p) { return writes_nchw16c(p, bias != nullptr); })) return false;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  const Weights sw = shared_weights(
+      sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, Dt::f32_as_bf16, bias).t[1]; });
   split(sh.n, [&](long lo, long hi, int) {
-    conv2d_forward_one_nchw16c(part(sh, lo, hi), x + lo * xi, w, bias, y16 + lo * yi);
+    conv2d_forward_one_nchw16c(part(sh, lo, hi), x + lo * xi, w, bias, y16 + lo * yi, &sw);
   }, kConvChunk);
   return true;
 }
@@ -515,16 +560,19 @@ bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape& sh, const std::uint16_t*
                                      std::uint16_t* y16) {
   if (!conv2d_forward_reads_nchw16c_src(sh, bias != nullptr)) return false;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  const Weights sw = shared_weights(
+      sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, Dt::f32_as_bf16, bias).t[1]; });
   split(sh.n, [&](long lo, long hi, int) {
-    conv2d_forward_one_nchw16c_src(part(sh, lo, hi), x16 + lo * xi, w, bias, y16 + lo * yi);
+    conv2d_forward_one_nchw16c_src(part(sh, lo, hi), x16 + lo * xi, w, bias, y16 + lo * yi, &sw);
   }, kConvChunk);
   return true;
 }
 
 void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
+  const Weights sw = shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return bwdd_entry(p, d).t[1]; });
   split(sh.n, [&](long lo, long hi, int) {
-    conv2d_backward_data_one(part(sh, lo, hi), d, at(dy, lo * yi, d), w, dx + lo * xi);
+    conv2d_backward_data_one(part(sh, lo, hi), d, at(dy, lo * yi, d), w, dx + lo * xi, nullptr, &sw);
   }, kConvChunk);
 }
 
@@ -532,26 +580,52 @@ bool conv2d_backward_reads_nchw16c_dy(const Conv2dShape& sh, bool db, bool dx) {
   return every_part(sh, [&](const Conv2dShape& p) { return reads_nchw16c_dy(p, db, dx); });
 }
 
-// The batch split for dW (+ db): fn(lo, hi, pw, pb) sums images [lo, hi) into pw/pb. Task 0 writes
-// dw/db; the others their own partial sums, added in task order (deterministic).
+// The batch split for dW (+ db): fn(lo, hi, pw, pb, pprim) sums images [lo, hi) into pw/pb, or, when
+// pprim is not null, dW into pprim in the primitive's layout (`prim`: every part's, f32) and db into
+// pb. Task 0 writes dw/db (or its pprim); the others their own partial sums, added in task order
+// (deterministic); dW summed in the primitive's layout is reordered to dw once, at the end.
 template <class F>
-void split_dw(const Conv2dShape& sh, float* dw, float* db, F&& fn) {
-  const std::size_t nw = sh.w_size(), nb = db ? sh.k : 0;
+void split_dw(const Conv2dShape& sh, float* dw, float* db, const memory::desc* prim, F&& fn) {
+  const std::size_t nw = sh.w_size(), nb = db ? sh.k : 0, np = prim ? prim->get_size() / sizeof(float) : 0;
+  const std::size_t per = prim ? np + nb : nw + nb;
   std::vector<std::vector<float>> partial(std::size_t(task_count(sh.n, kConvChunk)));
+  if (prim) partial[0].assign(np, 0.f);
   split(sh.n, [&](long lo, long hi, int t) {
     float* pw = dw;
     float* pb = db;
     if (t > 0) {
-      partial[t].assign(nw + nb, 0.f);
-      pw = partial[t].data(), pb = db ? pw + nw : nullptr;
+      partial[t].assign(per, 0.f);
+      pw = partial[t].data(), pb = db ? pw + (prim ? np : nw) : nullptr;
     }
-    fn(lo, hi, pw, pb);
+    if (prim) return fn(lo, hi, nullptr, pb, t > 0 ? pw : partial[0].data());
+    fn(lo, hi, pw, pb, nullptr);
   }, kConvChunk);
+  float* sum = prim ? partial[0].data() : dw;
+  const std::size_t ns = prim ? np : nw;
   for (std::size_t t = 1; t < partial.size(); ++t) {
     if (partial[t].empty()) continue;
-    for (std::size_t i = 0; i < nw; ++i) dw[i] += partial[t][i];
-    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][nw + i];
+    for (std::size_t i = 0; i < ns; ++i) sum[i] += partial[t][i];
+    for (std::size_t i = 0; i < nb; ++i) db[i] += partial[t][ns + i];
   }
+  if (prim) {
+    memory pm(*prim, engine(), sum), um(memory::desc(conv_dims(sh).w, dt::f32, tag::oihw), engine(), dw);
+    dnnl::reorder(pm, um).execute(stream(), pm, um);
+    stream().wait();
+  }
+}
+
+// The dW layout every part's backward-weights primitive writes, when it is not the caller's (oihw
+// f32) and the same for the (at most two) part sizes; null otherwise (each part reorders its own).
+const memory::desc* parts_dw_layout(const Conv2dShape& sh, Dt d, bool bias, memory::desc& out) {
+  const int tasks = task_count(sh.n, kConvChunk);
+  if (kernel_threads() <= 1 || tasks <= 1) return nullptr;
+  one_omp_thread();
+  const long small = sh.n / tasks, big = (sh.n + tasks - 1) / tasks;
+  const Tensor& tb = bwdw_entry(part(sh, 0, big), d, bias).t[2];
+  if (!tb.reordered) return nullptr;
+  if (small > 0 && small != big && !(bwdw_entry(part(sh, 0, small), d, bias).t[2].prim == tb.prim)) return nullptr;
+  out = tb.prim;
+  return &out;
 }
 
 bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape& sh, const float* x, const float* w, const std::uint16_t* dy16,
@@ -560,17 +634,23 @@ bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape& sh, const float* x, cons
     return false;
   const Dt d = Dt::f32_as_bf16;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
-  split_dw(sh, dw, db, [&](long lo, long hi, float* pw, float* pb) {
-    conv2d_backward_filter_one(part(sh, lo, hi), d, x + lo * xi, nullptr, pw, pb, dy16 + lo * yi);
-    if (dx) conv2d_backward_data_one(part(sh, lo, hi), d, nullptr, w, dx + lo * xi, dy16 + lo * yi);
+  Weights sw;
+  if (dx) sw = shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return bwdd_entry(p, d).t[1]; });
+  memory::desc layout;
+  const memory::desc* prim = parts_dw_layout(sh, d, db != nullptr, layout);
+  split_dw(sh, dw, db, prim, [&](long lo, long hi, float* pw, float* pb, float* pprim) {
+    conv2d_backward_filter_one(part(sh, lo, hi), d, x + lo * xi, nullptr, pw, pb, dy16 + lo * yi, pprim);
+    if (dx) conv2d_backward_data_one(part(sh, lo, hi), d, nullptr, w, dx + lo * xi, dy16 + lo * yi, &sw);
   });
   return true;
 }
 
 void conv2d_backward_filter(const Conv2dShape& sh, Dt d, const void* x, const void* dy, float* dw, float* db) {
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
-  split_dw(sh, dw, db, [&](long lo, long hi, float* pw, float* pb) {
-    conv2d_backward_filter_one(part(sh, lo, hi), d, at(x, lo * xi, d), at(dy, lo * yi, d), pw, pb);
+  memory::desc layout;
+  const memory::desc* prim = parts_dw_layout(sh, d, db != nullptr, layout);
+  split_dw(sh, dw, db, prim, [&](long lo, long hi, float* pw, float* pb, float* pprim) {
+    conv2d_backward_filter_one(part(sh, lo, hi), d, at(x, lo * xi, d), at(dy, lo * yi, d), pw, pb, nullptr, pprim);
   });
 }
 
