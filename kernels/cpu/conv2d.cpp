@@ -842,6 +842,18 @@ DLB_AVX512_T void forward_col_run512(int nv, const float* w, int T, const float*
   }
 }
 
+// The pixel blocks of the col GEMMs' outputs: PQ pixels in vectors of 16, cut into near-equal blocks of
+// at most 6 vectors; f(p0, nv, last) per block (its first pixel, its vectors, the last one's lane mask).
+template <class F>
+inline void for_pixel_blocks(std::size_t PQ, F&& f) {
+  const int nvec = int((PQ + 15) / 16), blocks = (nvec + 5) / 6, per = (nvec + blocks - 1) / blocks;
+  for (int v0 = 0; v0 < nvec; v0 += per) {
+    const int nv = std::min(per, nvec - v0);
+    const std::size_t p0 = std::size_t(v0) * 16, rest = PQ - (p0 + std::size_t(nv - 1) * 16);
+    f(p0, nv, rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1));
+  }
+}
+
 // Forward of the images of `sh` (w KCRS as given, K a multiple of 4), one image's im2col at a time
 // into col (T x PQ floats). The pixel blocks are the outer loop: a block's col panel (T x 96 floats,
 // 29 KB for conv1) stays in L1 across the K/4 row blocks.
@@ -849,20 +861,16 @@ void conv2d_forward_col_avx512(const Conv2dShape& sh, const float* x, const floa
                                float* col) {
   const int K = sh.k, T = sh.c * sh.r * sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q(), xi = std::size_t(sh.c) * sh.h * sh.w;
-  const int nvec = int((PQ + 15) / 16), blocks = (nvec + 5) / 6, per = (nvec + blocks - 1) / blocks;
   const bool s1 = sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0;
   for (int n = 0; n < sh.n; ++n) {
     if (s1) im2col_s1_avx512(sh, x + n * xi, col);
     else im2col(sh, x + n * xi, 1, col);
     float* yn = y + std::size_t(n) * K * PQ;
-    for (int v0 = 0; v0 < nvec; v0 += per) {
-      const int nv = std::min(per, nvec - v0);
-      const std::size_t p0 = std::size_t(v0) * 16, rest = PQ - (p0 + std::size_t(nv - 1) * 16);
-      const __mmask16 last = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
+    for_pixel_blocks(PQ, [&](std::size_t p0, int nv, __mmask16 last) {
       for (int k0 = 0; k0 < K; k0 += 4)
         forward_col_run512(nv, w + std::size_t(k0) * T, T, col + p0, PQ, bias ? bias + k0 : nullptr,
                            yn + std::size_t(k0) * PQ + p0, PQ, last);
-    }
+    });
   }
 }
 
@@ -2046,6 +2054,31 @@ DLB_BF16_INLINE __m512 rounded_bf16(__m512 v) {
 DLB_BF16_INLINE __m512bh broadcast_pair(std::uint32_t gp) {
   return reinterpret_cast<__m512bh>(_mm512_set1_epi32(std::int32_t(gp)));
 }
+// One 64-byte entry of two 16-float vectors in bf16 (nearest even), laid out for vpunpcklwd /
+// vpunpckhwd: 128-bit lane l holds lo[4l .. 4l + 3] in its low 64 bits and hi[4l .. 4l + 3] (zeros
+// for a null hi) in its high ones.
+DLB_BF16_INLINE void store_spread_bf16(const float* lo, const float* hi, std::uint16_t* out) {
+  const __m512i ix = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  const __m512i a = _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(lo))));
+  const __m512i b = hi ? _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(hi))))
+                       : _mm512_setzero_si512();
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi64(a, ix, b));
+}
+// d[0 .. N) += two terms' spread entries (p, q; a null q: zeros) times their gradient pair gb: entry
+// u (`stride` bf16 after entry u - 1) unpacks into the pair vectors of d[2u] and d[2u + 1].
+template <int N>
+DLB_BF16_INLINE void spread_pair_bf16(const std::uint16_t* p, const std::uint16_t* q, std::size_t stride, __m512bh gb,
+                                      __m512* d) {
+#pragma GCC unroll 16
+  for (int u = 0; 2 * u < N; ++u) {
+    const __m512i a = _mm512_loadu_si512(p + u * stride);
+    const __m512i b = q ? _mm512_loadu_si512(q + u * stride) : _mm512_setzero_si512();
+    d[2 * u] = _mm512_dpbf16_ps(d[2 * u], reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b)), gb);
+    if (2 * u + 1 < N)
+      d[2 * u + 1] = _mm512_dpbf16_ps(d[2 * u + 1], reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b)), gb);
+  }
+}
+
 // The winners' vectors for pool_grad_rows_bf16, two to an entry (S16): entry u of output position o
 // holds vector t = 2u in the low 64 bits of each 128-bit lane and t = 2u + 1 (or zeros) in the high
 // ones, 4 bf16 each (lane l: values 4l .. 4l + 3). vpunpcklwd / vpunpckhwd of two winners' entries
@@ -2056,32 +2089,12 @@ DLB_BF16_T __attribute__((noinline)) void pool_grad_spread_bf16(const float* e, 
                                                                 std::size_t rstride, std::size_t npos,
                                                                 std::uint16_t* s16) {
   constexpr int NU = (NT + 1) / 2;
-  const __m512i ix = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
   for (int u = 0; u < NU; ++u) {
     const int t0 = 2 * u, t1 = 2 * u + 1;
     const float* p0 = e + std::size_t(t0 / NV) * cstride + std::size_t(t0 % NV) * G * rstride;
     const float* p1 = t1 < NT ? e + std::size_t(t1 / NV) * cstride + std::size_t(t1 % NV) * G * rstride : nullptr;
     std::uint16_t* out = s16 + std::size_t(u) * npos * 32;
-    for (std::size_t o = 0; o < npos; ++o) {
-      const __m512i lo = _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(p0 + o * 16))));
-      const __m512i hi = p1 ? _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(p1 + o * 16))))
-                            : _mm512_setzero_si512();
-      _mm512_store_si512(out + o * 32, _mm512_permutex2var_epi64(lo, ix, hi));
-    }
-  }
-}
-// acc[0 .. NT) += the pair (p, q) of winners' S16 entries (q null: zeros) times the gradient pair.
-template <int NT>
-DLB_BF16_INLINE void pool_pair_bf16(const std::uint16_t* p, const std::uint16_t* q, std::size_t ustride,
-                                    std::uint32_t gpair, __m512* d) {
-  const __m512bh g = broadcast_pair(gpair);
-#pragma GCC unroll 16
-  for (int u = 0; 2 * u < NT; ++u) {
-    const __m512i a = _mm512_load_si512(p + u * ustride);
-    const __m512i b = q ? _mm512_load_si512(q + u * ustride) : _mm512_setzero_si512();
-    d[2 * u] = _mm512_dpbf16_ps(d[2 * u], reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b)), g);
-    if (2 * u + 1 < NT)
-      d[2 * u + 1] = _mm512_dpbf16_ps(d[2 * u + 1], reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b)), g);
+    for (std::size_t o = 0; o < npos; ++o) store_spread_bf16(p0 + o * 16, p1 ? p1 + o * 16 : nullptr, out + o * 32);
   }
 }
 // s16: pool_grad_spread_bf16's entries (ustride bf16 between entry u and u + 1 of a position);
@@ -2103,13 +2116,15 @@ DLB_BF16_T __attribute__((noinline)) void pool_grad_rows_bf16(const std::uint16_
   int jj = 0;
   for (; jj + 4 <= nwin; jj += 4) {
     std::memcpy(gp, g16 + jj, sizeof gp);
-    pool_pair_bf16<NT>(s16 + std::size_t(off[jj]) * 32, s16 + std::size_t(off[jj + 1]) * 32, ustride, gp[0], a);
-    pool_pair_bf16<NT>(s16 + std::size_t(off[jj + 2]) * 32, s16 + std::size_t(off[jj + 3]) * 32, ustride, gp[1], b);
+    spread_pair_bf16<NT>(s16 + std::size_t(off[jj]) * 32, s16 + std::size_t(off[jj + 1]) * 32, ustride,
+                         broadcast_pair(gp[0]), a);
+    spread_pair_bf16<NT>(s16 + std::size_t(off[jj + 2]) * 32, s16 + std::size_t(off[jj + 3]) * 32, ustride,
+                         broadcast_pair(gp[1]), b);
   }
   for (; jj < nwin; jj += 2) {
     std::memcpy(gp, g16 + jj, sizeof(std::uint32_t));
-    pool_pair_bf16<NT>(s16 + std::size_t(off[jj]) * 32, jj + 1 < nwin ? s16 + std::size_t(off[jj + 1]) * 32 : nullptr,
-                       ustride, gp[0], a);
+    spread_pair_bf16<NT>(s16 + std::size_t(off[jj]) * 32, jj + 1 < nwin ? s16 + std::size_t(off[jj + 1]) * 32 : nullptr,
+                         ustride, broadcast_pair(gp[0]), a);
   }
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) _mm512_store_ps(acc + 16 * t, _mm512_add_ps(a[t], b[t]));
@@ -2249,6 +2264,18 @@ DLB_BF16_INLINE void forward_col_block_bf16(const std::uint32_t* wp, int T2, con
   }
 }
 
+DLB_BF16_T void forward_col_run_bf16(int nv, const std::uint32_t* wp, int T2, const std::uint32_t* colp,
+                                     std::size_t ldc, const float* bias, float* y, std::size_t ldy, __mmask16 last) {
+  switch (nv) {
+    case 1: return forward_col_block_bf16<1>(wp, T2, colp, ldc, bias, y, ldy, last);
+    case 2: return forward_col_block_bf16<2>(wp, T2, colp, ldc, bias, y, ldy, last);
+    case 3: return forward_col_block_bf16<3>(wp, T2, colp, ldc, bias, y, ldy, last);
+    case 4: return forward_col_block_bf16<4>(wp, T2, colp, ldc, bias, y, ldy, last);
+    case 5: return forward_col_block_bf16<5>(wp, T2, colp, ldc, bias, y, ldy, last);
+    default: return forward_col_block_bf16<6>(wp, T2, colp, ldc, bias, y, ldy, last);
+  }
+}
+
 // One image's C planes of hw floats (C % 16 == 0) to bf16 in nChw16c ([C/16][hw][16]), nearest even.
 DLB_BF16_T __attribute__((noinline)) void planes_to_nchw16c_bf16(const float* y, int C, int hw, std::uint16_t* y16) {
   for (int c0 = 0; c0 < C; c0 += 16)
@@ -2283,25 +2310,11 @@ DLB_BF16_T __attribute__((noinline)) void forward_col_image_bf16(const float* co
                                       : _mm512_setzero_si512();
       _mm512_store_si512(colp + std::size_t(u) * ldc + p, _mm512_permutex2var_epi16(a, ix, b));
     }
-  const int nvec = int((PQ + 15) / 16), blocks = (nvec + 5) / 6, per = (nvec + blocks - 1) / blocks;
-  for (int v0 = 0; v0 < nvec; v0 += per) {
-    const int nv = std::min(per, nvec - v0);
-    const std::size_t p0 = std::size_t(v0) * 16, rest = PQ - (p0 + std::size_t(nv - 1) * 16);
-    const __mmask16 last = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
-    for (int k0 = 0; k0 < K; k0 += 4) {
-      const std::uint32_t* w4 = wp + std::size_t(k0) * T2;
-      const float* b4 = bias ? bias + k0 : nullptr;
-      float* y4 = out + std::size_t(k0) * PQ + p0;
-      switch (nv) {
-        case 1: forward_col_block_bf16<1>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
-        case 2: forward_col_block_bf16<2>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
-        case 3: forward_col_block_bf16<3>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
-        case 4: forward_col_block_bf16<4>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
-        case 5: forward_col_block_bf16<5>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
-        default: forward_col_block_bf16<6>(w4, T2, colp + p0, ldc, b4, y4, PQ, last); break;
-      }
-    }
-  }
+  for_pixel_blocks(PQ, [&](std::size_t p0, int nv, __mmask16 last) {
+    for (int k0 = 0; k0 < K; k0 += 4)
+      forward_col_run_bf16(nv, wp + std::size_t(k0) * T2, T2, colp + p0, ldc, bias ? bias + k0 : nullptr,
+                           out + std::size_t(k0) * PQ + p0, PQ, last);
+  });
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -2555,29 +2568,12 @@ DLB_AVX512_INLINE void for_channel_chunks(int C, F&& f) {
 // (or zeros past C) in the high ones.
 DLB_BF16_T __attribute__((noinline)) void spread32_bf16(const float* src, int C, std::size_t rows, std::uint16_t* dst) {
   const int Cs = (C + 31) / 32 * 32;
-  const __m512i ix = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
   for (std::size_t r = 0; r < rows; ++r)
     for (int c = 0; c < C; c += 32) {
       const float* p = src + r * C + c;
-      const __m512i lo = _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(p))));
-      const __m512i hi = c + 16 < C ? _mm512_zextsi256_si512(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(p + 16))))
-                                    : _mm512_setzero_si512();
-      _mm512_storeu_si512(dst + r * Cs + c, _mm512_permutex2var_epi64(lo, ix, hi));
+      store_spread_bf16(p, c + 16 < C ? p + 16 : nullptr, dst + r * Cs + c);
     }
 }
-// d[0 .. CV) += the pair of spread rows p, q (q null: zeros) at channel blocks [0, (CV + 1) / 2), times gb.
-template <int CV>
-DLB_BF16_INLINE void spread_pair_bf16(const std::uint16_t* p, const std::uint16_t* q, __m512bh gb, __m512* d) {
-#pragma GCC unroll 8
-  for (int u = 0; 2 * u < CV; ++u) {
-    const __m512i a = _mm512_loadu_si512(p + 32 * u);
-    const __m512i b = q ? _mm512_loadu_si512(q + 32 * u) : _mm512_setzero_si512();
-    d[2 * u] = _mm512_dpbf16_ps(d[2 * u], reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b)), gb);
-    if (2 * u + 1 < CV)
-      d[2 * u + 1] = _mm512_dpbf16_ps(d[2 * u + 1], reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b)), gb);
-  }
-}
-
 template <int CV, int RB>
 DLB_BF16_INLINE void sparse_dy_filter_taps_bf16(const std::uint16_t* x16, int C, int Cs, int W, int S, int t0,
                                                 const std::int32_t* pix, const std::uint16_t* g16, int nnz,
@@ -2597,7 +2593,7 @@ DLB_BF16_INLINE void sparse_dy_filter_taps_bf16(const std::uint16_t* x16, int C,
     if (q) std::memcpy(&gp, g16 + j, sizeof gp);
     const __m512bh gb = broadcast_pair(gp);
 #pragma GCC unroll 24
-    for (int b = 0; b < RB; ++b) spread_pair_bf16<CV>(p + tap[b], q ? q + tap[b] : nullptr, gb, a[b]);
+    for (int b = 0; b < RB; ++b) spread_pair_bf16<CV>(p + tap[b], q ? q + tap[b] : nullptr, 32, gb, a[b]);
   }
 #pragma GCC unroll 24
   for (int b = 0; b < RB; ++b)
@@ -2639,12 +2635,12 @@ DLB_BF16_T __attribute__((noinline)) void sparse_dy_data_pixel_bf16(const Conv2d
         if (!pend) {
           pend = wk, gpend = gg16[e];
         } else {
-          spread_pair_bf16<CV>(pend, wk, broadcast_pair(gpend | std::uint32_t(gg16[e]) << 16), a);
+          spread_pair_bf16<CV>(pend, wk, 32, broadcast_pair(gpend | std::uint32_t(gg16[e]) << 16), a);
           pend = nullptr;
         }
       }
     }
-  if (pend) spread_pair_bf16<CV>(pend, nullptr, broadcast_pair(gpend), a);
+  if (pend) spread_pair_bf16<CV>(pend, nullptr, 32, broadcast_pair(gpend), a);
 #pragma GCC unroll 8
   for (int v = 0; v < CV; ++v) _mm512_storeu_ps(out + 16 * v, a[v]);
 }

@@ -516,6 +516,13 @@ Weights shared_weights(const Conv2dShape& sh, const void* w, F&& tensor) {
   stream().wait();
   return sw;
 }
+// shared_weights of a forward / a backward-data call.
+Weights fwd_weights(const Conv2dShape& sh, Dt d, const void* w, const float* bias) {
+  return shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, d, bias).t[1]; });
+}
+Weights bwdd_weights(const Conv2dShape& sh, Dt d, const void* w) {
+  return shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return bwdd_entry(p, d).t[1]; });
+}
 
 
 }  // namespace
@@ -534,7 +541,7 @@ void gemm(const Gemm& g) {
 
 void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, const float* bias, float* y) {
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
-  const Weights sw = shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, d, bias).t[1]; });
+  const Weights sw = fwd_weights(sh, d, w, bias);
   split(sh.n, [&](long lo, long hi, int) {
     conv2d_forward_one(part(sh, lo, hi), d, at(x, lo * xi, d), w, bias, y + lo * yi, &sw);
   }, kConvChunk);
@@ -544,8 +551,7 @@ bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const fl
                                  std::uint16_t* y16) {
   if (!every_part(sh, [&](const Conv2dShape& p) { return writes_nchw16c(p, bias != nullptr); })) return false;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
-  const Weights sw = shared_weights(
-      sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, Dt::f32_as_bf16, bias).t[1]; });
+  const Weights sw = fwd_weights(sh, Dt::f32_as_bf16, w, bias);
   split(sh.n, [&](long lo, long hi, int) {
     conv2d_forward_one_nchw16c(part(sh, lo, hi), x + lo * xi, w, bias, y16 + lo * yi, &sw);
   }, kConvChunk);
@@ -560,8 +566,7 @@ bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape& sh, const std::uint16_t*
                                      std::uint16_t* y16) {
   if (!conv2d_forward_reads_nchw16c_src(sh, bias != nullptr)) return false;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
-  const Weights sw = shared_weights(
-      sh, w, [&](const Conv2dShape& p) -> Tensor& { return conv_fwd_entry(p, Dt::f32_as_bf16, bias).t[1]; });
+  const Weights sw = fwd_weights(sh, Dt::f32_as_bf16, w, bias);
   split(sh.n, [&](long lo, long hi, int) {
     conv2d_forward_one_nchw16c_src(part(sh, lo, hi), x16 + lo * xi, w, bias, y16 + lo * yi, &sw);
   }, kConvChunk);
@@ -570,7 +575,7 @@ bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape& sh, const std::uint16_t*
 
 void conv2d_backward_data(const Conv2dShape& sh, Dt d, const void* dy, const void* w, float* dx) {
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
-  const Weights sw = shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return bwdd_entry(p, d).t[1]; });
+  const Weights sw = bwdd_weights(sh, d, w);
   split(sh.n, [&](long lo, long hi, int) {
     conv2d_backward_data_one(part(sh, lo, hi), d, at(dy, lo * yi, d), w, dx + lo * xi, nullptr, &sw);
   }, kConvChunk);
@@ -635,7 +640,7 @@ bool conv2d_backward_bf16_nchw16c_dy(const Conv2dShape& sh, const float* x, cons
   const Dt d = Dt::f32_as_bf16;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
   Weights sw;
-  if (dx) sw = shared_weights(sh, w, [&](const Conv2dShape& p) -> Tensor& { return bwdd_entry(p, d).t[1]; });
+  if (dx) sw = bwdd_weights(sh, d, w);
   memory::desc layout;
   const memory::desc* prim = parts_dw_layout(sh, d, db != nullptr, layout);
   split_dw(sh, dw, db, prim, [&](long lo, long hi, float* pw, float* pb, float* pprim) {
