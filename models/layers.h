@@ -58,6 +58,9 @@ class Layer {
   virtual std::string kind() const = 0;  // "Conv2d", "ReLU", ...
   virtual Shape out_shape(const Shape& in) const = 0;  // throws InputError when `in` does not fit
   virtual std::vector<Param*> params() { return {}; }
+  // A copy of this layer: its parameters (values, gradients) and configuration; its scratch may be
+  // copied or left empty (a copy may not share any buffer with this one).
+  virtual std::unique_ptr<Layer> clone() const = 0;
   // Seeded PyTorch default init; layers without parameters ignore it.
   virtual void init(std::uint64_t seed) { (void)seed; }
   // Fast fp32 path. `y` has out_shape(in).size() floats.
@@ -83,6 +86,7 @@ class Conv2d final : public Layer {
  public:
   Conv2d(std::string name, int in_c, int out_c, int k, int stride = 1, int pad = 0);
   std::string kind() const override { return "Conv2d"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Conv2d>(*this); }
   Shape out_shape(const Shape& in) const override;
   std::vector<Param*> params() override { return {&weight, &bias}; }
   void init(std::uint64_t seed) override;
@@ -139,6 +143,7 @@ class ConvTranspose2d final : public Layer {
  public:
   ConvTranspose2d(std::string name, int in_c, int out_c, int k, int stride = 1, int pad = 0, int out_pad = 0);
   std::string kind() const override { return "ConvTranspose2d"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<ConvTranspose2d>(*this); }
   Shape out_shape(const Shape& in) const override;
   std::vector<Param*> params() override { return {&weight, &bias}; }
   void init(std::uint64_t seed) override;
@@ -161,6 +166,7 @@ class Linear final : public Layer {
  public:
   Linear(std::string name, int in_f, int out_f);
   std::string kind() const override { return "Linear"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Linear>(*this); }
   Shape out_shape(const Shape& in) const override;
   std::vector<Param*> params() override { return {&weight, &bias}; }
   void init(std::uint64_t seed) override;
@@ -176,6 +182,7 @@ class Linear final : public Layer {
 class ReLU final : public Layer {
  public:
   std::string kind() const override { return "ReLU"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<ReLU>(*this); }
   Shape out_shape(const Shape& in) const override { return in; }
   void forward(const Shape& in, const float* x, float* y) override;
   void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
@@ -186,6 +193,7 @@ class ReLU final : public Layer {
 class Sigmoid final : public Layer {
  public:
   std::string kind() const override { return "Sigmoid"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Sigmoid>(*this); }
   Shape out_shape(const Shape& in) const override { return in; }
   void forward(const Shape& in, const float* x, float* y) override;
   void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
@@ -198,6 +206,7 @@ class MaxPool2d final : public Layer {
  public:
   explicit MaxPool2d(int k) : k(k) {}
   std::string kind() const override { return "MaxPool2d"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<MaxPool2d>(*this); }
   Shape out_shape(const Shape& in) const override;
   void forward(const Shape& in, const float* x, float* y) override;
   void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;
@@ -229,6 +238,7 @@ class MaxPool2d final : public Layer {
 class Flatten final : public Layer {
  public:
   std::string kind() const override { return "Flatten"; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Flatten>(*this); }
   Shape out_shape(const Shape& in) const override { return {in.n, int(in.per_item()), 1, 1}; }
   void forward(const Shape& in, const float* x, float* y) override;
   void backward(const Shape& in, const float* x, const float* y, const float* dy, float* dx) override;

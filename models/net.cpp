@@ -59,6 +59,12 @@ void Sequential::init(std::uint64_t seed) {
   for (const auto& l : layers_) l->init(s += 17);
 }
 
+std::unique_ptr<Sequential> Sequential::clone() const {
+  auto c = std::make_unique<Sequential>(name_, in_, loss_);
+  for (const auto& l : layers_) c->add(l->clone());
+  return c;
+}
+
 void Sequential::copy_params_from(const Sequential& other) {
   auto a = params(), b = other.params();
   if (a.size() != b.size()) throw UsageError("copy_params_from: different architectures");
@@ -346,8 +352,15 @@ void Optimizer::copy_state_from(const Optimizer& o) {
   s1_ = o.s1_, s2_ = o.s2_, t_ = o.t_;
 }
 
+void Optimizer::update(float* value, const float* grad, float* s1, float* s2, std::size_t n) const {
+  if (cfg_.kind == "sgd")
+    cpu::sgd_momentum_step(value, grad, s1, n, cfg_.lr, cfg_.momentum, t_ == 1);
+  else
+    cpu::adam_step(value, grad, s1, s2, n, cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, t_);
+}
+
 void Optimizer::step() {
-  ++t_;
+  begin_step();
   // One region for all parameters: each task updates a slice of one tensor (the kernels themselves,
   // called from inside a task, run on that thread). Every element is updated the same way whatever
   // the split.
@@ -356,18 +369,11 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < params_.size(); ++i)
     for (std::size_t lo = 0; lo < params_[i]->size(); lo += kSlice)
       slices_.push_back({i, lo, std::min(params_[i]->size(), lo + kSlice)});
-  const bool sgd = cfg_.kind == "sgd";
-  auto run = [&](int t) {
+  cpu::parallel_tasks(int(slices_.size()), [&](int t) {
     const std::size_t i = slices_[t][0], lo = slices_[t][1], n = slices_[t][2] - lo;
     Param& p = *params_[i];
-    if (sgd)
-      cpu::sgd_momentum_step(p.value.data() + lo, p.grad.data() + lo, s1_[i].data() + lo, n, cfg_.lr, cfg_.momentum,
-                             t_ == 1);
-    else
-      cpu::adam_step(p.value.data() + lo, p.grad.data() + lo, s1_[i].data() + lo, s2_[i].data() + lo, n, cfg_.lr,
-                     cfg_.beta1, cfg_.beta2, cfg_.eps, t_);
-  };
-  cpu::parallel_tasks(int(slices_.size()), run);
+    update(p.value.data() + lo, p.grad.data() + lo, s1_[i].data() + lo, s2_[i].empty() ? nullptr : s2_[i].data() + lo, n);
+  });
 }
 
 float train_step(Sequential& m, Optimizer& opt, const Batch& b) {

@@ -44,6 +44,8 @@ class Sequential {
   std::string summary() const;  // one line per parameter: name and shape
   void init(std::uint64_t seed);
   void copy_params_from(const Sequential& other);  // same architecture
+  // Another model of the same architecture and parameters (values and gradients), with buffers of its own.
+  std::unique_ptr<Sequential> clone() const;
   // The largest per-tensor relative L2 error (kernels/common/verify.h L2Error) of this model's
   // gradients against `ref`'s (same architecture), and which tensor it is.
   double gradient_l2_error(const Sequential& ref, std::string& worst_tensor) const;
@@ -117,6 +119,18 @@ class Optimizer {
   void copy_state_from(const Optimizer& o);
   const OptimizerConfig& config() const { return cfg_; }
   long steps() const { return t_; }
+
+  // step() in parts, for a step that keeps copies of the parameters and of this state (models/replicas.h):
+  // begin_step() counts the step, then update() applies it to n elements of a parameter given as
+  // separate buffers (values, gradient, and the state's: state(param, 0 | 1) for this optimizer's
+  // own, null where the kind keeps none). Same arithmetic as step() element by element.
+  void begin_step() { ++t_; }
+  void update(float* value, const float* grad, float* s1, float* s2, std::size_t n) const;
+  float* state(std::size_t param, int which) {
+    auto& v = (which == 0 ? s1_ : s2_).at(param);
+    return v.empty() ? nullptr : v.data();
+  }
+  std::size_t num_params() const { return params_.size(); }
 
  private:
   OptimizerConfig cfg_;

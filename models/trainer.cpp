@@ -9,6 +9,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/threads.h"
+#include "models/replicas.h"
 
 namespace dlb::models {
 
@@ -85,7 +86,7 @@ class CpuTrainer final : public Trainer {
     for (std::size_t first = 0; first < d.size(); first += batch) {
       const int n = int(std::min<std::size_t>(batch, d.size() - first));
       gather_batch(d, idx, first, n, x_.data(), y_.data());
-      total += train_step(m_, opt_, Batch{x_.data(), y_.data(), nullptr, n});
+      total += replicas_.step(m_, opt_, Batch{x_.data(), y_.data(), nullptr, n});
       ++steps;
     }
     return total / std::max(1L, steps);
@@ -155,7 +156,8 @@ class CpuTrainer final : public Trainer {
   std::string describe() const override {
     const int t = cpu::kernel_threads();
     if (t == 1) return "cpu (1 thread, OpenBLAS " + std::to_string(openblas_get_num_threads()) + " threads)";
-    return "cpu (" + std::to_string(t) + " threads: batch split, single-threaded OpenBLAS)";
+    return "cpu (" + std::to_string(t) + " threads: batch split, single-threaded OpenBLAS; batches <= " +
+           std::to_string(ReplicaStep::kMaxBatch) + ": a model replica per thread)";
   }
 
  private:
@@ -163,6 +165,7 @@ class CpuTrainer final : public Trainer {
 
   Sequential& m_;
   Optimizer opt_;
+  ReplicaStep replicas_;  // small batches: a model replica per kernel thread (train_step otherwise)
   std::uint64_t seed_;
   std::vector<float> x_;
   std::vector<std::int32_t> y_;

@@ -414,6 +414,45 @@ TEST_P(EveryIsa, Bf16GemmLauncherMatchesReference) {
   }
 }
 
+// The replica step's two kernels (models/replicas.h): zero_streaming clears exactly [0, n) from any
+// alignment (the non-temporal body and the plain head and tail), and weighted_sum gives the plain
+// loop's bits (products rounded, then summed in part order) at every length, in place too.
+TEST_P(EveryIsa, ReplicaStepKernelsMatchPlainLoops) {
+  std::vector<float> buf(300);
+  for (std::size_t off : {0, 1, 3, 16}) {
+    for (std::size_t n : {0, 1, 5, 16, 17, 64, 131, 250}) {
+      std::fill(buf.begin(), buf.end(), 7.f);
+      cpu::zero_streaming(buf.data() + off, n);
+      for (std::size_t i = 0; i < buf.size(); ++i)
+        ASSERT_EQ(buf[i], i >= off && i < off + n ? 0.f : 7.f) << "offset " << off << ", n " << n << ", element " << i;
+    }
+  }
+  const float w[4] = {0.25f, 1.f / 3, 0.1f, 0.7f};
+  for (int parts = 1; parts <= 4; ++parts) {
+    for (std::size_t n : {1, 15, 16, 33, 257}) {
+      std::vector<std::vector<float>> p(parts, std::vector<float>(n + 1));
+      for (int k = 0; k < parts; ++k) fill_uniform(p[k].data(), p[k].size(), 40 + k);
+      std::vector<const float*> ptr;
+      for (int k = 0; k < parts; ++k) ptr.push_back(p[k].data() + 1);  // not 64-byte aligned
+      std::vector<float> out(n), want(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        volatile float acc = ptr[0][i] * w[0];  // volatile: no contraction into an FMA
+        for (int k = 1; k < parts; ++k) {
+          volatile float prod = ptr[k][i] * w[k];
+          acc = acc + prod;
+        }
+        want[i] = acc;
+      }
+      cpu::weighted_sum(out.data(), ptr.data(), w, parts, n);
+      EXPECT_EQ(std::memcmp(out.data(), want.data(), n * sizeof(float)), 0) << parts << " parts, n " << n;
+      std::vector<float> first = p[0];  // in place: out is the first part
+      cpu::weighted_sum(p[0].data() + 1, ptr.data(), w, parts, n);
+      EXPECT_EQ(std::memcmp(p[0].data() + 1, want.data(), n * sizeof(float)), 0) << "in place, " << parts << " parts, n " << n;
+      EXPECT_EQ(p[0][0], first[0]);  // nothing before out written
+    }
+  }
+}
+
 TEST_P(EveryIsa, PeakProbeUsesTheLevel) {
   const cpu::CpuPeaks p = cpu::measure_peaks(1);
   const char* want = cpu::isa_allows(Isa::avx512) ? "avx512f" : cpu::isa_allows(Isa::avx2) ? "avx2+fma" : "scalar";

@@ -11,6 +11,7 @@
 #include "kernels/common/verify.h"
 #include "kernels/cpu/threads.h"
 #include "models/net.h"
+#include "models/replicas.h"
 #include "models/trainer.h"
 
 using namespace dlb;
@@ -167,6 +168,59 @@ TEST(Training, ThreadedLectureStepMatchesSingleThreadAndReference) {
       EXPECT_LE(max_rel_err(g.data(), params[i]->ref_grad.data(), g.size()), 4 * default_tolerance(DType::fp32));
       EXPECT_LE(max_rel_err(g.data(), single.second[i].data(), g.size()), 4 * default_tolerance(DType::fp32));
       EXPECT_EQ(g, again.second[i]);
+    }
+  }
+}
+
+// The replica step (a model copy per kernel thread, models/replicas.h) against train_step from the same
+// start, for each seed model (SGD with momentum and Adam; cross-entropy and MSE) and batches split
+// evenly and not: losses and weights agree to rounding, the replicas stay bit for bit equal to the
+// model, and they are remade when the weights change outside the step (init) or the optimizer steps
+// elsewhere (train_step between two replica steps). Under DLB_CPU_THREADS=3 (its own CTest entry)
+// three replicas run.
+TEST(Training, ReplicaStepMatchesTrainStepAndStaysInSync) {
+  if (ReplicaStep::replicas_for(2) < 2) GTEST_SKIP() << "one kernel thread: no replicas to test";
+  for (const std::string name : {"net128", "mlp", "convnet", "autoencoder"}) {
+    for (int n : {2, 3, 5}) {
+      SCOPED_TRACE(name + ", batch " + std::to_string(n) + ", " + std::to_string(ReplicaStep::replicas_for(n)) +
+                   " replicas");
+      auto a = make_model(name);
+      a->init(3);
+      auto c = a->clone();
+      std::vector<float> x(a->input_shape(n).size());
+      fill_uniform(x.data(), x.size(), 8);
+      std::vector<std::int32_t> y(n);
+      for (int i = 0; i < n; ++i) y[i] = (3 * i + 1) % 10;
+      const Batch b{x.data(), a->loss() == LossKind::mse ? nullptr : y.data(), nullptr, n};
+      Optimizer oa(default_optimizer(name), a->params()), oc(default_optimizer(name), c->params());
+      ReplicaStep rs;
+      auto compare = [&](const char* when) {
+        SCOPED_TRACE(when);
+        const auto pa = a->params(), pc = c->params();
+        for (std::size_t i = 0; i < pa.size(); ++i) {
+          L2Error e;
+          e.add(pc[i]->value.data(), pa[i]->value.data(), pa[i]->size());
+          EXPECT_LE(e.rel(), 1e-5) << pa[i]->name;
+        }
+        ASSERT_EQ(rs.replicas().size(), std::size_t(ReplicaStep::replicas_for(n) - 1));
+        for (const Sequential* r : rs.replicas()) {
+          const auto pr = r->params();
+          for (std::size_t i = 0; i < pc.size(); ++i) EXPECT_EQ(pr[i]->value, pc[i]->value) << pc[i]->name;
+        }
+      };
+      auto both = [&] {
+        const float la = train_step(*a, oa, b), lc = rs.step(*c, oc, b);
+        EXPECT_NEAR(lc, la, 1e-5 * std::abs(la) + 1e-7);
+      };
+      for (int s = 0; s < 3; ++s) both();
+      compare("three steps");
+      a->init(11), c->init(11);  // new weights from outside: the replicas must follow
+      both();
+      compare("after init");
+      train_step(*a, oa, b), train_step(*c, oc, b);  // the optimizer stepped elsewhere
+      both();
+      compare("after a train_step in between");
+      EXPECT_EQ(oc.steps(), oa.steps());
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -532,6 +533,67 @@ float mse_forward_backward(const float* pred, const float* target, std::size_t c
     if (dpred) dpred[i] = scale * d;
   }
   return static_cast<float>(s / count);
+}
+
+namespace {
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void zero_streaming512(float* p, std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && (reinterpret_cast<std::uintptr_t>(p + i) & 63); ++i) p[i] = 0.f;
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(p + i, _mm512_setzero_ps());
+  for (; i < n; ++i) p[i] = 0.f;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12, inside its own _round_ intrinsics
+#endif
+__attribute__((target("avx512f"))) void weighted_sum512(float* out, const float* const* parts, const float* w,
+                                                          int nparts, std::size_t n) {
+  // The _round_ forms: GCC may contract _mm512_mul_ps + _mm512_add_ps into an FMA (other bits than
+  // the scalar loop's); these builtins it leaves alone.
+  constexpr int kRound = _MM_FROUND_CUR_DIRECTION;
+  for (std::size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    __m512 acc = _mm512_mul_round_ps(_mm512_maskz_loadu_ps(m, parts[0] + i), _mm512_set1_ps(w[0]), kRound);
+    for (int k = 1; k < nparts; ++k)
+      acc = _mm512_add_round_ps(
+          acc, _mm512_mul_round_ps(_mm512_maskz_loadu_ps(m, parts[k] + i), _mm512_set1_ps(w[k]), kRound), kRound);
+    _mm512_mask_storeu_ps(out + i, m, acc);
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+}  // namespace
+
+void zero_streaming(float* p, std::size_t n) {
+#if defined(__x86_64__)
+  if (isa_allows(Isa::avx512)) {
+    zero_streaming512(p, n);
+  } else {
+    std::size_t i = 0;
+    for (; i < n && (reinterpret_cast<std::uintptr_t>(p + i) & 15); ++i) p[i] = 0.f;
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(p + i, _mm_setzero_ps());
+    for (; i < n; ++i) p[i] = 0.f;
+  }
+  _mm_sfence();
+#else
+  std::fill(p, p + n, 0.f);
+#endif
+}
+
+void weighted_sum(float* out, const float* const* parts, const float* w, int nparts, std::size_t n) {
+  if (nparts <= 0) return std::fill(out, out + n, 0.f);
+#if defined(__x86_64__)
+  if (isa_allows(Isa::avx512)) return weighted_sum512(out, parts, w, nparts, n);
+#endif
+  for (std::size_t i = 0; i < n; ++i) {
+    float acc = parts[0][i] * w[0];
+    for (int k = 1; k < nparts; ++k) acc += parts[k][i] * w[k];
+    out[i] = acc;
+  }
 }
 
 void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, float lr, float momentum, bool first) {

@@ -60,6 +60,20 @@ float softmax_xent_forward_backward(const float* logits, const std::int32_t* lab
 // Mean squared error over all elements (nn.MSELoss()); dpred (may be null) = 2 (pred - target) / count.
 float mse_forward_backward(const float* pred, const float* target, std::size_t count, float* dpred);
 
+// For a training step with a model replica per kernel thread (models/replicas.h), whose threads
+// exchange gradients: each reads the others' gradients; a plain store to a cache line that another
+// core has read must first invalidate that copy, one line after another (measured on a 2-vCPU VM:
+// 6-10 ns a line, 28-38 ns in phases when the two vCPUs sit far apart, against ~1 ns for a line no
+// other core holds).
+// zero_streaming: p[0, n) = 0 with non-temporal stores, which claim the lines without that
+// exchange (the zeros go to memory; a later read fetches them from there). Stores fenced before
+// return.
+void zero_streaming(float* p, std::size_t n);
+// out[i] = sum over k = 0, 1, .. parts-1 of parts[k][i] * w[k], in that order, each product rounded
+// then added (no fused multiply-add), so every ISA path and every thread gets the same bits. out may
+// be one of the parts.
+void weighted_sum(float* out, const float* const* parts, const float* w, int nparts, std::size_t n);
+
 // SGD with momentum, PyTorch semantics: buf = momentum * buf + g (buf = g on the first step);
 // p -= lr * buf.
 void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, float lr, float momentum, bool first);
