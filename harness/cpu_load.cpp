@@ -1,14 +1,20 @@
 // Foreign CPU load while a case runs (see cpu_load.h).
 #include "harness/cpu_load.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace dlb::harness {
 
@@ -57,6 +63,72 @@ double ForeignCpuProbe::fraction(double own_children_s) const {
   const double foreign = (busy - busy0_) - (self_cpu_s() - self0_) - own_children_s;
   const double f = foreign / (wall * static_cast<double>(ncpu));
   return std::fmin(1.0, std::fmax(0.0, f));
+}
+
+double core_round_trip_ns() {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return nan;
+  int cpus[2] = {-1, -1};
+  for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus[k++] = c;
+  auto pin = [](int c) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  };
+  // flag: 1 = ping's turn passed to echo, 0 = back, 2 = stop. At most 2000 trips or 20 ms a try (a
+  // core busy with another process makes trips take scheduler slices: the figure then says so).
+  constexpr int kTrips = 2000;
+  constexpr double kMaxNs = 20e6;
+  std::vector<double> tries;
+  for (int t = 0; t < 3; ++t) {
+    std::atomic<int> flag{0}, ready{0};
+    std::atomic<bool> ok{true};
+    double ns = nan;
+    auto meet = [&](int cpu) {  // both pinned (or one failed) before either starts
+      if (!pin(cpu)) ok = false;
+      ready.fetch_add(1);
+      while (ready.load() < 2) std::this_thread::yield();
+      return ok.load();
+    };
+    std::thread echo([&] {
+      if (!meet(cpus[1])) return;
+      for (;;) {
+        int f;
+        while ((f = flag.load(std::memory_order_acquire)) == 0) {
+        }
+        if (f == 2) return;
+        flag.store(0, std::memory_order_release);
+      }
+    });
+    std::thread ping([&] {
+      if (!meet(cpus[0])) return;
+      const auto t0 = std::chrono::steady_clock::now();
+      int i = 0;
+      double elapsed = 0;
+      while (i < kTrips) {
+        flag.store(1, std::memory_order_release);
+        while (flag.load(std::memory_order_acquire) != 0) {
+        }
+        ++i;
+        if ((i & 15) == 0 &&
+            (elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()) > kMaxNs)
+          break;
+      }
+      elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      flag.store(2, std::memory_order_release);
+      ns = elapsed / i;
+    });
+    ping.join();
+    echo.join();
+    if (!ok) return nan;
+    tries.push_back(ns);
+  }
+  std::sort(tries.begin(), tries.end());
+  return tries[1];
 }
 
 }  // namespace dlb::harness

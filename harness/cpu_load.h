@@ -19,4 +19,13 @@ class ForeignCpuProbe {
   bool ok_ = false;
 };
 
+// Round trip of a cache line between two cores, in ns: two threads pinned to the first two CPUs this
+// process may use pass a flag back and forth (2000 times, median of 3 tries). On the 2-vCPU cloud VMs
+// we run on it alternates between ~55 ns and 300-700 ns (the vCPUs placed near or far apart), and in
+// the slow phases every cache line the two cores share costs several times more: any kernel split
+// over threads slows down. The interleaved runner records it for each round of repetitions
+// ("core_round_trip_ns"), so a repetition can be told apart by the phase it ran in. NaN with fewer
+// than two CPUs or when pinning is refused.
+double core_round_trip_ns();
+
 }  // namespace dlb::harness

@@ -388,6 +388,13 @@ std::vector<json> aggregate_entries(const json& base, const std::string& fn, con
     e["time_unit"] = "us";
     for (const char* k : {"foreign_cpu", "energy_note", "host_peak_rss_bytes", "host_peak_rss_scope"})
       if (its.front().contains(k)) e[k] = its.front()[k];
+    double rt_lo = INFINITY, rt_hi = -INFINITY;  // the repetitions' core round trips, when measured
+    for (const auto& r : its)
+      if (r.contains("core_round_trip_ns")) {
+        rt_lo = std::fmin(rt_lo, r["core_round_trip_ns"].get<double>());
+        rt_hi = std::fmax(rt_hi, r["core_round_trip_ns"].get<double>());
+      }
+    if (rt_lo <= rt_hi) e["core_round_trip_ns_range"] = {rt_lo, rt_hi};
     if (k < 2) {
       add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
       note_peak_clock(e);
@@ -451,10 +458,12 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       };
       const int r0 = !policy.repetitions_given && c->repetitions() > 0 ? c->repetitions() : policy.repetitions;
       EnergyMark e0 = energy_mark(spec.id.device);
+      double round_trip = core_round_trip_ns();  // the host's phase before the repetitions (cpu_load.h)
       auto runs = time_it(r0);
       // Noise-aware: a noisy first pass is redone once with twice the repetitions.
       if (policy.retry_noisy && r0 > 1 && r0 < 20 && !c->fixed_repetitions() && cv_of_iterations(runs) > policy.max_cv) {
         e0 = energy_mark(spec.id.device);
+        round_trip = core_round_trip_ns();
         runs = time_it(std::min(20, 2 * r0));
       }
       const EnergyMark e1 = energy_mark(spec.id.device);
@@ -479,6 +488,10 @@ std::vector<json> run_case(const CaseSpec& spec, std::size_t index, const Timing
       for (const auto& r : runs) {
         json e = run_entry(base, fn, r, foreign_cpu, *c, peaks);
         if (!r.error_occurred) e.update(meters);
+        if (std::isfinite(round_trip)) {  // as the interleaved runner writes them, from one measurement
+          if (r.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate) e["core_round_trip_ns_range"] = {round_trip, round_trip};
+          else if (!r.error_occurred) e["core_round_trip_ns"] = round_trip;
+        }
         entries.push_back(std::move(e));
       }
       record = summary_record(entries);
@@ -505,6 +518,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
     double min_time = 0;
     long iters = 0;       // fixed iterations per repetition (the case's own, or the first round's)
     std::vector<Run> runs;
+    std::vector<double> round_trip_ns;  // core_round_trip_ns() before each repetition's round
     WindowCase out;
   };
   WindowResult res;
@@ -521,7 +535,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
     if (static_cast<int>(slots.size()) >= std::max(1, policy.window)) break;
     if (!slots.empty() && resident_bytes() - rss0 > policy.window_bytes) break;
     if (interrupt_requested()) return abandon();
-    Slot s{spec, index, spec->id.name(), base_entry(spec->id, index), nullptr, false, 0, 0, 0, {}, {}};
+    Slot s{spec, index, spec->id.name(), base_entry(spec->id, index), nullptr, false, 0, 0, 0, {}, {}, {}};
     try {
       s.c = spec->make();
       s.c->setup();
@@ -576,6 +590,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
       if (s.timing && wants(s)) order.push_back(&s);
     if (order.empty()) return false;
     std::shuffle(order.begin(), order.end(), rng);
+    const double round_trip = core_round_trip_ns();  // the host's phase for this round (cpu_load.h)
     for (Slot* s : order) {
       if (interrupt_requested()) return false;
       if (timing_order) timing_order->push_back(s->index);
@@ -597,6 +612,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
       }
       if (s->iters == 0) s->iters = r->iterations;  // later rounds: the same iterations per repetition
       s->runs.push_back(*r);
+      s->round_trip_ns.push_back(round_trip);
     }
     ++res.rounds;
     return true;
@@ -632,6 +648,7 @@ WindowResult run_window(const std::vector<std::pair<const CaseSpec*, std::size_t
         json e = run_entry(s.base, s.fn, s.runs[k], foreign_cpu, *s.c, peaks);
         e["repetitions"] = s.runs.size();
         e["repetition_index"] = k;
+        if (std::isfinite(s.round_trip_ns[k])) e["core_round_trip_ns"] = s.round_trip_ns[k];
         e.update(meters);
         its.push_back(std::move(e));
       }

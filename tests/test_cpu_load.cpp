@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
 #include <sys/resource.h>
 
 #include "harness/cpu_load.h"
@@ -52,3 +53,24 @@ TEST(CpuLoad, ShareIsAFractionAndOurOwnThreadsDoNotCount) {
   EXPECT_GT(own, 0.0);
   EXPECT_LE(f + own, 1.05) << "foreign " << f << " + own " << own << ": our own threads counted as other processes";
 }
+
+// The core-to-core round trip the runner records per round ("core_round_trip_ns"): a finite, positive
+// time on a machine with two CPUs to pin to, NaN with one, and the caller's own CPU affinity is left
+// as it was.
+TEST(CpuLoad, CoreRoundTripIsMeasuredWhereTwoCpusExist) {
+  cpu_set_t before;
+  CPU_ZERO(&before);
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const double ns = dlb::harness::core_round_trip_ns();
+  cpu_set_t after;
+  CPU_ZERO(&after);
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
+  if (CPU_COUNT(&before) < 2) {
+    EXPECT_TRUE(std::isnan(ns));
+    GTEST_SKIP() << "one CPU: no round trip to measure";
+  }
+  EXPECT_TRUE(std::isfinite(ns));
+  EXPECT_GT(ns, 0.0);
+}
+
