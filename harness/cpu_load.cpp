@@ -107,20 +107,16 @@ double core_round_trip_ns() {
     std::thread ping([&] {
       if (!meet(cpus[0])) return;
       const auto t0 = std::chrono::steady_clock::now();
+      auto elapsed = [&] { return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count(); };
       int i = 0;
-      double elapsed = 0;
       while (i < kTrips) {
         flag.store(1, std::memory_order_release);
         while (flag.load(std::memory_order_acquire) != 0) {
         }
-        ++i;
-        if ((i & 15) == 0 &&
-            (elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count()) > kMaxNs)
-          break;
+        if ((++i & 15) == 0 && elapsed() > kMaxNs) break;
       }
-      elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      ns = elapsed() / i;
       flag.store(2, std::memory_order_release);
-      ns = elapsed / i;
     });
     ping.join();
     echo.join();

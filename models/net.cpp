@@ -372,7 +372,8 @@ void Optimizer::step() {
   cpu::parallel_tasks(int(slices_.size()), [&](int t) {
     const std::size_t i = slices_[t][0], lo = slices_[t][1], n = slices_[t][2] - lo;
     Param& p = *params_[i];
-    update(p.value.data() + lo, p.grad.data() + lo, s1_[i].data() + lo, s2_[i].empty() ? nullptr : s2_[i].data() + lo, n);
+    float* s2 = state(i, 1);
+    update(p.value.data() + lo, p.grad.data() + lo, state(i, 0) + lo, s2 ? s2 + lo : nullptr, n);
   });
 }
 

@@ -130,7 +130,6 @@ class Optimizer {
     auto& v = (which == 0 ? s1_ : s2_).at(param);
     return v.empty() ? nullptr : v.data();
   }
-  std::size_t num_params() const { return params_.size(); }
 
  private:
   OptimizerConfig cfg_;

@@ -78,6 +78,12 @@ float ReplicaStep::step(Sequential& m, Optimizer& opt, const Batch& b) {
     share[k] = float(double(count[k]) / b.n);
   }
   auto params_of = [&](int k) -> const std::vector<Param*>& { return k ? reps_[k - 1].params : ps; };
+  // Replica j's copy of the optimizer state of parameter i (replica 0: the optimizer's own), or null.
+  auto state_of = [&](int j, std::size_t i, int which) -> float* {
+    if (!j) return opt.state(i, which);
+    auto& v = (which == 0 ? reps_[j - 1].s1 : reps_[j - 1].s2)[i];
+    return v.empty() ? nullptr : v.data();
+  };
 
   // Each thread: its replica's gradients zeroed (the other threads read them last step), then forward
   // and backward over its share with every kernel single-threaded (a region's tasks run nested ones
@@ -98,8 +104,7 @@ float ReplicaStep::step(Sequential& m, Optimizer& opt, const Batch& b) {
     std::array<const float*, kMaxReplicas> parts{};
     for (std::size_t i = 0; i < ps.size(); ++i) {
       Param& own = *params_of(j)[i];
-      float* s1 = j ? (reps_[j - 1].s1[i].empty() ? nullptr : reps_[j - 1].s1[i].data()) : opt.state(i, 0);
-      float* s2 = j ? (reps_[j - 1].s2[i].empty() ? nullptr : reps_[j - 1].s2[i].data()) : opt.state(i, 1);
+      float *s1 = state_of(j, i, 0), *s2 = state_of(j, i, 1);
       for (std::size_t lo = 0; lo < own.size(); lo += kChunk) {
         const std::size_t c = std::min(kChunk, own.size() - lo);
         for (int k = 0; k < R; ++k) parts[k] = params_of(k)[i]->grad.data() + lo;
