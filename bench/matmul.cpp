@@ -3,8 +3,8 @@
 //         bf16 sbgemm where the library has it), impl=blocked (ours, one thread), impl=onednn (fp32,
 //         bf16: native vdpbf16ps on avx512_bf16 CPUs, record key bf16_compute), impl=widen (bf16
 //         emulated: widened to fp32, then OpenBLAS sgemm; on every CPU)
-//   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels impl=naive,
-//         coalesced, smem, regblock, warptile, and our tensor-core kernel impl=mma (fp16, bf16)
+//   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels (one case per row of
+//         cuda::sgemm_kernels(), kernels/cuda/gemm_sgemm.cu), our tensor-core kernel impl=mma (fp16, bf16)
 //   cpu   impl=openblas-core, core=<Core>: the same sgemm under each other OpenBLAS kernel set this
 //         CPU can run (openblas_sgemm_candidates), for squares of 1024..4096, so one run shows how
 //         the default core compares with the best one. OpenBLAS reads OPENBLAS_CORETYPE only when
@@ -342,9 +342,9 @@ class GpuGemm final : public Case {
       cuda::hgemm_forward_mma(t_ == DType::bf16 ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da16_.data(),
                               db16_.data(), dc_.data(), m, n, k);
     } else {
-      cuda::SgemmImpl which;
-      if (!cuda::parse_sgemm_impl(impl_, &which)) throw Unsupported("unknown GPU sgemm impl " + impl_);
-      cuda::sgemm_forward(which, da_.data(), db_.data(), dc_.data(), m, n, k);
+      const cuda::SgemmKernel* kernel = cuda::find_sgemm_kernel(impl_);
+      if (!kernel) throw Unsupported("unknown GPU sgemm impl " + impl_);
+      cuda::sgemm_forward(*kernel, da_.data(), db_.data(), dc_.data(), m, n, k);
     }
   }
 
@@ -360,10 +360,13 @@ class GpuGemm final : public Case {
 };
 #endif
 
-// The slow kernels only where a run stays short: naive/coalesced GPU kernels up to 4096^3, our
-// single-thread CPU kernel up to 1024^3 (~0.1-0.5 s per product).
+// The slow kernels only where a run stays short: GPU kernels marked slow in their table up to 4096^3,
+// our single-thread CPU kernel up to 1024^3 (~0.1-0.5 s per product).
 bool worth_running(const std::string& impl, const Shape& s) {
-  if (impl == "naive" || impl == "coalesced") return s.mnk() <= 4096.0 * 4096 * 4096;
+#ifdef DLB_HAVE_CUDA
+  const cuda::SgemmKernel* kernel = cuda::find_sgemm_kernel(impl);
+  if (kernel && kernel->slow) return s.mnk() <= 4096.0 * 4096 * 4096;
+#endif
   if (impl == "blocked") return s.mnk() <= 1024.0 * 1024 * 1024;
   return true;
 }
@@ -536,8 +539,8 @@ Suite matmul_suite() {
       };
       for (const auto& sh : shapes) {
         add(dev, "fp32", "cublas", sh, gpu(sh, "cublas", DType::fp32));
-        for (cuda::SgemmImpl i : cuda::sgemm_impls())
-          add(dev, "fp32", cuda::sgemm_impl_name(i), sh, gpu(sh, cuda::sgemm_impl_name(i), DType::fp32));
+        for (const cuda::SgemmKernel& kernel : cuda::sgemm_kernels())
+          add(dev, "fp32", kernel.name, sh, gpu(sh, kernel.name, DType::fp32));
         add(dev, "tf32", "cublas", sh, gpu(sh, "cublas", DType::tf32));
         for (DType t : {DType::bf16, DType::fp16}) {
           add(dev, dtype_name(t), "cublas", sh, gpu(sh, "cublas", t));

@@ -209,37 +209,51 @@ __global__ void __launch_bounds__(256, kMinBlocks) sgemm_forward_warptile(const 
 
 unsigned cdiv(int a, int b) { return static_cast<unsigned>((a + b - 1) / b); }
 
+// ---- kernel launchers
+void launch_naive(const float* a, const float* b, float* c, int m, int n, int k, bool, cudaStream_t s) {
+  sgemm_forward_naive<<<dim3(cdiv(m, 16), cdiv(n, 16)), dim3(16, 16), 0, s>>>(a, b, c, m, n, k);
+}
+void launch_coalesced(const float* a, const float* b, float* c, int m, int n, int k, bool, cudaStream_t s) {
+  sgemm_forward_coalesced<<<dim3(cdiv(n, 32), cdiv(m, 8)), dim3(32, 8), 0, s>>>(a, b, c, m, n, k);
+}
+void launch_smem(const float* a, const float* b, float* c, int m, int n, int k, bool, cudaStream_t s) {
+  sgemm_forward_smem<<<dim3(cdiv(n, kT), cdiv(m, kT)), dim3(kT, kT), 0, s>>>(a, b, c, m, n, k);
+}
+void launch_regblock(const float* a, const float* b, float* c, int m, int n, int k, bool vec, cudaStream_t s) {
+  const dim3 grid(cdiv(n, kRbN), cdiv(m, kRbM));
+  if (vec) sgemm_forward_regblock<true><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
+  else sgemm_forward_regblock<false><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
+}
+template <int kMinBlocks>
+void launch_warptile(const float* a, const float* b, float* c, int m, int n, int k, bool vec, cudaStream_t s) {
+  const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
+  if (vec) sgemm_forward_warptile<true, kMinBlocks><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
+  else sgemm_forward_warptile<false, kMinBlocks><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
+}
+
+// ---- kernel version dispatch: the table
+const std::vector<SgemmKernel> kSgemmKernels = {
+    {"naive", "one thread per C element; adjacent threads walk rows (uncoalesced)", true, launch_naive},
+    {"coalesced", "adjacent threads walk columns (coalesced B reads and C writes)", true, launch_coalesced},
+    {"smem", "32 x 32 shared-memory tiles, one element per thread", false, launch_smem},
+    {"regblock", "128 x 128 block, 8 x 8 register tile per thread, float4 loads", false, launch_regblock},
+    {"warptile", "64 x 32 warp tiles, double-buffered smem, __launch_bounds__(256, 1): no spills", false,
+     launch_warptile<1>},
+    {"warptile_lb2", "warptile under __launch_bounds__(256, 2): <= 128 registers, spills on sm_90", false,
+     launch_warptile<2>},
+};
+
 }  // namespace
 
-const char* sgemm_impl_name(SgemmImpl impl) {
-  switch (impl) {
-    case SgemmImpl::naive: return "naive";
-    case SgemmImpl::coalesced: return "coalesced";
-    case SgemmImpl::smem: return "smem";
-    case SgemmImpl::regblock: return "regblock";
-    case SgemmImpl::warptile: return "warptile";
-    case SgemmImpl::warptile_lb2: return "warptile_lb2";
-  }
-  return "?";
+const std::vector<SgemmKernel>& sgemm_kernels() { return kSgemmKernels; }
+
+const SgemmKernel* find_sgemm_kernel(const std::string& name) {
+  for (const SgemmKernel& kernel : kSgemmKernels)
+    if (name == kernel.name) return &kernel;
+  return nullptr;
 }
 
-const std::vector<SgemmImpl>& sgemm_impls() {
-  static const std::vector<SgemmImpl> all = {SgemmImpl::naive, SgemmImpl::coalesced, SgemmImpl::smem,
-                                             SgemmImpl::regblock, SgemmImpl::warptile,
-                                             SgemmImpl::warptile_lb2};
-  return all;
-}
-
-bool parse_sgemm_impl(const std::string& name, SgemmImpl* out) {
-  for (SgemmImpl i : sgemm_impls())
-    if (name == sgemm_impl_name(i)) {
-      *out = i;
-      return true;
-    }
-  return false;
-}
-
-void sgemm_forward(SgemmImpl impl, const float* a, const float* b, float* c, int m, int n, int k,
+void sgemm_forward(const SgemmKernel& kernel, const float* a, const float* b, float* c, int m, int n, int k,
                    cudaStream_t stream) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   // float4 rows stay 16-byte aligned only when the leading dimensions are multiples of 4 floats AND
@@ -247,35 +261,7 @@ void sgemm_forward(SgemmImpl impl, const float* a, const float* b, float* c, int
   // misaligned float4 access is a sticky "misaligned address" error that ends the CUDA context.
   auto al16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool vec = n % 4 == 0 && k % 4 == 0 && al16(a) && al16(b) && al16(c);
-  switch (impl) {
-    case SgemmImpl::naive:
-      sgemm_forward_naive<<<dim3(cdiv(m, 16), cdiv(n, 16)), dim3(16, 16), 0, stream>>>(a, b, c, m, n, k);
-      break;
-    case SgemmImpl::coalesced:
-      sgemm_forward_coalesced<<<dim3(cdiv(n, 32), cdiv(m, 8)), dim3(32, 8), 0, stream>>>(a, b, c, m, n, k);
-      break;
-    case SgemmImpl::smem:
-      sgemm_forward_smem<<<dim3(cdiv(n, kT), cdiv(m, kT)), dim3(kT, kT), 0, stream>>>(a, b, c, m, n, k);
-      break;
-    case SgemmImpl::regblock: {
-      const dim3 grid(cdiv(n, kRbN), cdiv(m, kRbM));
-      if (vec) sgemm_forward_regblock<true><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      else sgemm_forward_regblock<false><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      break;
-    }
-    case SgemmImpl::warptile: {
-      const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
-      if (vec) sgemm_forward_warptile<true, 1><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      else sgemm_forward_warptile<false, 1><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      break;
-    }
-    case SgemmImpl::warptile_lb2: {
-      const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
-      if (vec) sgemm_forward_warptile<true, 2><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      else sgemm_forward_warptile<false, 2><<<grid, 256, 0, stream>>>(a, b, c, m, n, k);
-      break;
-    }
-  }
+  kernel.launch(a, b, c, m, n, k, vec, stream);
   DLB_CUDA_CHECK(cudaGetLastError());
 }
 

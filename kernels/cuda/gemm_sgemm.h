@@ -10,22 +10,22 @@
 
 namespace dlb::cuda {
 
-enum class SgemmImpl {
-  naive,      // one thread per C element; adjacent threads walk rows (uncoalesced)
-  coalesced,  // same, adjacent threads walk columns (coalesced B reads and C writes)
-  smem,       // 32 x 32 shared-memory tiles, one element per thread
-  regblock,   // 128 x 128 block, 8 x 8 register tile per thread, float4 loads
-  warptile,   // 128 x 128 block, 64 x 32 warp tiles, 8 x 8 per thread, double-buffered shared memory;
-              // __launch_bounds__(256, 1): no register cap below 255, no spills on sm_80/sm_90
-  warptile_lb2,  // the same kernel under __launch_bounds__(256, 2) (<= 128 registers: spills on sm_90)
+// One row per kernel, simplest first: the only list of them. The matmul suite adds a case per row and
+// the GPU tests iterate the rows, so a new kernel is its __global__ function, a launcher and a row
+// in gemm_sgemm.cu's kSgemmKernels, nothing else.
+struct SgemmKernel {
+  const char* name;  // the suite's `impl` value
+  const char* note;  // one line: what it does differently from the row above
+  bool slow;         // a few % of peak: the suite runs it only up to 4096^3
+  // Enqueues C = A B; `vec` says float4 loads are safe (see sgemm_forward).
+  void (*launch)(const float* a, const float* b, float* c, int m, int n, int k, bool vec, cudaStream_t stream);
 };
 
-const char* sgemm_impl_name(SgemmImpl impl);
-const std::vector<SgemmImpl>& sgemm_impls();
-bool parse_sgemm_impl(const std::string& name, SgemmImpl* out);
+const std::vector<SgemmKernel>& sgemm_kernels();
+const SgemmKernel* find_sgemm_kernel(const std::string& name);  // nullptr when no row has that name
 
 // Enqueues C = A B on `stream`; throws dlb::cuda errors on a launch failure.
-void sgemm_forward(SgemmImpl impl, const float* a, const float* b, float* c, int m, int n, int k,
+void sgemm_forward(const SgemmKernel& kernel, const float* a, const float* b, float* c, int m, int n, int k,
                    cudaStream_t stream = nullptr);
 
 }  // namespace dlb::cuda
