@@ -207,6 +207,7 @@ class TrainingCase final : public Case {
     const double t = r.value("real_time", 0.0) * 1e-6;
     if (t > 0) r["train_gflops"] = flops / t * 1e-9;
     r["mean_loss"] = last_loss_;
+    r["loss_read"] = "epoch";  // train_epoch sums the loss on the device, reads it once (the peer does the same)
     r["trainer"] = trainer_->describe();
     if (dtype_ == DType::fp16) r["loss_scale"] = trainer_->loss_scale();
     if (device_ != "cpu") {
@@ -337,6 +338,7 @@ class PeerCase final : public Case {
     child_->send("epoch");  // a peer that has gone ends its output instead: next_record says why
     const json r = next_record("seconds");
     loss_ = r.value("loss", loss_);
+    loss_read_ = r.value("loss_read", std::string("step"));  // a peer without the key read it every step
     cpu_ = r.value("cpu_seconds", cpu_);
     return r.at("seconds").get<double>();
   }
@@ -354,6 +356,7 @@ class PeerCase final : public Case {
     r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
     r["torch_threads"] = threads_;
     r["mean_loss"] = loss_;
+    r["loss_read"] = loss_read_;
     // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
     if (!math_.empty()) r["torch_math"] = math_;
   }
@@ -383,6 +386,7 @@ class PeerCase final : public Case {
   int reps_;
   std::unique_ptr<LineChild> child_;
   double loss_ = NAN;
+  std::string loss_read_ = "step";
   double cpu_ = 0;
   std::string version_ = "?";
   std::string python_;

@@ -28,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <ostream>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -433,17 +434,29 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     return std::to_string(r.value("m", 0LL)) + "x" + std::to_string(r.value("n", 0LL)) + "x" +
            std::to_string(r.value("k", 0LL));
   };
+  // A dispatch_bound case (GpuCallTimer: enqueueing took >= 90% of the device time) measured the
+  // host's launch rate, not the kernel: it stays out of the ratios, on either side.
+  auto dispatch_bound = [](const json& r) { return r.value("dispatch_bound", false); };
   std::map<std::string, double> library;  // device|dtype|shape -> GFLOP/s of cublas / openblas
+  std::set<std::string> library_bound;    // the same keys where the library's case was dispatch_bound
   for (const auto& r : records) {
     const std::string impl = r.value("impl", "");
-    if (r.contains("gflops") && (impl == "cublas" || impl == "openblas"))
-      library[r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r)] = r.at("gflops").get<double>();
+    if (!r.contains("gflops") || (impl != "cublas" && impl != "openblas")) continue;
+    const std::string k = r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r);
+    if (dispatch_bound(r)) library_bound.insert(k);
+    else library[k] = r.at("gflops").get<double>();
   }
   std::vector<std::string> lines;
+  std::size_t left_out = 0;
   for (const auto& r : records) {
     const std::string impl = r.value("impl", "");
     if (!r.contains("gflops") || impl == "cublas" || impl == "openblas" || impl == "openblas-core") continue;
-    auto it = library.find(r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r));
+    const std::string k = r.value("device", "") + "|" + r.value("dtype", "") + "|" + shape_of(r);
+    if (dispatch_bound(r) || library_bound.count(k)) {
+      ++left_out;
+      continue;
+    }
+    auto it = library.find(k);
     if (it == library.end() || !(it->second > 0)) continue;
     char buf[256];
     std::snprintf(buf, sizeof buf, "| %-8s | %-5s | %-14s | %-10s | %10.1f | %10.1f | %5.1f%% |", r.value("device", "").c_str(),
@@ -457,6 +470,9 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
         << "|----------|-------|----------------|------------|------------|------------|--------|\n";
     for (const auto& l : lines) out << l << "\n";
   }
+  if (left_out)
+    out << "\n" << left_out << " case(s) left out of the ratios: dispatch_bound (ours or the library's timing "
+        << "measured kernel launches, not the kernel)\n";
   // CPU bf16 against fp32 OpenBLAS sgemm of the same shape: does bf16 pay on this CPU?
   bool bf16_header = false;
   for (const auto& r : records) {

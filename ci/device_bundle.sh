@@ -29,7 +29,13 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/MANIFEST.txt" ] && 
   die "OUT_DIR $out exists and holds something else than a bundle; not replacing it"
 fi
 case "$(realpath -m "$out")" in  # inside the repo it must be ignored, or it travels twice (tree + carry)
-  "$PWD"/*) git check-ignore -q "$out" 2>/dev/null || die "$out is not ignored by git: it would travel as part of the tree and again as a carry" ;;
+  "$PWD"/*)
+    # The rule (/.devbundle/) matches directories only: in a fresh checkout the folder must exist first.
+    made=""; [ -e "$out" ] || { mkdir -p "$out" && made=1; }
+    git check-ignore -q "$out" 2>/dev/null || {
+      [ -n "$made" ] && rmdir "$out"
+      die "$out is not ignored by git: it would travel as part of the tree and again as a carry"
+    } ;;
 esac
 for tool in strip ldd tar xz; do command -v "$tool" >/dev/null || die "$tool not found"; done
 

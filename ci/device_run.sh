@@ -14,10 +14,13 @@
 #                     CUDA library resolves, torch's version/CUDA/cuDNN and the libraries it maps
 #   check         90  ldd of every bundled binary, `dlbench info` (+ --json), test_lazy_libs: every
 #                     lazily loaded cuBLAS/cuDNN/NCCL symbol resolves from the libraries found here
-#   tests        360  every test_*_gpu binary, one after the other (never concurrently), gtest JSON
-#   sanitize     300  compute-sanitizer memcheck + racecheck over the small-shape kernel tests:
-#                     test_matmul_gpu (not GpuGemmLarge's 9 GB case), the implicit-GEMM conv, then
-#                     memcheck of test_train_gpu; DLB_SANITIZE replaces the list ("tool:binary:filter ...")
+#   tests        300  every test_*_gpu binary, one after the other (never concurrently), gtest JSON
+#   rerun        150  a narrowed rerun of failed tests after a fix: DLB_RERUN="binary:gtest_filter ..."
+#                     (e.g. "test_conv_gpu:ConvGpu.CudnnBf16"); SKIP when DLB_RERUN is unset
+#   sanitize     300  compute-sanitizer memcheck + racecheck over OUR kernels' tests at small shapes
+#                     (gtest filters: our sgemm/mma rows up to 256^3 and the odd sizes, not cuBLAS's;
+#                     the implicit-GEMM conv; the amp kernels), never cuBLAS/cuDNN tests or the trainer
+#                     (its cuDNN algorithm searches); DLB_SANITIZE replaces the list ("tool:binary:filter ...")
 #   ncu          180  one Nsight Compute profile each of warptile (fp32) and mma (bf16) at n=4096
 #                     (DLB_NCU_SIZE), --clock-control none, sections SpeedOfLight, Occupancy,
 #                     MemoryWorkloadAnalysis, WarpStateStats, LaunchStats
@@ -27,15 +30,17 @@
 #   lecture      240  --quick (1024 images) on cpu and the GPU with the PyTorch peer (--peer pytorch)
 #   amp          180  --quick: fp32/tf32/fp16/bf16 training steps and GEMMs
 #   train        180  --quick: the four models
+#   matmul-4096  300  --sizes 1024,2048,4096: every impl and dtype against cuBLAS (the ratio tables)
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
 #   lecture-full 480  50,000 images, GPU + PyTorch peer (the CPU at 50,000 images does not fit a call)
 #   amp-full     480  --batch 64,256, every model and dtype
 #   train-full   480  the full sweep
-# Calls (the GPU session's plan, ci/README.md; each fits one 10-minute device call):
-#   call-a = env check tests          call-b = conv matmul-full
-#   call-c = ncu sanitize             call-d = train lecture transfer amp
+# Calls (the GPU session's plan, ci/README.md: three calls, baselines early; each one 10-minute device call):
+#   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
+#   call-b = lecture conv matmul-4096               (the comparison tables: PyTorch peer, cuDNN, cuBLAS)
+#   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
@@ -61,12 +66,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-declare -A LIMIT=([env]=60 [check]=90 [tests]=360 [sanitize]=300 [ncu]=180
-  [matmul]=240 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180
+declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
+  [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180
   [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
-declare -A CALL=([call-a]="env check tests" [call-b]="conv matmul-full" [call-c]="ncu sanitize"
-  [call-d]="train lecture transfer amp")
-ORDER="env check tests sanitize ncu matmul conv transfer lecture amp train matmul-full conv-full transfer-full lecture-full amp-full train-full"
+declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture conv matmul-4096"
+  [call-c]="rerun ncu sanitize")
+ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -375,6 +380,22 @@ step_tests() {
   FACTS=$(facts gtest "$work/tests")
 }
 
+step_rerun() {  # the tests step narrowed to DLB_RERUN="binary:filter ...", after a local fix and a new bundle
+  local log=$1 spec b filter RUN_CAP=$run_cap
+  if [ -z "${DLB_RERUN:-}" ]; then FACTS="nothing to rerun (DLB_RERUN unset)"; return 77; fi
+  mkdir -p "$work/rerun"
+  : >"$work/rerun/rc.txt"
+  local -a specs; read -r -a specs <<<"$DLB_RERUN"
+  for spec in "${specs[@]}"; do
+    b=${spec%%:*}; filter=${spec#*:}; [ "$filter" = "$spec" ] && filter='*'
+    [ -x "$bin/$b" ] || { echo "## $b: not in the bundle" >>"$log"; echo "$b 127" >>"$work/rerun/rc.txt"; continue; }
+    run_cmd "$work/rerun/$b.log" "$bin/$b" --gtest_output="json:$work/rerun/$b.json" --gtest_filter="$filter"
+    echo "$b $?" >>"$work/rerun/rc.txt"
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]' "$work/rerun/$b.log" >>"$log"
+  done
+  FACTS="rerun: $(facts gtest "$work/rerun")"
+}
+
 step_sanitize() {
   local log=$1 cs rc=0 spec tool b filter n=0 parts="" RUN_CAP=$run_cap
   if ! cs=$(find_tool compute-sanitizer); then
@@ -383,8 +404,11 @@ step_sanitize() {
     return 1
   fi
   mkdir -p "$work/sanitize"
-  # Our kernels first (cuBLAS/cuDNN under the sanitizers are slow); the trainer's kernels last.
-  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:-GpuGemmLarge.*:*OutOfMemory* racecheck:test_matmul_gpu:*GpuSgemm.*:*GpuHalf.*-*OutOfMemory* memcheck:test_conv_gpu:ConvGpu.ImplicitGemm* racecheck:test_conv_gpu:ConvGpu.ImplicitGemm* memcheck:test_train_gpu:*"}
+  # Only our kernels' tests, small shapes: the matmul rows named <impl>_<m>x<n>x<k> less cuBLAS's
+  # and the three largest shapes, the implicit-GEMM conv, the amp kernels. Not the trainer (every
+  # cuDNN algorithm search under memcheck) nor cuBLAS's kernels (racecheck flags their hazards).
+  local mm='Impls/GpuSgemm.*:Impls/GpuHalf.*:GpuGemmOffsetPointers.*-*cublas*:*_1000x1000x1000:*_512x1024x27:*_300x70x1001'
+  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:$mm racecheck:test_matmul_gpu:$mm memcheck:test_conv_gpu:ConvGpu.ImplicitGemmForward racecheck:test_conv_gpu:ConvGpu.ImplicitGemmForward memcheck:test_amp_gpu:AmpGpu.* racecheck:test_amp_gpu:AmpGpu.*"}
   local -a specs; read -r -a specs <<<"$list"  # (read: no pathname expansion of the filters)
   for spec in "${specs[@]}"; do
     tool=${spec%%:*}; spec=${spec#*:}; b=${spec%%:*}; filter=${spec#*:}
@@ -439,6 +463,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     lecture) echo "lecture --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --peer pytorch" ;;
     amp) echo "amp --device $dev --quick" ;;
     train) echo "train --device $dev --quick" ;;
+    matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;
@@ -488,7 +513,7 @@ for s in "${steps[@]}"; do
   echo "=== $s (limit $lim s): log $name/logs/$(basename "$log")"
   step_t0=$SECONDS step_deadline=$((SECONDS + lim)) STEP_TIMED_OUT=0 STEP_LIMIT_HIT=$lim FACTS="" cur_step=$s
   case "$s" in
-    env|check|tests|sanitize|ncu) "step_$s" "$log" ;;
+    env|check|tests|rerun|sanitize|ncu) "step_$s" "$log" ;;
     *) step_suite "$log" "$s" ;;
   esac
   rc=$?

@@ -2,12 +2,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/common/errors.h"
 #include "kernels/cpu/openblas_core.h"
+#include "bench/case.h"
+
+namespace dlb::bench {
+Suite matmul_suite();  // bench/matmul.cpp
+}
 
 namespace {
 
@@ -233,6 +239,35 @@ TEST(CpuBf16, UnsupportedReasonIsHonest) {
     EXPECT_TRUE(check_gemm(p.a.data(), p.b.data(), p.c.data(), p.m, p.n, p.k, DType::bf16).ok);
   } else {
     EXPECT_THROW(sbgemm_forward_openblas(nullptr, nullptr, nullptr, 1, 1, 1), dlb::Unsupported);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+nlohmann::json gpu_record(const std::string& impl, double gflops, bool dispatch_bound) {
+  return {{"device", "cuda:0"}, {"dtype", "fp32"}, {"m", 64}, {"n", 64}, {"k", 64}, {"impl", impl},
+          {"gflops", gflops}, {"dispatch_bound", dispatch_bound}};
+}
+
+std::string matmul_summary(const std::vector<nlohmann::json>& records) {
+  std::ostringstream out;
+  dlb::bench::matmul_suite().summarize(records, out);
+  return out.str();
+}
+
+// A dispatch_bound case timed kernel launches, not the kernel: no ratio row on either side.
+TEST(MatmulSummary, DispatchBoundCasesStayOutOfTheRatios) {
+  const std::string both = matmul_summary({gpu_record("cublas", 100, false), gpu_record("warptile", 50, false)});
+  EXPECT_NE(both.find("warptile"), std::string::npos) << both;
+  EXPECT_NE(both.find("50.0%"), std::string::npos) << both;
+  EXPECT_EQ(both.find("left out"), std::string::npos) << both;
+  for (const auto& recs : {std::vector<nlohmann::json>{gpu_record("cublas", 100, false), gpu_record("warptile", 50, true)},
+                           std::vector<nlohmann::json>{gpu_record("cublas", 100, true), gpu_record("warptile", 50, false)}}) {
+    const std::string s = matmul_summary(recs);
+    EXPECT_EQ(s.find("| warptile"), std::string::npos) << s;
+    EXPECT_NE(s.find("1 case(s) left out of the ratios: dispatch_bound"), std::string::npos) << s;
   }
 }
 

@@ -45,6 +45,12 @@ const auto kShapes = ::testing::Values(Shape{1, 1, 1}, Shape{17, 33, 9}, Shape{1
                                        Shape{100, 260, 36}, Shape{300, 70, 1001}, Shape{512, 1024, 27},
                                        Shape{1000, 1000, 1000});
 
+// Test names <impl>_<m>x<n>x<k> (bf16/fp16 in between for GpuHalf), so a gtest filter can pick our
+// kernels at small shapes (ci/device_run.sh's sanitizer step leaves out cublas and the largest).
+std::string shape_name(const Shape& s) {
+  return std::to_string(std::get<0>(s)) + "x" + std::to_string(std::get<1>(s)) + "x" + std::to_string(std::get<2>(s));
+}
+
 class GpuSgemm : public ::testing::TestWithParam<std::tuple<std::string, Shape>> {};
 
 TEST_P(GpuSgemm, MatchesCpuReference) {
@@ -75,7 +81,10 @@ std::vector<std::string> sgemm_impls_under_test() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Impls, GpuSgemm, ::testing::Combine(::testing::ValuesIn(sgemm_impls_under_test()), kShapes));
+INSTANTIATE_TEST_SUITE_P(Impls, GpuSgemm, ::testing::Combine(::testing::ValuesIn(sgemm_impls_under_test()), kShapes),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + shape_name(std::get<1>(info.param));
+                         });
 
 TEST(GpuTf32, CublasWithinTf32Tolerance) {
   SKIP_WITHOUT_GPU();
@@ -125,7 +134,11 @@ TEST_P(GpuHalf, MatchesCpuReferenceOnRoundedInputs) {
 
 INSTANTIATE_TEST_SUITE_P(Impls, GpuHalf,
                          ::testing::Combine(::testing::Values("cublas", "mma"), ::testing::Values("bf16", "fp16"),
-                                            kShapes));
+                                            kShapes),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+                                  shape_name(std::get<2>(info.param));
+                         });
 
 // Pointers into the middle of a buffer (one element in): the leading dimensions are multiples of 4
 // and 8, but the rows are not 16-byte aligned, so the float4 / cp.async paths must not be taken.

@@ -29,6 +29,12 @@ TEST(NcclGpu, OneRankCollectivesReturnTheirInput) {
         std::size_t wrong = 0;
         for (std::size_t i = 0; i < out.size(); ++i) wrong += out[i] != in[i];
         EXPECT_EQ(wrong, 0u) << dlb::comm::op_name(op) << " inplace=" << inplace << " count=" << count;
-        EXPECT_GT(c->run(3), 0.0);
+        // NCCL enqueues nothing for an in-place collective on one rank ("in-place is nop"): its event
+        // pair reads 0 there, so only the out-of-place runs must take time.
+        const double secs = c->run(3);
+        if (inplace)
+          EXPECT_GE(secs, 0.0);
+        else
+          EXPECT_GT(secs, 0.0) << dlb::comm::op_name(op) << " count=" << count;
       }
 }

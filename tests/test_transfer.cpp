@@ -13,6 +13,7 @@
 #include "bench/case.h"
 #include "harness/runner.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/pcie.h"
 #include "kernels/cpu/memcpy.h"
 
 namespace dlb::bench {
@@ -190,4 +191,20 @@ TEST(TransferSuite, SizeLargerThanHostIsAnOutOfMemoryResult) {
 
 TEST(TransferSuite, UnknownCacheModeIsUsageError) {
   EXPECT_THROW(cpu_cases({1024}, {"lukewarm"}), UsageError);
+}
+
+// The PCIe ceiling: the line-code arithmetic, and a reading below Gen3 x8 (a VM's virtual bridge) or
+// below a measured copy is doubted, so it gives no pct_of_peak.
+TEST(TransferPcie, CeilingFromSysfsIsDroppedWhenImplausible) {
+  EXPECT_NEAR(dlb::pcie_gb_per_s(2.5, 1), 0.25, 1e-12);                   // Gen1, 8b/10b
+  EXPECT_NEAR(dlb::pcie_gb_per_s(32.0, 16), 32 * 16 * 128.0 / 130 / 8, 1e-9);  // Gen5 x16, ~63 GB/s
+  EXPECT_EQ(dlb::pcie_gb_per_s(0, 16), 0.0);
+  EXPECT_NEAR(dlb::pcie_gen3_x8_gb_per_s(), 7.877, 1e-3);
+  const double gen5 = dlb::pcie_gb_per_s(32.0, 16);
+  EXPECT_EQ(dlb::pcie_ceiling_doubt(gen5, 50.0), "");
+  EXPECT_EQ(dlb::pcie_ceiling_doubt(gen5, 0.0), "");
+  EXPECT_EQ(dlb::pcie_ceiling_doubt(dlb::pcie_gen3_x8_gb_per_s(), 7.0), "");
+  EXPECT_NE(dlb::pcie_ceiling_doubt(dlb::pcie_gb_per_s(2.5, 1), 0.0).find("below Gen3 x8"), std::string::npos);
+  EXPECT_NE(dlb::pcie_ceiling_doubt(dlb::pcie_gb_per_s(8.0, 4), 0.0).find("below Gen3 x8"), std::string::npos);
+  EXPECT_NE(dlb::pcie_ceiling_doubt(gen5, 70.0).find("above the link"), std::string::npos);
 }

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -56,4 +58,29 @@ TEST(Verify, FillIsDeterministicAndBounded) {
   fill_uniform(b.data(), b.size(), 42);
   EXPECT_EQ(a, b);
   for (float v : a) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
+}
+
+// TF32 on Hopper truncates each input to 10 mantissa bits. Worst case: every input just above a
+// power of two with all 13 dropped bits set (losing ~2^-10 of itself) and every term positive, so
+// nothing cancels: the product's error approaches 2 * 2^-10, which the tolerance must cover (1e-3 would not).
+TEST(Verify, Tf32ToleranceCoversTruncatedInputs) {
+  auto truncate = [](float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u &= ~((1u << 13) - 1);
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  const float worst = 1.0f + (0x1p-10f - 0x1p-23f);  // 1.0000000000 1111111111111b: truncates to 1
+  const int k = 257;
+  double exact = 0, tf32 = 0;
+  for (int i = 0; i < k; ++i) {
+    const float a = std::ldexp(worst, i % 3), b = worst;  // powers of two keep the all-ones mantissa
+    exact += double(a) * double(b);
+    tf32 += double(truncate(a)) * double(truncate(b));
+  }
+  const float got = float(tf32);
+  const double err = max_rel_err(&got, &exact, 1);
+  EXPECT_GT(err, 1e-3);
+  EXPECT_LE(err, default_tolerance(DType::tf32));
 }

@@ -27,7 +27,10 @@ else
 fi
 gpu=$src/.github/workflows/gpu.yml
 grep -q "if: \${{ vars.DLBENCH_GPU_RUNNER == 'true' }}" "$gpu" || { echo "FAIL: gpu.yml's job lacks its if: on vars.DLBENCH_GPU_RUNNER"; bad=1; }
-grep -q "ci/device_run.sh call-a" "$gpu" || { echo "FAIL: gpu.yml does not run ci/device_run.sh call-a"; bad=1; }
+for c in call-a call-b call-c; do  # the three calls of the GPU plan (ci/README.md)
+  grep -q "ci/device_run.sh $c" "$gpu" || { echo "FAIL: gpu.yml does not run ci/device_run.sh $c"; bad=1; }
+done
+grep -q "ci/device_run.sh call-d" "$gpu" && { echo "FAIL: gpu.yml runs call-d, which the three-call plan dropped"; bad=1; }
 # GPU tests never under ctest -j (concurrent GPU tests make the memory tests flaky): ./dlbench test
 # runs ctest -j, so in gpu.yml only with -LE gpu; no other ctest -j there either.
 runs=$(grep -vE '^\s*#' "$gpu")

@@ -27,6 +27,7 @@
 #include "kernels/cuda/conv2d.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
+#include "kernels/cuda/nn_ops.h"
 
 namespace dlb::cuda {
 
@@ -264,7 +265,13 @@ void CudnnConv2d::forward(const void* x, const void* w, const void* bias, void* 
   const float one = 1.f, zero = 0.f;
   DLB_CUDNN_CHECK(cudnnConvolutionForward(h, &one, m.x, x, m.w, w, m.conv, cudnnConvolutionFwdAlgo_t(c.algo), m.ws[0].p,
                                           c.workspace, &zero, m.y, y));
-  if (bias) DLB_CUDNN_CHECK(cudnnAddTensor(h, &one, m.b, bias, &one, m.y, y));
+  if (!bias) return;
+  // Half types through our kernel: cuDNN's AddTensor may refuse bf16 (NOT_SUPPORTED); the trainer
+  // does the same (models/cuda/gpu_trainer.cu).
+  if (m.dtype == DType::fp16 || m.dtype == DType::bf16)
+    bias_nchw_forward(y, bias, m.sh.n, m.sh.k, m.sh.p() * m.sh.q(), m.dtype, stream);
+  else
+    DLB_CUDNN_CHECK(cudnnAddTensor(h, &one, m.b, bias, &one, m.y, y));
 }
 
 void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, cudaStream_t stream) {
@@ -289,7 +296,12 @@ void CudnnConv2d::backward_filter(const void* x, const void* dy, void* dw, void*
   DLB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, m.x, x, m.y, dy, m.conv,
                                                  cudnnConvolutionBwdFilterAlgo_t(c.algo), m.ws[2].p, c.workspace, &zero,
                                                  m.w, dw));
-  if (db) DLB_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, m.y, dy, &zero, m.b, db));
+  if (!db) return;
+  // As in forward: the half-type bias gradient by our reduction, not cudnnConvolutionBackwardBias.
+  if (m.dtype == DType::fp16 || m.dtype == DType::bf16)
+    bias_nchw_backward(dy, db, m.sh.n, m.sh.k, m.sh.p() * m.sh.q(), m.dtype, stream);
+  else
+    DLB_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, m.y, dy, &zero, m.b, db));
 }
 
 const void* CudnnConv2d::workspace(ConvDir dir) const { return impl_->ws[int(dir)].p; }

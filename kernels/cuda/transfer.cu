@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "kernels/common/pcie.h"
 #include "kernels/cuda/cuda_util.h"
 
 namespace dlb::cuda {
@@ -163,13 +164,12 @@ double pcie_link_gb_per_s(int device, std::string* desc) {
   int width = std::atoi(read("current_link_width").c_str());
   if (width <= 0) width = std::atoi(read("max_link_width").c_str());
   if (!(gts > 0) || width <= 0) return 0;
-  const double code = gts <= 5.0 ? 8.0 / 10.0 : gts <= 32.0 ? 128.0 / 130.0 : 242.0 / 256.0;
   if (desc) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "PCIe %.1f GT/s x%d", gts, width);
     *desc = buf;
   }
-  return gts * width * code / 8.0;  // GT/s per lane -> GB/s per direction
+  return pcie_gb_per_s(gts, width);
 }
 
 }  // namespace dlb::cuda

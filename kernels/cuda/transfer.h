@@ -29,7 +29,7 @@ void overlap_compute(float* x, std::size_t n, int iters, unsigned long long* in_
 float overlap_compute_reference(float x, int iters);
 
 // The host link's ceiling per direction in GB/s (1e9 B/s): signalling rate x lanes x line-code
-// efficiency (8b/10b up to 5 GT/s, 128b/130b for Gen3-5, FLIT 242/256 for Gen6), from sysfs
+// efficiency (dlb::pcie_gb_per_s, kernels/common/pcie.h), from sysfs
 // max_link_speed and current_link_width of the GPU's PCI function. 0 when sysfs does not say
 // (containers, non-PCIe links); `desc` receives e.g. "PCIe 32.0 GT/s x16".
 double pcie_link_gb_per_s(int device, std::string* desc = nullptr);
