@@ -485,13 +485,22 @@ TEST(History, LoadsRunsSortedByDateOfOneMachine) {
   fs::create_directories(dir.path / "broken");
   std::ofstream(dir.path / "broken" / "results.json") << "{\"context\": {";
   fs::create_directories(dir.path / "notes");
+  // Impossible dates (month 13, hour 99; February 30) are no dates: left out with a warning naming
+  // them, never normalised into a real date nor sorted among the runs.
+  for (const char* bad : {"2026-13-01T99:00:00+0000", "2026-02-30T12:00:00+0000"})
+    write_json(dir.path / ("bad-date-" + std::string(bad).substr(5, 5)) / "results.json",
+               doc_of(fingerprint_context("cpu A", bad), {iterations("flat", {1, 1, 1}), iterations("slow", {1, 1, 1})}));
 
   HistoryOptions o;
   const History h = load_history(dir.path.string(), o);
   EXPECT_EQ(h.key, "cpu A | OpenBLAS 0.3.21 Haswell");
   ASSERT_EQ(h.runs.size(), 8u);
   for (std::size_t i = 1; i < h.runs.size(); ++i) EXPECT_LT(h.runs[i - 1].date, h.runs[i].date);
-  EXPECT_EQ(h.warnings.size(), 2u);  // the broken folder and the other machine
+  EXPECT_EQ(h.runs.front().date, "2026-03-10T12:00:00+0100");
+  EXPECT_EQ(h.warnings.size(), 4u);  // the broken folder, the other machine, the two impossible dates
+  int bad_dates = 0;
+  for (const auto& w : h.warnings) bad_dates += w.find("is not a valid date; left out") != std::string::npos;
+  EXPECT_EQ(bad_dates, 2);
   ASSERT_EQ(h.cases.size(), 2u);
   EXPECT_FALSE(h.cases[0].step.found);
   ASSERT_TRUE(h.cases[1].step.found);
@@ -511,6 +520,13 @@ TEST(History, ParseDate) {
   EXPECT_DOUBLE_EQ(parse_date("1970-01-01T00:00:10Z"), 10);
   EXPECT_DOUBLE_EQ(parse_date("1969-12-31T23:00:10-0100"), 10);
   EXPECT_TRUE(std::isnan(parse_date("yesterday")));
+  EXPECT_DOUBLE_EQ(parse_date("1970-01-01T00:00:10.250+00:00"), 10);
+  EXPECT_DOUBLE_EQ(parse_date("1972-02-29T00:00:00Z"), 68169600);  // a leap day
+  for (const char* bad : {"2026-13-01T12:00:00+0000", "2026-01-01T99:00:00+0000", "2026-00-10T12:00:00Z",
+                          "2026-02-29T12:00:00Z", "2026-04-31T12:00:00Z", "2026-01-01T12:60:00Z", "2026-01-01T12:00:61Z",
+                          "2026-01-00T12:00:00Z", "2026-01-01T12:00:00+2500", "2026-01-01T12:00:00+01:",
+                          "2026-01-01T12:00:00 junk", "+026-01-01T12:00:00Z", "2026-1-01T12:00:00Z", "2026-01-01"})
+    EXPECT_TRUE(std::isnan(parse_date(bad))) << bad;
 }
 
 TEST(Compare, NoiseFloorTurnsAChangeWithinItIntoNoisy) {
