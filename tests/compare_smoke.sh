@@ -9,6 +9,8 @@
 #   baseline  save a; check b (0), check a15 (1), no baseline (0 + "no baseline for this machine"),
 #             --require without one (2)
 #   history   history OUT/hist: exit 0, every timed case flagged with a +50% step from run 5
+#   save_race 20 concurrent `baseline save`s into one folder, 3 rounds: all exit 0, one baseline, no
+#             temporary file left
 #
 # Why `--time cpu --threshold 100%` for the real pair: this box has 2 cores shared by a build farm;
 # wall-clock time of the same binary moves by 2x or more between two runs seconds apart when the load
@@ -130,6 +132,27 @@ case $mode in
       grep -F "| $c " "$out/history.txt" | grep -q '+50.0% from run 5' || fail "$c: no +50% step from run 5"
     done < <(timed_cases "$out/a")
     echo "ok: history flags the step"
+    ;;
+  save_race)
+    data=$(cd "$(dirname "$0")/data/compare" && pwd)
+    for round in 1 2 3; do
+      rm -rf "$out/race" && mkdir -p "$out/race"
+      pids=()
+      for i in $(seq 1 20); do
+        "$cli" baseline save "$data/base.json" --dir "$out/race/bl" >"$out/race/$i.out" 2>"$out/race/$i.err" &
+        pids+=($!)
+      done
+      failed=0
+      for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || { failed=$((failed + 1)); cat "$out/race/$((i + 1)).err" >&2; }
+      done
+      [ "$failed" = 0 ] || fail "round $round: $failed of 20 concurrent baseline saves failed"
+      [ "$(ls "$out/race/bl" | wc -l)" = 1 ] || fail "round $round: expected one baseline folder"
+      [ -z "$(ls -A "$out/race/bl"/* | grep -v -x -e results.json -e key.txt)" ] ||
+        fail "round $round: files left beside the baseline: $(ls -A "$out/race/bl"/*)"
+      run 0 compare "$data/base.json" "$out/race/bl"/*/results.json >/dev/null
+    done
+    echo "ok: 3 rounds of 20 concurrent baseline saves, all saved, nothing left behind"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -14,6 +14,10 @@ foreach(mode pair slowed baseline history)
                        RESOURCE_LOCK dlb_compare_out)
 endforeach()
 
+# Concurrent baseline saves (issue 27): each its own temporary file, no run needed.
+add_test(NAME smoke.baseline_save_race COMMAND bash ${DLB_CMP_HELPER} save_race ${DLB_CLI} ${OUT}/save-race)
+set_tests_properties(smoke.baseline_save_race PROPERTIES LABELS smoke TIMEOUT 300)
+
 # Fixture files (tests/data/compare): verdicts and the exit codes.
 dlb_smoke(compare_fixtures_regression 1 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/new.json)
 dlb_smoke(compare_fixtures_json 1 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/new.json --json)
