@@ -136,6 +136,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     save->callback([save_run, save_dir, save_incomplete, &rc] {
       check_baseline_dir(*save_dir);
       const auto doc = load_results(*save_run);
+      (void)extract_cases(doc, *save_run);  // a file no check could read (a case name twice) is no baseline
       if (!run_state(doc).complete() && !*save_incomplete)
         throw InputError(*save_run + ": incomplete run (" + run_state(doc).describe() +
                          "), not saved as a baseline; pass --allow-incomplete to save it anyway");
@@ -163,6 +164,7 @@ void add_compare_command(CLI::App& app, int& rc) {
       if (*require && *save_missing) throw UsageError("baseline check: --require and --save-missing contradict each other");
       check_baseline_dir(*check_dir);
       const auto doc = load_results(*check_run);
+      (void)extract_cases(doc, *check_run, opts.time);  // bad cases (a name twice): exit 2, baseline or not
       if (refuse_incomplete(doc, *check_run, *flags, rc)) return;
       const std::string key = baseline_key(doc, *check_run);
       const auto found = find_baseline(*check_dir, key);

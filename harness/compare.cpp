@@ -48,6 +48,12 @@ std::string fmt_p(double p, bool exact) {
 struct Accum {
   CaseRun run;
   bool seen_iteration = false;
+  // Where each repetition_index (and aggregate) of this name was seen: a second one is a second case
+  // of the same name, which must not be merged into one sample.
+  std::map<long long, std::size_t> rep_entry;
+  std::map<std::string, std::size_t> agg_entry;
+  std::size_t timed_entries = 0;
+  double declared_reps = -1;  // "repetitions" of its entries (-1: not given)
   double agg_median = kNaN, agg_mean = kNaN, agg_cv = kNaN;
 };
 
@@ -126,13 +132,31 @@ std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, Ti
         throw InputError(where + " ('" + name + "') has no numeric " + time_key);
       const std::string unit = e.contains("time_unit") && e["time_unit"].is_string() ? e["time_unit"].get<std::string>() : "ns";
       const double t = e[time_key].get<double>();
+      auto twice = [&](std::size_t first, const std::string& what) {
+        throw InputError(label + ": case '" + name + "' is in the file twice (" + what + " in benchmark entries " +
+                         std::to_string(first + 1) + " and " + std::to_string(i + 1) +
+                         "); a results file holds each case once: rename or remove one");
+      };
       if (run_type == "aggregate") {
+        if (const auto [at, added] = a.agg_entry.try_emplace(agg_name, i); !added) twice(at->second, "aggregate " + agg_name);
         // cv is a ratio (aggregate_unit "percentage"); the others are times.
         if (agg_name == "cv") a.agg_cv = t;
         else if (agg_name == "median") a.agg_median = to_us(t, unit, where);
         else if (agg_name == "mean") a.agg_mean = to_us(t, unit, where);
         continue;
       }
+      if (e.contains("repetition_index") && e["repetition_index"].is_number()) {
+        const auto idx = static_cast<long long>(e["repetition_index"].get<double>());
+        if (const auto [at, added] = a.rep_entry.try_emplace(idx, i); !added)
+          twice(at->second, "repetition " + std::to_string(idx));
+      }
+      // Without repetition indices: more repetitions than the entries say the case has.
+      if (e.contains("repetitions") && e["repetitions"].is_number()) a.declared_reps = e["repetitions"].get<double>();
+      if (++a.timed_entries > 1 && a.declared_reps >= 1 && static_cast<double>(a.timed_entries) > a.declared_reps)
+        throw InputError(label + ": case '" + name + "' is in the file twice (benchmark entry " + std::to_string(i + 1) +
+                         " is its repetition " + std::to_string(a.timed_entries) + " of " +
+                         std::to_string(static_cast<long long>(a.declared_reps)) +
+                         "); a results file holds each case once: rename or remove one");
       a.seen_iteration = true;
       if (r.state == CaseRun::State::skipped) r.state = CaseRun::State::timed, r.message.clear();
       if (e.contains("foreign_cpu") && e["foreign_cpu"].is_number()) {

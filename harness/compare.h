@@ -49,7 +49,9 @@ struct CaseRun {
 };
 
 // The cases of a loaded results document (load_results), in file order. `label` names the source in
-// errors: an entry that is not an object, or a timed entry without a numeric time -> InputError.
+// errors: an entry that is not an object, a timed entry without a numeric time, or a case name that
+// appears twice (a repetition_index or aggregate seen again, or more repetitions than its entries
+// declare: two cases of one name, never merged into one sample) -> InputError.
 std::vector<CaseRun> extract_cases(const nlohmann::json& doc, const std::string& label,
                                    TimeField field = TimeField::real);
 

@@ -25,6 +25,7 @@ dlb_smoke(compare_fixtures_loose 1 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_D
 dlb_smoke(compare_same_file 0 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json)
 dlb_smoke(compare_jsonl 0 compare ${DLB_CMP_DATA}/base_only.jsonl ${DLB_CMP_DATA}/base.json)
 dlb_smoke(history_fixtures 0 history ${DLB_CMP_DATA})
+dlb_smoke(compare_duplicate_case 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/duplicate.json)
 
 # Bad input: truncated, not JSON, binary, foreign JSON, missing -> exit 2 with one line.
 foreach(bad truncated not_json binary foreign)

@@ -301,6 +301,35 @@ TEST(Compare, BusyMachineIsNoisyNotSlower) {
   EXPECT_EQ(cases.at(0).foreign_cpu, 0.0);
 }
 
+// Issue 27 item 12: two cases of one name were merged into one 3-vs-6 sample silently.
+TEST(Compare, DuplicateCaseNamesAreRefusedNotMerged) {
+  const json ctx = fingerprint_context("cpu A", "2026-01-01T00:00:00+0000");
+  const json twice = doc_of(ctx, {iterations("x", {100, 101, 99}), iterations("y", {5, 5, 5}), iterations("x", {200, 201, 199})});
+  try {
+    extract_cases(twice, "twice.json");
+    ADD_FAILURE() << "duplicate accepted";
+  } catch (const dlb::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("twice.json: case 'x' is in the file twice (repetition 0 in benchmark entries 1 and 7)"), std::string::npos) << m;
+  }
+  // Without repetition indices: more repetitions than the entries declare.
+  json noidx = doc_of(ctx, {iterations("x", {100, 101, 99}), iterations("x", {200, 201, 199})});
+  for (auto& e : noidx["benchmarks"]) e.erase("repetition_index"), e["repetitions"] = 3;
+  EXPECT_THROW(extract_cases(noidx, "noidx"), dlb::InputError);
+  // A second median aggregate of one name.
+  json agg = doc_of(ctx, {iterations("x", {100, 101, 99})});
+  for (int k = 0; k < 2; ++k)
+    agg["benchmarks"].push_back({{"name", "x_median"}, {"run_name", "x"}, {"run_type", "aggregate"}, {"aggregate_name", "median"},
+                                 {"real_time", 100}, {"cpu_time", 100}, {"time_unit", "us"}});
+  EXPECT_THROW(extract_cases(agg, "agg"), dlb::InputError);
+  // The fixture of the same defect, as the CLI reads it (tests/data/compare/duplicate.json).
+  EXPECT_THROW(compare_runs(load_results(kData + "base.json"), "base.json", load_results(kData + "duplicate.json"),
+                            "duplicate.json", CompareOptions{}),
+               dlb::InputError);
+  // One case's repetitions, an error entry and its aggregates are one case, not a duplicate.
+  EXPECT_NO_THROW(extract_cases(load_results(kData + "new.json"), "new.json"));
+}
+
 TEST(Compare, ExtractCases) {
   // Aggregates only (Google Benchmark --benchmark_report_aggregates_only): one sample, the median.
   json doc = {{"context", json::object()},
