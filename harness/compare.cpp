@@ -261,10 +261,41 @@ CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const Compa
   // by that much, so a threshold-sized wobble of noisy medians is not called SLOWER at 5 vs 5.
   const double se_margin = 1.2533 * (std::isfinite(c.noise) ? c.noise : 0) *
                            std::sqrt(1.0 / static_cast<double>(c.n_base) + 1.0 / static_cast<double>(c.n_new));
-  if (std::fabs(change) > thr && std::isfinite(c.busy) && c.busy > opts.max_busy) {
-    c.verdict = Verdict::noisy;
-    c.note = "machine busy: other processes used " + fmt_pct(c.busy) + " of the CPUs (limit --max-busy " +
-             fmt_pct(opts.max_busy) + "); rerun on a quiet machine";
+  // A busy machine (compare.h): the load both sides recorded is common-mode; only the difference in
+  // the CPU share it left to the case, L = (1 - lighter load) / (1 - heavier load), can explain a
+  // change (an unknown side counts as quiet: the whole recorded load may then explain it). A change
+  // is judged only beyond L x (1 + threshold + noise): every repetition apart by that much, or the
+  // medians apart by that much with p < alpha. The noise is the full cv, not the medians' standard
+  // error: repetitions of one run share its load, so they scatter together.
+  const bool loaded = std::isfinite(c.busy) && c.busy > opts.max_busy;
+  if (std::fabs(change) > thr && loaded) {
+    auto share = [](double f) { return std::isfinite(f) ? std::fmin(std::fmax(f, 0.0), 0.95) : 0.0; };
+    const double lo = std::fmin(share(base->foreign_cpu), share(neu->foreign_cpu));
+    const double hi = std::fmax(share(base->foreign_cpu), share(neu->foreign_cpu));
+    const double explain = (1 - lo) / (1 - hi);
+    const double floor = c.floor = case_floor(opts, c.name);
+    const bool beyond_floor = std::fabs(change) > floor;
+    auto used = [](double f) { return std::isfinite(f) ? fmt_pct(f) : std::string("an unknown share (counted as 0%)"); };
+    const std::string load = "busy machine (other processes used " + used(base->foreign_cpu) + " of the CPUs in BASE, " +
+                             used(neu->foreign_cpu) + " in NEW: " +
+                             (explain <= 1 + thr ? std::string("common-mode") : "explains up to " + fmt_change(explain)) + ")";
+    const bool apart_slower = enough && *nmin > *bmax * margin * explain, apart_faster = enough && *nmax * margin * explain < *bmin;
+    const char* how = "every repetition ";
+    if (!apart_slower && !apart_faster) how = "p < alpha and the median ";
+    if (beyond_floor && (apart_slower || (significant && c.ratio > explain * margin))) {
+      c.verdict = Verdict::slower;
+      c.fatal = true;
+      c.separated = apart_slower;
+      c.note = how + std::string("slower beyond what the load and noise explain; ") + load;
+    } else if (beyond_floor && (apart_faster || (significant && c.ratio * explain * margin < 1))) {
+      c.verdict = Verdict::faster;
+      c.separated = apart_faster;
+      c.note = how + std::string("faster beyond what the load and noise explain; ") + load;
+    } else {
+      c.verdict = Verdict::noisy;
+      c.note = load + ": the change is not beyond it and the noise (limit --max-busy " + fmt_pct(opts.max_busy) +
+               "); rerun on a quiet machine";
+    }
   } else if (const double floor = c.floor = case_floor(opts, c.name); std::fabs(change) > thr && std::fabs(change) <= floor) {
     c.verdict = Verdict::noisy;
     c.note = "within the between-run noise floor " + fmt_pct(floor) +
@@ -297,6 +328,27 @@ bool Comparison::regression() const {
   for (const auto& c : cases)
     if (c.fatal) return true;
   return false;
+}
+
+std::size_t Comparison::inconclusive() const {
+  std::size_t n = 0;
+  for (const auto& c : cases) n += c.verdict == Verdict::noisy;
+  return n;
+}
+
+std::string Comparison::inconclusive_line() const {
+  std::string names;
+  std::size_t shown = 0, n = 0;
+  for (const auto& c : cases) {
+    if (c.verdict != Verdict::noisy) continue;
+    if (++n <= 10) names += (shown++ ? ", " : "") + c.name + " (" + fmt_change(c.ratio) + ")";
+  }
+  if (n > shown) names += ", and " + std::to_string(n - shown) + " more";
+  std::string line = "inconclusive: " + std::to_string(n) + " case(s) NOISY, not judged: " + names +
+                     "; rerun them on a quieter machine or with more --repetitions";
+  for (char& ch : line)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return line;
 }
 
 std::string Comparison::regression_line() const {
@@ -400,9 +452,14 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   if (first) out << " none";
   if (c.skipped_both) out << " (" << c.skipped_both << " case(s) skipped in both runs left out)";
   out << "\n";
-  out << (c.regression() ? "REGRESSION: " + c.regression_line().substr(std::string("regression: ").size())
-                         : std::string("no regression"))
-      << "\n";
+  // The last line is the verdict of the whole comparison, and agrees with the exit code (1, 3, 0).
+  if (c.regression())
+    out << "REGRESSION: " << c.regression_line().substr(std::string("regression: ").size())
+        << (c.inconclusive() ? " (and " + std::to_string(c.inconclusive()) + " case(s) NOISY)" : std::string()) << "\n";
+  else if (c.inconclusive())
+    out << "INCONCLUSIVE: " << c.inconclusive_line().substr(std::string("inconclusive: ").size()) << "\n";
+  else
+    out << "no regression\n";
 }
 
 json comparison_json(const Comparison& c) {
@@ -427,7 +484,9 @@ json comparison_json(const Comparison& c) {
           {"skipped_both", c.skipped_both},
           {"geomean_ratio", num(c.geomean_ratio)},
           {"different_machines", c.different_machines},
-          {"regression", c.regression()}};
+          {"regression", c.regression()},
+          {"inconclusive", c.inconclusive()},
+          {"outcome", c.regression() ? "regression" : c.inconclusive() ? "inconclusive" : "no regression"}};
 }
 
 namespace {

@@ -8,7 +8,7 @@ set(DLB_CMP_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/compare)
 
 add_test(NAME smoke.compare_setup COMMAND bash ${DLB_CMP_HELPER} setup ${DLB_CLI} ${DLB_CMP_OUT})
 set_tests_properties(smoke.compare_setup PROPERTIES LABELS smoke TIMEOUT 600 FIXTURES_SETUP dlb_compare_runs)
-foreach(mode pair slowed baseline history)
+foreach(mode pair slowed baseline history busy)
   add_test(NAME smoke.compare_${mode} COMMAND bash ${DLB_CMP_HELPER} ${mode} ${DLB_CLI} ${DLB_CMP_OUT})
   set_tests_properties(smoke.compare_${mode} PROPERTIES LABELS smoke TIMEOUT 600 FIXTURES_REQUIRED dlb_compare_runs
                        RESOURCE_LOCK dlb_compare_out)
