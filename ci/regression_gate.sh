@@ -7,7 +7,8 @@
 #
 # Exit: 0 no regression (also when this machine has no baseline yet: it says so, and with
 # --save-missing saves this run as the baseline); 1 a case significantly slower beyond the threshold
-# or failing verification; 2 bad usage/input, or the build is missing.
+# or failing verification; 2 bad usage/input, or the build is missing; 3 inconclusive (cases NOISY,
+# e.g. a change the recorded machine load can explain: rerun on a quieter runner).
 # Writes OUT/run (results), OUT/check.txt and OUT/check.json (the verdicts), OUT/report (HTML, when
 # the report generator is available) -- upload OUT as the CI artifact.
 # Environment: DLBENCH (the CLI, default build/bin/dlbench), DLBENCH_BASELINE_DIR (default for
@@ -76,4 +77,5 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   { echo "### dlbench regression gate (exit $rc)"; echo '```'; cat "$OUT/check.txt"; echo '```'; } >>"$GITHUB_STEP_SUMMARY"
 fi
 [ "$rc" = 1 ] && annotate error "$(grep '^dlbench: error: regression' "$OUT/check.txt" | head -1 | sed 's/^dlbench: error: //')"
+[ "$rc" = 3 ] && annotate error "$(grep '^dlbench: error: inconclusive' "$OUT/check.txt" | head -1 | sed 's/^dlbench: error: //')"
 exit "$rc"

@@ -1,12 +1,16 @@
 // Baselines per machine (see baseline.h).
 #include "harness/baseline.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -30,17 +34,37 @@ std::string read_first_line(const fs::path& p) {
   return line;
 }
 
+// Atomic replace: the text goes to a temporary file of its own (mkstemp: a unique name, so saves
+// running at the same time never write or rename each other's file), then is renamed over `dst`; a
+// check running at the same time sees the old or the new file. The temporary file is removed when
+// anything fails.
 void write_file(const fs::path& dst, const std::string& text) {
-  const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".tmp");
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) throw UsageError("--dir: cannot write " + tmp.string() + " (" + std::strerror(errno) + ")");
+  std::string tmp = (dst.parent_path() / ("." + dst.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw UsageError("--dir: cannot write in " + dst.parent_path().string() + " (" + std::strerror(errno) + ")");
+  auto fail = [&](const std::string& why) {
+    ::unlink(tmp.c_str());
+    throw UsageError("--dir: cannot write " + dst.string() + " (" + why + ")");
+  };
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "nothing written";
+      ::close(fd);
+      fail(why);
+    }
+    done += static_cast<std::size_t>(n);
   }
-  std::error_code ec;
-  fs::rename(tmp, dst, ec);  // atomic: a check running at the same time sees the old or the new file
-  if (ec) throw UsageError("--dir: cannot write " + dst.string() + " (" + ec.message() + ")");
+  const mode_t mask = ::umask(0);  // mkstemp makes it 0600; a saved baseline is as readable as any file
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    fail(why);
+  }
+  if (::close(fd) != 0) fail(std::strerror(errno));
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) fail(std::strerror(errno));
 }
 
 }  // namespace

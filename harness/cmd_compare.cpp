@@ -1,6 +1,7 @@
 // `dlbench compare BASE NEW`, `dlbench baseline save|check RUN --dir DIR`, `dlbench history DIR`:
 // regression tracking. Exit codes: 0 no regression; 1 a case significantly slower beyond the threshold
-// or failed in NEW (with one line on stderr naming them); 2 bad usage or input (one line).
+// or failed in NEW (with one line on stderr naming them); 2 bad usage or input (one line); 3 no
+// regression found but some cases NOISY (inconclusive, one line naming them).
 #include <CLI/CLI.hpp>
 
 #include <sys/stat.h>
@@ -21,6 +22,8 @@ namespace dlb::harness {
 
 namespace {
 
+constexpr int kExitInconclusive = 3;  // README "Exit codes"
+
 struct CompareFlags {
   std::string threshold = "5%";
   std::string alpha = "0.05";
@@ -37,7 +40,8 @@ void add_compare_flags(CLI::App* sub, CompareFlags& f) {
   sub->add_option("--time", f.time, "Which time to compare: real (wall clock) or cpu (less sensitive to a loaded machine)")
       ->capture_default_str();
   sub->add_option("--max-busy", f.max_busy,
-                  "A change measured while other processes used more than this share of the CPUs is NOISY, not judged (100% turns it off)")
+                  "Above this share of the CPUs used by other processes, a change is judged only when every repetition is apart "
+                  "beyond what the recorded load and noise explain, else NOISY (100% turns it off)")
       ->capture_default_str();
   sub->add_option("--noise-floor", f.noise_floor,
                   "A change within this is NOISY, never SLOWER: 20%, or a folder of 3+ earlier runs of this machine "
@@ -92,14 +96,21 @@ void check_baseline_dir(const std::string& dir) {
     throw UsageError("--dir " + dir + ": not a folder (a baseline folder holds one folder per machine)");
 }
 
-// Prints the comparison; returns the exit code (1 with one stderr line on a regression).
+// Prints the comparison; returns the exit code: 1 with one stderr line on a regression, 3 with one
+// stderr line when cases stayed NOISY (inconclusive: a gate must not pass them as "no regression").
 int report(const Comparison& c, bool as_json) {
   if (as_json) std::cout << comparison_json(c).dump(2) << "\n";
   else print_comparison(std::cout, c);
   std::cout.flush();
-  if (!c.regression()) return 0;
-  std::cerr << "dlbench: error: " << c.regression_line() << "\n";
-  return 1;
+  if (c.regression()) {
+    std::cerr << "dlbench: error: " << c.regression_line() << "\n";
+    return 1;
+  }
+  if (c.inconclusive()) {
+    std::cerr << "dlbench: error: " << c.inconclusive_line() << "\n";
+    return kExitInconclusive;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -109,7 +120,9 @@ void add_compare_command(CLI::App& app, int& rc) {
   {
     auto files = std::make_shared<std::vector<std::string>>();
     auto flags = std::make_shared<CompareFlags>();
-    CLI::App* sub = app.add_subcommand("compare", "Compare two runs case by case: FASTER / SLOWER / SAME / NOISY / NEW / GONE / FAILED");
+    CLI::App* sub = app.add_subcommand("compare", "Compare two runs case by case: FASTER / SLOWER / SAME / NOISY / NEW / GONE / FAILED. "
+                                                  "Exit 0 no regression, 1 a regression (SLOWER or FAILED), 2 bad input, "
+                                                  "3 inconclusive (no regression found, but cases NOISY)");
     sub->add_option("runs", *files, "BASE NEW (results folders, results.json or results.jsonl)")->expected(2)->required();
     add_compare_flags(sub, *flags);
     sub->callback([files, flags, &rc] {
@@ -136,6 +149,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     save->callback([save_run, save_dir, save_incomplete, &rc] {
       check_baseline_dir(*save_dir);
       const auto doc = load_results(*save_run);
+      (void)extract_cases(doc, *save_run);  // a file no check could read (a case name twice) is no baseline
       if (!run_state(doc).complete() && !*save_incomplete)
         throw InputError(*save_run + ": incomplete run (" + run_state(doc).describe() +
                          "), not saved as a baseline; pass --allow-incomplete to save it anyway");
@@ -152,7 +166,8 @@ void add_compare_command(CLI::App& app, int& rc) {
     auto flags = std::make_shared<CompareFlags>();
     auto require = std::make_shared<bool>(false);
     auto save_missing = std::make_shared<bool>(false);
-    CLI::App* check = bl->add_subcommand("check", "Compare RUN with the baseline of its machine (exit 1 on a regression)");
+    CLI::App* check = bl->add_subcommand("check", "Compare RUN with the baseline of its machine (exit 1 on a regression, "
+                                                   "3 when inconclusive: cases NOISY)");
     check->add_option("run", *check_run, "Results folder or results.json")->required();
     check->add_option("--dir", *check_dir, "Folder of baselines")->required();
     add_compare_flags(check, *flags);
@@ -163,6 +178,7 @@ void add_compare_command(CLI::App& app, int& rc) {
       if (*require && *save_missing) throw UsageError("baseline check: --require and --save-missing contradict each other");
       check_baseline_dir(*check_dir);
       const auto doc = load_results(*check_run);
+      (void)extract_cases(doc, *check_run, opts.time);  // bad cases (a name twice): exit 2, baseline or not
       if (refuse_incomplete(doc, *check_run, *flags, rc)) return;
       const std::string key = baseline_key(doc, *check_run);
       const auto found = find_baseline(*check_dir, key);

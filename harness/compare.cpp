@@ -48,6 +48,12 @@ std::string fmt_p(double p, bool exact) {
 struct Accum {
   CaseRun run;
   bool seen_iteration = false;
+  // Where each repetition_index (and aggregate) of this name was seen: a second one is a second case
+  // of the same name, which must not be merged into one sample.
+  std::map<long long, std::size_t> rep_entry;
+  std::map<std::string, std::size_t> agg_entry;
+  std::size_t timed_entries = 0;
+  double declared_reps = -1;  // "repetitions" of its entries (-1: not given)
   double agg_median = kNaN, agg_mean = kNaN, agg_cv = kNaN;
 };
 
@@ -126,13 +132,31 @@ std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, Ti
         throw InputError(where + " ('" + name + "') has no numeric " + time_key);
       const std::string unit = e.contains("time_unit") && e["time_unit"].is_string() ? e["time_unit"].get<std::string>() : "ns";
       const double t = e[time_key].get<double>();
+      auto twice = [&](std::size_t first, const std::string& what) {
+        throw InputError(label + ": case '" + name + "' is in the file twice (" + what + " in benchmark entries " +
+                         std::to_string(first + 1) + " and " + std::to_string(i + 1) +
+                         "); a results file holds each case once: rename or remove one");
+      };
       if (run_type == "aggregate") {
+        if (const auto [at, added] = a.agg_entry.try_emplace(agg_name, i); !added) twice(at->second, "aggregate " + agg_name);
         // cv is a ratio (aggregate_unit "percentage"); the others are times.
         if (agg_name == "cv") a.agg_cv = t;
         else if (agg_name == "median") a.agg_median = to_us(t, unit, where);
         else if (agg_name == "mean") a.agg_mean = to_us(t, unit, where);
         continue;
       }
+      if (e.contains("repetition_index") && e["repetition_index"].is_number()) {
+        const auto idx = static_cast<long long>(e["repetition_index"].get<double>());
+        if (const auto [at, added] = a.rep_entry.try_emplace(idx, i); !added)
+          twice(at->second, "repetition " + std::to_string(idx));
+      }
+      // Without repetition indices: more repetitions than the entries say the case has.
+      if (e.contains("repetitions") && e["repetitions"].is_number()) a.declared_reps = e["repetitions"].get<double>();
+      if (++a.timed_entries > 1 && a.declared_reps >= 1 && static_cast<double>(a.timed_entries) > a.declared_reps)
+        throw InputError(label + ": case '" + name + "' is in the file twice (benchmark entry " + std::to_string(i + 1) +
+                         " is its repetition " + std::to_string(a.timed_entries) + " of " +
+                         std::to_string(static_cast<long long>(a.declared_reps)) +
+                         "); a results file holds each case once: rename or remove one");
       a.seen_iteration = true;
       if (r.state == CaseRun::State::skipped) r.state = CaseRun::State::timed, r.message.clear();
       if (e.contains("foreign_cpu") && e["foreign_cpu"].is_number()) {
@@ -237,10 +261,41 @@ CaseComparison compare_case(const CaseRun* base, const CaseRun* neu, const Compa
   // by that much, so a threshold-sized wobble of noisy medians is not called SLOWER at 5 vs 5.
   const double se_margin = 1.2533 * (std::isfinite(c.noise) ? c.noise : 0) *
                            std::sqrt(1.0 / static_cast<double>(c.n_base) + 1.0 / static_cast<double>(c.n_new));
-  if (std::fabs(change) > thr && std::isfinite(c.busy) && c.busy > opts.max_busy) {
-    c.verdict = Verdict::noisy;
-    c.note = "machine busy: other processes used " + fmt_pct(c.busy) + " of the CPUs (limit --max-busy " +
-             fmt_pct(opts.max_busy) + "); rerun on a quiet machine";
+  // A busy machine (compare.h): the load both sides recorded is common-mode; only the difference in
+  // the CPU share it left to the case, L = (1 - lighter load) / (1 - heavier load), can explain a
+  // change (an unknown side counts as quiet: the whole recorded load may then explain it). A change
+  // is judged only beyond L x (1 + threshold + noise): every repetition apart by that much, or the
+  // medians apart by that much with p < alpha. The noise is the full cv, not the medians' standard
+  // error: repetitions of one run share its load, so they scatter together.
+  const bool loaded = std::isfinite(c.busy) && c.busy > opts.max_busy;
+  if (std::fabs(change) > thr && loaded) {
+    auto share = [](double f) { return std::isfinite(f) ? std::fmin(std::fmax(f, 0.0), 0.95) : 0.0; };
+    const double lo = std::fmin(share(base->foreign_cpu), share(neu->foreign_cpu));
+    const double hi = std::fmax(share(base->foreign_cpu), share(neu->foreign_cpu));
+    const double explain = (1 - lo) / (1 - hi);
+    const double floor = c.floor = case_floor(opts, c.name);
+    const bool beyond_floor = std::fabs(change) > floor;
+    auto used = [](double f) { return std::isfinite(f) ? fmt_pct(f) : std::string("an unknown share (counted as 0%)"); };
+    const std::string load = "busy machine (other processes used " + used(base->foreign_cpu) + " of the CPUs in BASE, " +
+                             used(neu->foreign_cpu) + " in NEW: " +
+                             (explain <= 1 + thr ? std::string("common-mode") : "explains up to " + fmt_change(explain)) + ")";
+    const bool apart_slower = enough && *nmin > *bmax * margin * explain, apart_faster = enough && *nmax * margin * explain < *bmin;
+    const char* how = "every repetition ";
+    if (!apart_slower && !apart_faster) how = "p < alpha and the median ";
+    if (beyond_floor && (apart_slower || (significant && c.ratio > explain * margin))) {
+      c.verdict = Verdict::slower;
+      c.fatal = true;
+      c.separated = apart_slower;
+      c.note = how + std::string("slower beyond what the load and noise explain; ") + load;
+    } else if (beyond_floor && (apart_faster || (significant && c.ratio * explain * margin < 1))) {
+      c.verdict = Verdict::faster;
+      c.separated = apart_faster;
+      c.note = how + std::string("faster beyond what the load and noise explain; ") + load;
+    } else {
+      c.verdict = Verdict::noisy;
+      c.note = load + ": the change is not beyond it and the noise (limit --max-busy " + fmt_pct(opts.max_busy) +
+               "); rerun on a quiet machine";
+    }
   } else if (const double floor = c.floor = case_floor(opts, c.name); std::fabs(change) > thr && std::fabs(change) <= floor) {
     c.verdict = Verdict::noisy;
     c.note = "within the between-run noise floor " + fmt_pct(floor) +
@@ -273,6 +328,27 @@ bool Comparison::regression() const {
   for (const auto& c : cases)
     if (c.fatal) return true;
   return false;
+}
+
+std::size_t Comparison::inconclusive() const {
+  std::size_t n = 0;
+  for (const auto& c : cases) n += c.verdict == Verdict::noisy;
+  return n;
+}
+
+std::string Comparison::inconclusive_line() const {
+  std::string names;
+  std::size_t shown = 0, n = 0;
+  for (const auto& c : cases) {
+    if (c.verdict != Verdict::noisy) continue;
+    if (++n <= 10) names += (shown++ ? ", " : "") + c.name + " (" + fmt_change(c.ratio) + ")";
+  }
+  if (n > shown) names += ", and " + std::to_string(n - shown) + " more";
+  std::string line = "inconclusive: " + std::to_string(n) + " case(s) NOISY, not judged: " + names +
+                     "; rerun them on a quieter machine or with more --repetitions";
+  for (char& ch : line)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return line;
 }
 
 std::string Comparison::regression_line() const {
@@ -376,9 +452,14 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   if (first) out << " none";
   if (c.skipped_both) out << " (" << c.skipped_both << " case(s) skipped in both runs left out)";
   out << "\n";
-  out << (c.regression() ? "REGRESSION: " + c.regression_line().substr(std::string("regression: ").size())
-                         : std::string("no regression"))
-      << "\n";
+  // The last line is the verdict of the whole comparison, and agrees with the exit code (1, 3, 0).
+  if (c.regression())
+    out << "REGRESSION: " << c.regression_line().substr(std::string("regression: ").size())
+        << (c.inconclusive() ? " (and " + std::to_string(c.inconclusive()) + " case(s) NOISY)" : std::string()) << "\n";
+  else if (c.inconclusive())
+    out << "INCONCLUSIVE: " << c.inconclusive_line().substr(std::string("inconclusive: ").size()) << "\n";
+  else
+    out << "no regression\n";
 }
 
 json comparison_json(const Comparison& c) {
@@ -403,7 +484,9 @@ json comparison_json(const Comparison& c) {
           {"skipped_both", c.skipped_both},
           {"geomean_ratio", num(c.geomean_ratio)},
           {"different_machines", c.different_machines},
-          {"regression", c.regression()}};
+          {"regression", c.regression()},
+          {"inconclusive", c.inconclusive()},
+          {"outcome", c.regression() ? "regression" : c.inconclusive() ? "inconclusive" : "no regression"}};
 }
 
 namespace {

@@ -5,9 +5,16 @@
 // Verdicts (thr = --threshold, a = --alpha, change = median NEW / median BASE - 1, noise = the larger
 // cv of the two sides' repetitions, busy = the larger share of the CPUs other processes used while
 // either side was timed, "foreign_cpu" in the records):
-//   NOISY   |change| > thr while busy > --max-busy (10%): the machine was shared, and repetitions in
-//           one process cannot tell that from a slower case (on 2 busy cores back-to-back A/A runs
-//           differ by +30..+800%); checked first
+//   busy > --max-busy (10%) on either side, |change| > thr: the machine was shared, and repetitions in
+//           one process cannot tell load from a slower case (on 2 busy cores back-to-back A/A runs
+//           differ by +30..+800%). The load both sides recorded is common-mode; what it can explain is
+//           the difference in CPU share left to the case, L = (1 - lighter) / (1 - heavier) (an
+//           unknown side counts as 0%). Checked first:
+//     SLOWER  every NEW repetition slower than every BASE one by more than L x (1 + thr + noise)
+//             (3+ repetitions a side), or the median change beyond L x (1 + thr + noise) with
+//             p < a; and beyond the noise floor -> a regression (exit 1)
+//     FASTER  the same, the other way
+//     NOISY   otherwise
 //   SLOWER  change > +thr and p < a, or (3+ repetitions a side) every NEW repetition is slower than
 //           every BASE repetition by more than thr + noise (a clean shift that few repetitions
 //           cannot make significant, e.g. 2x at 3 vs 3)  -> a regression (exit 1)
@@ -21,6 +28,9 @@
 //   FAILED  failed in NEW (verification or an error), or out of memory in NEW after being timed
 //           in BASE -> exit 1
 // Cases skipped in both runs are left out of the table and counted.
+// Outcome (the last line printed and the exit code of compare / baseline check): REGRESSION (1) when a
+// case is SLOWER or FAILED; otherwise INCONCLUSIVE (3) when any case is NOISY; otherwise
+// "no regression" (0).
 #pragma once
 #include <cstddef>
 #include <iosfwd>
@@ -49,7 +59,9 @@ struct CaseRun {
 };
 
 // The cases of a loaded results document (load_results), in file order. `label` names the source in
-// errors: an entry that is not an object, or a timed entry without a numeric time -> InputError.
+// errors: an entry that is not an object, a timed entry without a numeric time, or a case name that
+// appears twice (a repetition_index or aggregate seen again, or more repetitions than its entries
+// declare: two cases of one name, never merged into one sample) -> InputError.
 std::vector<CaseRun> extract_cases(const nlohmann::json& doc, const std::string& label,
                                    TimeField field = TimeField::real);
 
@@ -100,6 +112,10 @@ struct Comparison {
   bool different_machines = false;    // both carry a fingerprint and the machine keys differ
 
   bool regression() const;
+  // Cases left NOISY: nothing can be said of them. Without a regression, compare exits 3 on them
+  // (never "no regression"), with inconclusive_line() on stderr.
+  std::size_t inconclusive() const;
+  std::string inconclusive_line() const;
   // The one line for stderr on exit 1: which cases are slower (with their change) or failed.
   std::string regression_line() const;
 };

@@ -130,7 +130,7 @@ int follow(const RunOptions& opts) {
   so.devices = resolve_devices(opts.device);
   so.extra = opts.extra;
   std::regex filter;
-  if (!opts.filter.empty()) filter = std::regex(opts.filter);
+  if (!opts.filter.empty()) filter = compile_filter(opts.filter);
   const TimingPolicy policy = timing_policy(opts);
   const Peaks none;
   std::size_t i = 0;

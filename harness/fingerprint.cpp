@@ -22,6 +22,7 @@
 #include "kernels/common/device.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn/onednn.h"
+#include "kernels/cpu/openblas_core.h"
 #include "kernels/cpu/threads.h"
 
 extern char** environ;
@@ -153,6 +154,10 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
                     {"core", openblas_get_corename()},
                     {"threads", openblas_get_num_threads()},
                     {"parallel", openblas_get_parallel()}};
+  // How that core was chosen (kernels/cpu/openblas_core.h): the library's own pick, auto | library |
+  // forced, and why. A test reads these from `info --json` to check the re-execution end to end.
+  const cpu::CoreStatus core_st = cpu::openblas_core_status();
+  fp["openblas"].update({{"core_library", core_st.library_core}, {"core_mode", core_st.mode}, {"core_reason", core_st.reason}});
 
   const CudaInfo& cu = cuda_info();
   json gpus = json::array();
@@ -218,6 +223,8 @@ std::string fingerprint_text(const nlohmann::json& fp) {
   const auto& ob = fp.at("openblas");
   o << "OpenBLAS      " << ob.value("version", "") << ", core " << ob.value("core", "") << ", "
     << ob.value("threads", 0) << " threads  [" << ob.value("config", "") << "]\n";
+  if (ob.contains("core_reason") && ob["core_reason"].is_string() && !ob.value("core_reason", "").empty())
+    o << "OpenBLAS core " << ob.value("core_mode", "") << ": " << ob.value("core_reason", "") << "\n";
   if (fp.contains("peaks") && fp.at("peaks").contains("error")) {
     o << "CPU peaks     not measured (" << fp.at("peaks").value("error", "") << ")\n";
   } else if (fp.contains("peaks")) {

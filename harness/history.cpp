@@ -2,10 +2,12 @@
 #include "harness/history.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <ostream>
 
@@ -21,22 +23,45 @@ namespace dlb::harness {
 using json = nlohmann::json;
 
 double parse_date(const std::string& s) {
-  int Y, M, D, h, m, sec, used = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &used) < 6 || used == 0)
-    return std::numeric_limits<double>::quiet_NaN();
+  // Strictly "YYYY-MM-DDTHH:MM:SS", optional fractional seconds, then "Z", "+HH", "+HHMM", "+HH:MM" or
+  // nothing (UTC); every field in its range (month 13 or hour 99 is no date, not a normalised one).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::size_t at = 0;
+  auto num = [&](std::size_t digits, int& v) {
+    v = 0;
+    for (std::size_t k = 0; k < digits; ++k, ++at) {
+      if (at >= s.size() || !std::isdigit(static_cast<unsigned char>(s[at]))) return false;
+      v = v * 10 + (s[at] - '0');
+    }
+    return true;
+  };
+  auto lit = [&](char c) { return at < s.size() && s[at++] == c; };
+  int Y, M, D, h, m, sec;
+  if (!(num(4, Y) && lit('-') && num(2, M) && lit('-') && num(2, D) && lit('T') && num(2, h) && lit(':') && num(2, m) &&
+        lit(':') && num(2, sec)))
+    return nan;
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
+  if (M < 1 || M > 12 || D < 1 || D > kDays[M - 1] + (M == 2 && leap) || h > 23 || m > 59 || sec > 60) return nan;
+  if (at < s.size() && s[at] == '.') {  // fractional seconds: ignored
+    ++at;
+    const std::size_t first = at;
+    while (at < s.size() && std::isdigit(static_cast<unsigned char>(s[at]))) ++at;
+    if (at == first) return nan;
+  }
   std::tm tm{};
   tm.tm_year = Y - 1900, tm.tm_mon = M - 1, tm.tm_mday = D, tm.tm_hour = h, tm.tm_min = m, tm.tm_sec = sec;
   double t = static_cast<double>(timegm(&tm));
-  // Offset: "Z", "+HHMM", "+HH:MM" or none (taken as UTC).
-  const std::string rest = s.substr(static_cast<std::size_t>(used));
-  if (!rest.empty() && (rest[0] == '+' || rest[0] == '-')) {
-    int oh = 0, om = 0;
-    if (std::sscanf(rest.c_str() + 1, "%2d:%2d", &oh, &om) == 2 || std::sscanf(rest.c_str() + 1, "%2d%2d", &oh, &om) >= 1) {
-      const double off = (oh * 60.0 + om) * 60.0;
-      t += rest[0] == '+' ? -off : off;  // local = UTC + offset
-    }
-  }
-  return t;
+  if (at == s.size() || (s[at] == 'Z' && at + 1 == s.size())) return t;
+  const char sign = s[at++];
+  int oh = 0, om = 0;
+  if ((sign != '+' && sign != '-') || !num(2, oh)) return nan;
+  const bool colon = at < s.size() && s[at] == ':';
+  if (colon) ++at;
+  if ((colon || at < s.size()) && !num(2, om)) return nan;
+  if (at != s.size() || oh > 14 || om > 59) return nan;
+  const double off = (oh * 60.0 + om) * 60.0;
+  return t + (sign == '+' ? -off : off);  // local = UTC + offset
 }
 
 Step detect_step(const std::vector<double>& values, const std::vector<double>& noise, std::size_t min_segment,
@@ -111,7 +136,9 @@ History load_history(const std::string& dir, const HistoryOptions& opts) {
       r.date = ctx.contains("date") && ctx["date"].is_string() ? ctx["date"].get<std::string>() : "";
       r.when = parse_date(r.date);
       if (!std::isfinite(r.when)) {
-        h.warnings.push_back(r.path + ": no context.date; left out");
+        h.warnings.push_back(r.path + (r.date.empty() ? std::string(": no context.date")
+                                                      : ": context.date '" + r.date.substr(0, 40) + "' is not a valid date") +
+                             "; left out");
         continue;
       }
       r.key = machine_key_or_empty(doc);

@@ -789,13 +789,7 @@ int run_suites(const RunOptions& given) {
   std::string device_note;
   const auto devices = resolve_devices(opts.device, &device_note);
   std::regex filter;
-  if (!opts.filter.empty()) {
-    try {
-      filter = std::regex(opts.filter);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--filter '" + opts.filter + "': not a valid regular expression");
-    }
-  }
+  if (!opts.filter.empty()) filter = compile_filter(opts.filter);  // bounded: sweep.h
   std::vector<std::pair<std::string, CaseSpec>> cases;  // (suite, case)
   std::size_t expanded = 0;                              // before --filter
   std::map<std::string, const bench::Suite*> suites;

@@ -173,4 +173,56 @@ nlohmann::json suite_axes(const std::string& suite, bool quick, const nlohmann::
   return axes;
 }
 
+std::regex compile_filter(const std::string& pattern) {
+  // The pattern as the error line shows it: printable, at most 40 characters.
+  std::string shown;
+  for (std::size_t i = 0; i < pattern.size() && i < 40; ++i)
+    shown += std::isprint(static_cast<unsigned char>(pattern[i])) ? pattern[i] : '?';
+  if (pattern.size() > 40) shown += "...";
+  const std::string bad = "--filter '" + shown + "': ";
+  if (pattern.empty()) throw UsageError("--filter: empty regular expression");
+  if (pattern.size() > kFilterMaxChars)
+    throw UsageError(bad + std::to_string(pattern.size()) + " characters; at most " + std::to_string(kFilterMaxChars));
+  int depth = 0, deepest = 0;
+  long long repeat = 1;
+  bool in_class = false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') {
+      ++i;  // an escaped character is a literal
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ')') {
+      depth = std::max(0, depth - 1);
+    } else if (c == '{') {  // {n}, {n,} or {n,m}: the states it expands to multiply (by m, else n)
+      long long lo = 0, hi = -1;
+      std::size_t j = i + 1;
+      auto digits = [&](long long& v) {
+        for (v = 0; j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j])); ++j)
+          v = std::min(v * 10 + (pattern[j] - '0'), kFilterMaxRepeat + 1);
+      };
+      digits(lo);
+      if (j < pattern.size() && pattern[j] == ',') {
+        ++j;
+        if (j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j]))) digits(hi);
+      }
+      if (j < pattern.size() && pattern[j] == '}')
+        repeat = std::min(repeat * std::max(hi >= 0 ? hi : lo, 1LL), kFilterMaxRepeat + 1);
+    }
+  }
+  if (deepest > kFilterMaxDepth)
+    throw UsageError(bad + "groups nested " + std::to_string(deepest) + " deep; at most " + std::to_string(kFilterMaxDepth));
+  if (repeat > kFilterMaxRepeat)
+    throw UsageError(bad + "{n,m} repetition counts multiply to more than " + std::to_string(kFilterMaxRepeat));
+  try {
+    return std::regex(pattern);
+  } catch (const std::regex_error&) {
+    throw UsageError(bad + "not a valid regular expression");
+  }
+}
+
 }  // namespace dlb::harness

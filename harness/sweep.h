@@ -2,6 +2,7 @@
 // units like 1MB or 256KiB) and the suite axis files (harness/suites/<suite>.json) they override.
 #pragma once
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,16 @@ std::vector<std::string> parse_words(const std::string& text, const std::string&
 // inf or nan, no units, no spaces), inside [lo, hi]. Throws UsageError naming `flag` and the text.
 long long parse_int(const std::string& text, const std::string& flag, long long lo, long long hi);
 double parse_real(const std::string& text, const std::string& flag, double lo, double hi);
+
+// The one compiler of --filter (run, list, dist): a regular expression (ECMAScript) bounded before
+// std::regex sees it, since its compiler and matcher recurse per group and per repetition (20,000
+// nested groups overflow the stack): at most kFilterMaxChars characters, groups nested at most
+// kFilterMaxDepth deep, and {n,m} counts whose product is at most kFilterMaxRepeat. Throws
+// UsageError (one line, the pattern shortened) for an empty, oversized or invalid pattern.
+constexpr std::size_t kFilterMaxChars = 1024;
+constexpr int kFilterMaxDepth = 16;
+constexpr long long kFilterMaxRepeat = 1000;
+std::regex compile_filter(const std::string& pattern);
 
 // The run flags a suite uses (--sizes, --batch, --images, --dtype, --input, --cuda-graph, --peer);
 // empty for a suite this table does not know (no flag is refused for it).

@@ -80,6 +80,10 @@ jvariant neg_time '1s/"real_time": 100,/"real_time": -5,/'
 jvariant bad_line '2s/.*/{"name": "fix\/same", "real_/'
 jvariant dirty_line '1s/"verified": true/"verified": 1/'
 cp "$T/zero_time.json" "$T/hist_bad/run1/results.json"
+# history: runs whose dates are impossible (month 13, hour 99; February 30) are no dates
+mkdir -p "$T/hist_date/run1" "$T/hist_date/run2"
+sed 's/"date": "[^"]*"/"date": "2026-13-01T99:00:00+0000"/' "$D/base.json" > "$T/hist_date/run1/results.json"
+sed 's/"date": "[^"]*"/"date": "2026-02-30T12:00:00+0000"/' "$D/base.json" > "$T/hist_date/run2/results.json"
 "$cli" baseline save "$D/base.json" --dir "$T/bl_fifo" >/dev/null 2>&1 &&
   for f in "$T"/bl_fifo/*/results.json; do rm -f "$f"; mkfifo "$f"; done
 "$cli" baseline save "$D/base.json" --dir "$T/bl_zero" >/dev/null 2>&1 &&

@@ -9,6 +9,12 @@
 #   baseline  save a; check b (0), check a15 (1), no baseline (0 + "no baseline for this machine"),
 #             --require without one (2)
 #   history   history OUT/hist: exit 0, every timed case flagged with a +50% step from run 5
+#   busy      the fixture base.json and real run a, each compared with itself doubled, both sides
+#             marked as measured under ~50% foreign CPU (common-mode): exit 1, the cases SLOWER; the
+#             same with the load on one side only: exit 3 (inconclusive), last line INCONCLUSIVE;
+#             never "no regression"
+#   save_race 20 concurrent `baseline save`s into one folder, 3 rounds: all exit 0, one baseline, no
+#             temporary file left
 #
 # Why `--time cpu --threshold 100%` for the real pair: this box has 2 cores shared by a build farm;
 # wall-clock time of the same binary moves by 2x or more between two runs seconds apart when the load
@@ -34,13 +40,17 @@ for name, t in times.items():
 EOF
 }
 
-scale() {  # scale IN OUT FACTOR [DATE]: a copy of a results folder with every time multiplied
+scale() {  # scale IN OUT FACTOR [DATE|-] [FOREIGN_CPU]: a copy of a results folder (or results.json) with
+           # every time multiplied, optionally redated and with every record's foreign_cpu set
   python3 - "$@" <<'EOF'
 import json, os, sys
 src, dst, f = sys.argv[1], sys.argv[2], float(sys.argv[3])
-doc = json.load(open(os.path.join(src, "results.json")))
-if len(sys.argv) > 4:
+doc = json.load(open(src if src.endswith(".json") else os.path.join(src, "results.json")))
+if len(sys.argv) > 4 and sys.argv[4] != "-":
     doc["context"]["date"] = sys.argv[4]
+if len(sys.argv) > 5:
+    for e in doc["benchmarks"]:
+        e["foreign_cpu"] = float(sys.argv[5])
 for e in doc["benchmarks"]:
     if e.get("error_occurred"):
         continue
@@ -130,6 +140,63 @@ case $mode in
       grep -F "| $c " "$out/history.txt" | grep -q '+50.0% from run 5' || fail "$c: no +50% step from run 5"
     done < <(timed_cases "$out/a")
     echo "ok: history flags the step"
+    ;;
+  busy)
+    data=$(cd "$(dirname "$0")/data/compare" && pwd)
+    rm -rf "$out/busy" && mkdir -p "$out/busy"
+    for src in "$data/base.json" "$out/a"; do
+      tag=$(basename "$src" .json)
+      scale "$src" "$out/busy/$tag-base" 1 - 0.5 && scale "$src" "$out/busy/$tag-2x" 2 - 0.52 &&
+        scale "$src" "$out/busy/$tag-quiet" 1 - 0.0 || fail "scaling failed"
+      # Common-mode load: the doubling is far beyond what 50% vs 52% explains.
+      if [ "$tag" = base ]; then
+        run 1 compare "$out/busy/$tag-base" "$out/busy/$tag-2x" >"$out/busy/$tag.txt"
+        cat "$out/busy/$tag.txt"
+        [ "$(grep -c '| SLOWER ' "$out/busy/$tag.txt")" = 9 ] || fail "base: not every case SLOWER"
+        tail -n 1 "$out/busy/$tag.txt" | grep -q '^REGRESSION: ' || fail "base: last line is not REGRESSION"
+      else
+        # Real run a: a case whose own repetitions spread near 2x may honestly stay NOISY, so exit 1
+        # (some case SLOWER) or 3 (none could be judged); never 0, every case SLOWER or NOISY.
+        "$cli" compare "$out/busy/$tag-base" "$out/busy/$tag-2x" >"$out/busy/$tag.txt" 2>"$out/busy/$tag.err"
+        rc=$?
+        cat "$out/busy/$tag.txt" "$out/busy/$tag.err"
+        [ "$rc" = 1 ] || [ "$rc" = 3 ] || fail "a: exit $rc for a 2x slowdown, expected 1 (or 3)"
+        [ "$(grep -c '' "$out/busy/$tag.err")" = 1 ] || fail "a: expected one stderr line"
+        while read -r c; do
+          grep -F "| $c " "$out/busy/$tag.txt" | grep -qE '\| (SLOWER|NOISY) ' || fail "a: $c is neither SLOWER nor NOISY"
+        done < <(timed_cases "$out/a")
+        tail -n 1 "$out/busy/$tag.txt" | grep -qE '^(REGRESSION|INCONCLUSIVE): ' || fail "a: last line says neither"
+      fi
+      ! grep -q 'no regression' "$out/busy/$tag.txt" || fail "$tag: 'no regression' for a 2x slowdown"
+      # The load on NEW only (0% -> 52%) explains up to 2.1x: nothing can be judged, and it says so.
+      run 3 compare "$out/busy/$tag-quiet" "$out/busy/$tag-2x" >"$out/busy/$tag-q.txt"
+      cat "$out/busy/$tag-q.txt"
+      tail -n 1 "$out/busy/$tag-q.txt" | grep -q '^INCONCLUSIVE: ' || fail "$tag: last line is not INCONCLUSIVE"
+      grep -q 'inconclusive' "$err" || fail "$tag: stderr does not say inconclusive"
+      ! grep -q 'no regression' "$out/busy/$tag-q.txt" || fail "$tag: 'no regression' when nothing was judged"
+    done
+    echo "ok: a 2x slowdown under common-mode load fails (exit 1); under one-sided load it is inconclusive (exit 3)"
+    ;;
+  save_race)
+    data=$(cd "$(dirname "$0")/data/compare" && pwd)
+    for round in 1 2 3; do
+      rm -rf "$out/race" && mkdir -p "$out/race"
+      pids=()
+      for i in $(seq 1 20); do
+        "$cli" baseline save "$data/base.json" --dir "$out/race/bl" >"$out/race/$i.out" 2>"$out/race/$i.err" &
+        pids+=($!)
+      done
+      failed=0
+      for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || { failed=$((failed + 1)); cat "$out/race/$((i + 1)).err" >&2; }
+      done
+      [ "$failed" = 0 ] || fail "round $round: $failed of 20 concurrent baseline saves failed"
+      [ "$(ls "$out/race/bl" | wc -l)" = 1 ] || fail "round $round: expected one baseline folder"
+      [ -z "$(ls -A "$out/race/bl"/* | grep -v -x -e results.json -e key.txt)" ] ||
+        fail "round $round: files left beside the baseline: $(ls -A "$out/race/bl"/*)"
+      run 0 compare "$data/base.json" "$out/race/bl"/*/results.json >/dev/null
+    done
+    echo "ok: 3 rounds of 20 concurrent baseline saves, all saved, nothing left behind"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -8,11 +8,15 @@ set(DLB_CMP_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/compare)
 
 add_test(NAME smoke.compare_setup COMMAND bash ${DLB_CMP_HELPER} setup ${DLB_CLI} ${DLB_CMP_OUT})
 set_tests_properties(smoke.compare_setup PROPERTIES LABELS smoke TIMEOUT 600 FIXTURES_SETUP dlb_compare_runs)
-foreach(mode pair slowed baseline history)
+foreach(mode pair slowed baseline history busy)
   add_test(NAME smoke.compare_${mode} COMMAND bash ${DLB_CMP_HELPER} ${mode} ${DLB_CLI} ${DLB_CMP_OUT})
   set_tests_properties(smoke.compare_${mode} PROPERTIES LABELS smoke TIMEOUT 600 FIXTURES_REQUIRED dlb_compare_runs
                        RESOURCE_LOCK dlb_compare_out)
 endforeach()
+
+# Concurrent baseline saves (issue 27): each its own temporary file, no run needed.
+add_test(NAME smoke.baseline_save_race COMMAND bash ${DLB_CMP_HELPER} save_race ${DLB_CLI} ${OUT}/save-race)
+set_tests_properties(smoke.baseline_save_race PROPERTIES LABELS smoke TIMEOUT 300)
 
 # Fixture files (tests/data/compare): verdicts and the exit codes.
 dlb_smoke(compare_fixtures_regression 1 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/new.json)
@@ -21,6 +25,7 @@ dlb_smoke(compare_fixtures_loose 1 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_D
 dlb_smoke(compare_same_file 0 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/base.json)
 dlb_smoke(compare_jsonl 0 compare ${DLB_CMP_DATA}/base_only.jsonl ${DLB_CMP_DATA}/base.json)
 dlb_smoke(history_fixtures 0 history ${DLB_CMP_DATA})
+dlb_smoke(compare_duplicate_case 2 compare ${DLB_CMP_DATA}/base.json ${DLB_CMP_DATA}/duplicate.json)
 
 # Bad input: truncated, not JSON, binary, foreign JSON, missing -> exit 2 with one line.
 foreach(bad truncated not_json binary foreign)

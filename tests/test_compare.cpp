@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -266,39 +267,145 @@ TEST(Compare, VerdictRatesOnSimulatedRuns) {
   }
 }
 
-TEST(Compare, BusyMachineIsNoisyNotSlower) {
+TEST(Compare, BusyMachineJudgesOnlyWhatTheLoadCannotExplain) {
   // Records carry "foreign_cpu": the share of the CPUs other processes used while the case was
-  // timed. A change measured on a shared machine is NOISY (not judged), however clean it looks.
+  // timed. The same load on both sides is common-mode: a clean 2x (every repetition apart) is SLOWER.
+  // A load on one side only explains up to 1 / (1 - load): then the same 2x is NOISY, not judged.
   const json ctx = fingerprint_context("cpu A", "2026-01-01T00:00:00+0000");
-  json slow = iterations("x", {200, 201, 199, 200.5, 199.5});
-  for (auto& e : slow) e["foreign_cpu"] = 0.45;
-  json same = iterations("y", {100, 101, 99, 100.5, 99.5});
-  for (auto& e : same) e["foreign_cpu"] = 0.45;
-  const json a = doc_of(ctx, {iterations("x", {100, 101, 99, 100.5, 99.5}), iterations("y", {100, 101, 99, 100.5, 99.5})});
-  const json b = doc_of(ctx, {slow, same});
+  auto loaded = [](json reps, double f) {
+    for (auto& e : reps) e["foreign_cpu"] = f;
+    return reps;
+  };
+  const std::vector<double> t = {100, 101, 99, 100.5, 99.5}, t2 = {200, 201, 199, 200.5, 199.5};
+  const std::vector<double> t12 = {120, 121, 119, 120.5, 119.5};  // +20%, as clean
+  const json a = doc_of(ctx, {loaded(iterations("x", t), 0.45), loaded(iterations("y", t), 0.45),
+                              loaded(iterations("z", t), 0.45), loaded(iterations("w", t), 0.0)});
+  const json b = doc_of(ctx, {loaded(iterations("x", t2), 0.50), loaded(iterations("y", t), 0.45),
+                              loaded(iterations("z", t12), 0.60), loaded(iterations("w", t2), 0.60)});
   CompareOptions o;
   auto c = compare_runs(a, "a", b, "b", o);
   auto v = by_name(c);
-  EXPECT_EQ(v.at("x").verdict, Verdict::noisy);
-  EXPECT_NEAR(v.at("x").busy, 0.45, 1e-12);
-  EXPECT_NE(v.at("x").note.find("machine busy"), std::string::npos) << v.at("x").note;
-  EXPECT_EQ(v.at("y").verdict, Verdict::same);  // no change: SAME whatever the load
-  EXPECT_FALSE(c.regression());
+  EXPECT_EQ(v.at("x").verdict, Verdict::slower) << v.at("x").note;  // 45% vs 50%: explains +10% at most
+  EXPECT_NEAR(v.at("x").busy, 0.50, 1e-12);
+  EXPECT_NE(v.at("x").note.find("busy machine"), std::string::npos) << v.at("x").note;
+  EXPECT_EQ(v.at("y").verdict, Verdict::same);                      // no change: SAME whatever the load
+  EXPECT_EQ(v.at("z").verdict, Verdict::noisy) << v.at("z").note;   // 45% -> 60% explains +37.5%
+  EXPECT_NE(v.at("z").note.find("explains up to +37.5%"), std::string::npos) << v.at("z").note;
+  EXPECT_EQ(v.at("w").verdict, Verdict::noisy) << v.at("w").note;   // quiet -> 60%: explains 2.5x
+  EXPECT_TRUE(c.regression());
+  EXPECT_EQ(c.inconclusive(), 2u);
   EXPECT_TRUE(comparison_json(c).at("cases").at(0).at("busy").is_number());
-  // --max-busy 100% turns the check off; a quiet machine (no foreign_cpu: unknown) is judged as before.
+  // The same 2x measured under 50% on both sides but with two repetitions back at BASE's level: not
+  // apart, not significant (p = 0.15): NOISY.
+  json overlap = loaded(iterations("x", {200, 201, 99, 100.5, 199}), 0.50);
+  EXPECT_EQ(by_name(compare_runs(a, "a", doc_of(ctx, {overlap}), "b", o)).at("x").verdict, Verdict::noisy);
+  // 20 vs 20 repetitions with an outlier on each side (ranges overlap), 2x apart in the median with
+  // p < 0.05, the same load: far beyond what load and noise explain, SLOWER.
+  std::vector<double> b20, n20;
+  for (int i = 0; i < 20; ++i) b20.push_back(100 + i), n20.push_back(200 + 2 * i);
+  b20.back() = 190, n20.front() = 150;
+  const auto v20 = by_name(compare_runs(doc_of(ctx, {loaded(iterations("x", b20), 0.5)}), "a",
+                                        doc_of(ctx, {loaded(iterations("x", n20), 0.5)}), "b", o));
+  EXPECT_EQ(v20.at("x").verdict, Verdict::slower) << v20.at("x").note;
+  EXPECT_FALSE(v20.at("x").separated);
+  // Faster, the same way.
+  const json fast = doc_of(ctx, {loaded(iterations("x", {50, 50.5, 49.5, 50.2, 49.8}), 0.45)});
+  EXPECT_EQ(by_name(compare_runs(a, "a", fast, "b", o)).at("x").verdict, Verdict::faster);
+  // One side unknown (no foreign_cpu): it counts as quiet, so the other side's 60% explains 2.5x.
+  const json unknown = doc_of(ctx, {iterations("x", t)});
+  EXPECT_EQ(by_name(compare_runs(unknown, "a", doc_of(ctx, {loaded(iterations("x", t2), 0.6)}), "b", o)).at("x").verdict,
+            Verdict::noisy);
+  // --max-busy 100% turns the load check off: judged as on a quiet machine.
   o.max_busy = 1.0;
   c = compare_runs(a, "a", b, "b", o);
-  EXPECT_EQ(by_name(c).at("x").verdict, Verdict::slower);
-  EXPECT_TRUE(c.regression());
-  o.max_busy = 0.10;
-  EXPECT_EQ(by_name(compare_runs(a, "a", doc_of(ctx, {iterations("x", {200, 201, 199, 200.5, 199.5})}), "b", o)).at("x").verdict,
-            Verdict::slower);
+  EXPECT_EQ(by_name(c).at("z").verdict, Verdict::slower);
+  EXPECT_EQ(by_name(c).at("w").verdict, Verdict::slower);
   // Bad or out-of-range values in a file are ignored, never trusted: NaN, negative, a string.
-  json odd = iterations("x", {200, 201, 199, 200.5, 199.5});
+  json odd = iterations("x", t2);
   odd[0]["foreign_cpu"] = -3.0;
   odd[1]["foreign_cpu"] = "busy";
   const auto cases = extract_cases(doc_of(ctx, {odd}), "odd");
   EXPECT_EQ(cases.at(0).foreign_cpu, 0.0);
+}
+
+// Issue 27: a run compared with itself with every time doubled, both recorded under ~50% foreign CPU,
+// printed five NOISY verdicts, "no regression", exit 0. Real files: the fixture base.json loaded,
+// marked busy, written; a doubled copy written; compared as the CLI does.
+TEST(Compare, DoubledRunUnderCommonLoadIsARegression) {
+  TempDir dir("busy2x");
+  json base = load_results(kData + "base.json");
+  for (auto& e : base["benchmarks"]) e["foreign_cpu"] = 0.5;
+  json doubled = base;
+  for (auto& e : doubled["benchmarks"])
+    if (e.value("aggregate_name", "") != "cv")
+      for (const char* k : {"real_time", "cpu_time"}) e[k] = e[k].get<double>() * 2;
+  for (auto& e : doubled["benchmarks"]) e["foreign_cpu"] = 0.52;
+  write_json(dir.path / "base" / "results.json", base);
+  write_json(dir.path / "doubled" / "results.json", doubled);
+  const auto a = load_results((dir.path / "base").string()), b = load_results((dir.path / "doubled").string());
+  const Comparison c = compare_runs(a, "base", b, "doubled", CompareOptions{});
+  std::size_t slower = 0;
+  for (const auto& k : c.cases)
+    if (k.verdict == Verdict::slower) {
+      ++slower;
+      EXPECT_NEAR(k.ratio, 2.0, 1e-9) << k.name;
+    }
+  EXPECT_EQ(slower, c.shared);  // every case timed in both (their repetitions spread by 2% at most)
+  EXPECT_TRUE(c.regression());
+  std::ostringstream text;
+  print_comparison(text, c);
+  EXPECT_EQ(text.str().find("no regression"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().rfind("REGRESSION: "), std::string::npos);
+
+  // Whatever stays inconclusive says so in the last line, never "no regression": the same pair with
+  // one repetition of each case wildly off (a preempted repetition) and the failures dropped.
+  json spread = doubled;
+  json kept = json::array();
+  for (auto& e : spread["benchmarks"]) {
+    if (e.value("error_occurred", false) || e.value("verified", true) == false) continue;
+    if (e.value("repetition_index", -1) == 4) e["real_time"] = e["real_time"].get<double>() / 4;
+    kept.push_back(e);
+  }
+  spread["benchmarks"] = kept;
+  const Comparison n = compare_runs(a, "base", spread, "spread", CompareOptions{});
+  EXPECT_FALSE(n.regression());
+  EXPECT_GT(n.inconclusive(), 0u);
+  std::ostringstream t2;
+  print_comparison(t2, n);
+  const std::string out = t2.str();
+  const std::string last = out.substr(out.rfind('\n', out.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("INCONCLUSIVE: ", 0), 0u) << last;
+  EXPECT_EQ(out.find("no regression"), std::string::npos) << out;
+  EXPECT_EQ(comparison_json(n).at("outcome"), "inconclusive");
+}
+
+// Issue 27 item 12: two cases of one name were merged into one 3-vs-6 sample silently.
+TEST(Compare, DuplicateCaseNamesAreRefusedNotMerged) {
+  const json ctx = fingerprint_context("cpu A", "2026-01-01T00:00:00+0000");
+  const json twice = doc_of(ctx, {iterations("x", {100, 101, 99}), iterations("y", {5, 5, 5}), iterations("x", {200, 201, 199})});
+  try {
+    extract_cases(twice, "twice.json");
+    ADD_FAILURE() << "duplicate accepted";
+  } catch (const dlb::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("twice.json: case 'x' is in the file twice (repetition 0 in benchmark entries 1 and 7)"), std::string::npos) << m;
+  }
+  // Without repetition indices: more repetitions than the entries declare.
+  json noidx = doc_of(ctx, {iterations("x", {100, 101, 99}), iterations("x", {200, 201, 199})});
+  for (auto& e : noidx["benchmarks"]) e.erase("repetition_index"), e["repetitions"] = 3;
+  EXPECT_THROW(extract_cases(noidx, "noidx"), dlb::InputError);
+  // A second median aggregate of one name.
+  json agg = doc_of(ctx, {iterations("x", {100, 101, 99})});
+  for (int k = 0; k < 2; ++k)
+    agg["benchmarks"].push_back({{"name", "x_median"}, {"run_name", "x"}, {"run_type", "aggregate"}, {"aggregate_name", "median"},
+                                 {"real_time", 100}, {"cpu_time", 100}, {"time_unit", "us"}});
+  EXPECT_THROW(extract_cases(agg, "agg"), dlb::InputError);
+  // The fixture of the same defect, as the CLI reads it (tests/data/compare/duplicate.json).
+  EXPECT_THROW(compare_runs(load_results(kData + "base.json"), "base.json", load_results(kData + "duplicate.json"),
+                            "duplicate.json", CompareOptions{}),
+               dlb::InputError);
+  // One case's repetitions, an error entry and its aggregates are one case, not a duplicate.
+  EXPECT_NO_THROW(extract_cases(load_results(kData + "new.json"), "new.json"));
 }
 
 TEST(Compare, ExtractCases) {
@@ -485,13 +592,22 @@ TEST(History, LoadsRunsSortedByDateOfOneMachine) {
   fs::create_directories(dir.path / "broken");
   std::ofstream(dir.path / "broken" / "results.json") << "{\"context\": {";
   fs::create_directories(dir.path / "notes");
+  // Impossible dates (month 13, hour 99; February 30) are no dates: left out with a warning naming
+  // them, never normalised into a real date nor sorted among the runs.
+  for (const char* bad : {"2026-13-01T99:00:00+0000", "2026-02-30T12:00:00+0000"})
+    write_json(dir.path / ("bad-date-" + std::string(bad).substr(5, 5)) / "results.json",
+               doc_of(fingerprint_context("cpu A", bad), {iterations("flat", {1, 1, 1}), iterations("slow", {1, 1, 1})}));
 
   HistoryOptions o;
   const History h = load_history(dir.path.string(), o);
   EXPECT_EQ(h.key, "cpu A | OpenBLAS 0.3.21 Haswell");
   ASSERT_EQ(h.runs.size(), 8u);
   for (std::size_t i = 1; i < h.runs.size(); ++i) EXPECT_LT(h.runs[i - 1].date, h.runs[i].date);
-  EXPECT_EQ(h.warnings.size(), 2u);  // the broken folder and the other machine
+  EXPECT_EQ(h.runs.front().date, "2026-03-10T12:00:00+0100");
+  EXPECT_EQ(h.warnings.size(), 4u);  // the broken folder, the other machine, the two impossible dates
+  int bad_dates = 0;
+  for (const auto& w : h.warnings) bad_dates += w.find("is not a valid date; left out") != std::string::npos;
+  EXPECT_EQ(bad_dates, 2);
   ASSERT_EQ(h.cases.size(), 2u);
   EXPECT_FALSE(h.cases[0].step.found);
   ASSERT_TRUE(h.cases[1].step.found);
@@ -511,6 +627,13 @@ TEST(History, ParseDate) {
   EXPECT_DOUBLE_EQ(parse_date("1970-01-01T00:00:10Z"), 10);
   EXPECT_DOUBLE_EQ(parse_date("1969-12-31T23:00:10-0100"), 10);
   EXPECT_TRUE(std::isnan(parse_date("yesterday")));
+  EXPECT_DOUBLE_EQ(parse_date("1970-01-01T00:00:10.250+00:00"), 10);
+  EXPECT_DOUBLE_EQ(parse_date("1972-02-29T00:00:00Z"), 68169600);  // a leap day
+  for (const char* bad : {"2026-13-01T12:00:00+0000", "2026-01-01T99:00:00+0000", "2026-00-10T12:00:00Z",
+                          "2026-02-29T12:00:00Z", "2026-04-31T12:00:00Z", "2026-01-01T12:60:00Z", "2026-01-01T12:00:61Z",
+                          "2026-01-00T12:00:00Z", "2026-01-01T12:00:00+2500", "2026-01-01T12:00:00+01:",
+                          "2026-01-01T12:00:00 junk", "+026-01-01T12:00:00Z", "2026-1-01T12:00:00Z", "2026-01-01"})
+    EXPECT_TRUE(std::isnan(parse_date(bad))) << bad;
 }
 
 TEST(Compare, NoiseFloorTurnsAChangeWithinItIntoNoisy) {

@@ -1,9 +1,14 @@
 // Unit tests for the CPU matmul kernels, their verification and the OpenBLAS core choice.
 #include <gtest/gtest.h>
 
+#include <strings.h>
+
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_ref.h"
@@ -208,20 +213,110 @@ TEST(OpenBlasCore, CandidatesAreTheWidestTierPlusTheLibrarysPick) {
   EXPECT_TRUE(openblas_sgemm_candidates({"sse2"}, "Prescott").empty());
 }
 
-TEST(OpenBlasCore, ThisMachineRunsAKnownCoreItCanExecute) {
+// Our choice from the CPU's flags, whatever core the library picked by itself (an old OpenBLAS that
+// does not know a new CPU picks Prescott: Debian's 0.3.21 on an Emerald Rapids Xeon). Flag sets as
+// /proc/cpuinfo prints them (the flags the choice reads, and some it must ignore).
+TEST(OpenBlasCore, ChoiceFromFlagsOnEveryKindOfCpu) {
+  const std::set<std::string> kEmeraldRapids = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq",
+                                                "avx512vl", "avx512cd", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                                                "amx_bf16", "amx_tile", "amx_int8"};
+  const std::set<std::string> kZen4 = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+                                       "avx512cd", "avx512_bf16", "avx512_vnni", "avx512ifma", "avx512vbmi"};
+  const std::set<std::string> kSandyBridge = {"sse4_2", "avx"};
+  const std::set<std::string> kCore2 = {"sse2", "ssse3", "sse4_1"};
+  struct Row {
+    const char* cpu;
+    const std::set<std::string>* flags;
+    std::vector<std::string> library;  // what the library may have picked by itself
+    std::string want;                  // the core we run with
+  };
+  const std::vector<Row> rows = {
+      {"Emerald Rapids", &kEmeraldRapids, {"Prescott", "Nehalem", "Haswell", "Zen", ""}, "Cooperlake"},
+      // An AVX-512 pick of the library is kept (same sgemm kernels): SkylakeX, Cooperlake, and
+      // SapphireRapids, which this CPU runs (AMX and fp16).
+      {"Emerald Rapids", &kEmeraldRapids, {"SkylakeX", "Cooperlake", "SapphireRapids"}, ""},
+      {"Zen 4", &kZen4, {"Prescott", "Zen", "Haswell"}, "Cooperlake"},
+      {"Zen 4", &kZen4, {"SkylakeX", "Cooperlake"}, ""},
+      {"Zen 5", &kZen5, {"Prescott", "Zen", "Haswell"}, "Cooperlake"},
+      {"Skylake-SP", &kSkylakeX, {"Prescott", "Haswell", "Sandybridge"}, "SkylakeX"},
+      {"Zen 3", &kZen3, {"Prescott", "Nehalem", "Sandybridge", ""}, "Haswell"},
+      {"Zen 3", &kZen3, {"Zen"}, "Zen"},
+      {"Zen 3", &kZen3, {"Haswell"}, "Haswell"},
+      {"Sandy Bridge", &kSandyBridge, {"Prescott", "Nehalem"}, "Sandybridge"},
+      {"Core 2", &kCore2, {"Core2", "Prescott"}, ""},  // "": nothing better, the library's pick stays
+  };
+  for (const auto& r : rows) {
+    for (const auto& lib : r.library) {
+      const auto c = choose_openblas_core(*r.flags, lib);
+      const std::string want = r.want.empty() ? lib : r.want;
+      EXPECT_EQ(c.core, want) << r.cpu << ", library picked '" << lib << "': " << c.reason;
+      EXPECT_EQ(c.change, want != lib) << r.cpu << ", " << lib;
+      if (c.change) {
+        EXPECT_TRUE(openblas_core_runs_on(*r.flags, c.core)) << r.cpu << " cannot run " << c.core;
+        EXPECT_FALSE(choose_openblas_core(*r.flags, c.core).change) << r.cpu << ": " << c.core << " is not final";
+      }
+    }
+  }
+  // What a CPU can execute: never a wider ISA than its flags, Excavator only with FMA4 and XOP.
+  EXPECT_TRUE(openblas_core_runs_on(kEmeraldRapids, "SapphireRapids"));
+  EXPECT_FALSE(openblas_core_runs_on(kZen3, "SkylakeX"));
+  EXPECT_FALSE(openblas_core_runs_on(kZen3, "Excavator"));
+  EXPECT_FALSE(openblas_core_runs_on(kSandyBridge, "Haswell"));
+  EXPECT_FALSE(openblas_core_runs_on(kZen5, "NoSuchCore"));
+}
+
+// The CLI end to end: build/bin/dlbench re-executes itself with the core it chose, before any
+// OpenBLAS work, and `info --json` reports that core and how it was chosen. Nothing here depends
+// on the library recognising this CPU: the expected core is computed from this CPU's flags and the
+// library's own pick as the child reports it. (Assumes only that OpenBLAS honours OPENBLAS_CORETYPE,
+// which is what the re-execution is for.)
+nlohmann::json cli_info(const std::string& env) {
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u DLBENCH_OPENBLAS_CORE -u DLBENCH_OPENBLAS_REEXEC " + env +
+                          " '" DLB_CLI_PATH "' info --json 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return nullptr;
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = pclose(p);
+  if (st != 0) return {{"exit_status", st}, {"output", out}};
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+bool same_core(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
+
+TEST(OpenBlasCore, CliRunsTheCoreItChoseForThisCpu) {
   const auto flags = read_cpu_flags();
   ASSERT_FALSE(flags.empty());
-  const auto st = openblas_core_status();
-  EXPECT_FALSE(st.core.empty());
-  EXPECT_FALSE(st.mode.empty());
-  // A core the user forced (OPENBLAS_CORETYPE in the environment, as some machines export, or
-  // DLBENCH_OPENBLAS_CORE=<Core>) wins over our choice; the status must then name it.
-  if (st.mode == "forced") {
-    EXPECT_NE(st.reason.find("CORE"), std::string::npos) << st.reason;
-    return;
+  const auto info = cli_info("");
+  ASSERT_TRUE(info.is_object() && info.contains("openblas")) << info.dump();
+  const auto& ob = info.at("openblas");
+  const std::string core = ob.value("core", ""), library = ob.value("core_library", "");
+  EXPECT_EQ(ob.value("core_mode", ""), "auto") << ob.dump();
+  ASSERT_FALSE(library.empty()) << ob.dump();
+  const auto want = choose_openblas_core(flags, library);
+  EXPECT_TRUE(same_core(core, want.core)) << "runs " << core << ", chose " << want.core << " (library: " << library
+                                          << "): " << ob.value("core_reason", "");
+  EXPECT_EQ(ob.value("core_reason", ""), want.reason);
+  // Whatever runs, this CPU executes it (a known core) and nothing wider exists for it.
+  if (openblas_core_tier(core) > 0) EXPECT_TRUE(openblas_core_runs_on(flags, core)) << core;
+  EXPECT_FALSE(choose_openblas_core(flags, core).change) << core;
+  // The re-execution itself, on any CPU that runs AVX2 (where the library's own pick needs none):
+  // forcing a core other than the library's re-executes once with it, and says so.
+  const std::string other = same_core(library, "Haswell") ? "Zen" : "Haswell";
+  if (openblas_core_runs_on(flags, other)) {
+    const auto forced = cli_info("DLBENCH_OPENBLAS_CORE=" + other);
+    ASSERT_TRUE(forced.is_object() && forced.contains("openblas")) << forced.dump();
+    const auto& fo = forced.at("openblas");
+    EXPECT_TRUE(same_core(fo.value("core", ""), other)) << fo.dump();
+    EXPECT_EQ(fo.value("core_mode", ""), "forced") << fo.dump();
+    EXPECT_TRUE(same_core(fo.value("core_library", ""), library)) << fo.dump();
   }
-  // Otherwise whatever runs is no better than the CPU allows and no worse than our choice would be.
-  EXPECT_FALSE(choose_openblas_core(flags, st.core).change) << st.core << ": " << st.reason;
+  // DLBENCH_OPENBLAS_CORE=library: no re-execution, the library's own pick runs and is reported as such.
+  const auto lib = cli_info("DLBENCH_OPENBLAS_CORE=library");
+  ASSERT_TRUE(lib.is_object() && lib.contains("openblas")) << lib.dump();
+  EXPECT_EQ(lib.at("openblas").value("core_mode", ""), "library");
+  EXPECT_TRUE(same_core(lib.at("openblas").value("core", ""), library)) << lib.at("openblas").dump();
 }
 
 TEST(CpuBf16, UnsupportedReasonIsHonest) {

@@ -110,3 +110,32 @@ TEST(Sweep, SuiteFlags) {
   EXPECT_FALSE(uses("matmul", "--batch"));
   EXPECT_TRUE(suite_flags("no-such-suite").empty());
 }
+
+// --filter is bounded before std::regex sees it: 20,000 nested groups crashed the process (its
+// compiler recurses per group); now each bound is a one-line UsageError, and filters people write pass.
+TEST(Sweep, FilterPatternIsBounded) {
+  using dlb::harness::compile_filter;
+  const std::string deep = std::string(20000, '(') + "a" + std::string(20000, ')');
+  auto message = [](const std::string& p) {
+    try {
+      compile_filter(p);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message(deep).find("40001 characters; at most 1024"), std::string::npos) << message(deep);
+  EXPECT_LT(message(deep).size(), 200u);  // the pattern is shortened in the line
+  const std::string nested = std::string(17, '(') + "a" + std::string(17, ')');
+  EXPECT_NE(message(nested).find("nested 17 deep"), std::string::npos) << message(nested);
+  EXPECT_EQ(message(std::string(16, '(') + "a" + std::string(16, ')')), "accepted");
+  EXPECT_NE(message("((a{100}){100}){100}").find("multiply"), std::string::npos);
+  EXPECT_NE(message("a{1001,}").find("multiply"), std::string::npos);
+  EXPECT_EQ(message("a{2,10}b{3}"), "accepted");
+  EXPECT_EQ(message("[(((((((((((((((((((]x"), "accepted");  // parentheses in a class are literals
+  EXPECT_EQ(message("\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(\\(x"), "accepted");
+  EXPECT_NE(message("(").find("not a valid regular expression"), std::string::npos);
+  EXPECT_NE(message(std::string("a\nb(")).find("'a?b(': not a valid"), std::string::npos);  // one line
+  EXPECT_THROW(compile_filter(""), UsageError);
+  EXPECT_TRUE(std::regex_search("matmul/openblas/cpu/fp32/size=512", compile_filter("openblas/.*size=(256|512)$")));
+}

@@ -45,6 +45,13 @@ int openblas_core_tier(const std::string& core) {
   return 0;
 }
 
+bool openblas_core_runs_on(const std::set<std::string>& flags, const std::string& core) {
+  const int tier = openblas_core_tier(core);
+  if (tier == 0 || tier > cpu_tier(flags)) return false;
+  if (iequal(core, "Excavator") && !(has(flags, "fma4") && has(flags, "xop"))) return false;
+  return true;
+}
+
 CoreChoice choose_openblas_core(const std::set<std::string>& flags, const std::string& library_core) {
   const int have = cpu_tier(flags), lib = openblas_core_tier(library_core);
   CoreChoice c{library_core, false, ""};
@@ -135,9 +142,7 @@ std::string openblas_core_env_problem() {
   if (openblas_core_tier(choice) == 0)
     return "unknown core (expected auto, library or one of SkylakeX, Cooperlake, SapphireRapids, Haswell, Zen, "
            "Excavator, Sandybridge, Bulldozer, Piledriver, Steamroller)";
-  const auto flags = read_cpu_flags();
-  if (openblas_core_tier(choice) > cpu_tier(flags) || (iequal(choice, "Excavator") && !(has(flags, "fma4") && has(flags, "xop"))))
-    return "this CPU cannot run that core's instructions";
+  if (!openblas_core_runs_on(read_cpu_flags(), choice)) return "this CPU cannot run that core's instructions";
   return "";
 }
 
@@ -148,8 +153,7 @@ void openblas_reexec_with_best_core(int argc, char** argv) {
   if (iequal(choice, "library")) return;
   CoreChoice c;
   if (!choice.empty() && !iequal(choice, "auto")) {
-    const auto flags = read_cpu_flags();
-    if (openblas_core_tier(choice) > cpu_tier(flags) || openblas_core_tier(choice) == 0) {
+    if (!openblas_core_runs_on(read_cpu_flags(), choice)) {
       std::fprintf(stderr, "dlbench: DLBENCH_OPENBLAS_CORE=%s is not runnable or not known here; keeping %s\n",
                    choice.c_str(), library.c_str());
       return;

@@ -22,6 +22,10 @@ struct CoreChoice {
   std::string reason;  // one line, for logs and records
 };
 
+// Pure: whether a CPU with these flags executes every instruction of `core`'s kernels (false for an
+// unknown core). Excavator needs AMD's FMA4 and XOP besides AVX2.
+bool openblas_core_runs_on(const std::set<std::string>& cpu_flags, const std::string& core);
+
 // Pure: CPU flags (as in /proc/cpuinfo, lower case) and the library's chosen core -> best core.
 // Never picks a core whose instructions the CPU lacks; never downgrades the library's choice.
 CoreChoice choose_openblas_core(const std::set<std::string>& cpu_flags, const std::string& library_core);
