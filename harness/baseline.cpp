@@ -1,6 +1,8 @@
 // Baselines per machine (see baseline.h).
 #include "harness/baseline.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -14,6 +16,7 @@
 #include "harness/compare.h"
 #include "harness/results.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/safe_file.h"
 
 namespace fs = std::filesystem;
 
@@ -23,24 +26,22 @@ using json = nlohmann::json;
 
 namespace {
 
+// key.txt: through the one safe reader (a FIFO, device or huge file is refused, never waited on).
 std::string read_first_line(const fs::path& p) {
-  std::ifstream f(p);
-  std::string line;
-  if (f) std::getline(f, line);
-  return line;
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return "";
+  const std::string text = read_file_safely(p.string(), 64 << 10);
+  return text.substr(0, text.find('\n'));
 }
 
+// Atomic: a check running at the same time sees the old or the new file; a full disk or `ulimit -f`
+// leaves neither a half-written file nor a temporary one.
 void write_file(const fs::path& dst, const std::string& text) {
-  const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".tmp");
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) throw UsageError("--dir: cannot write " + tmp.string() + " (" + std::strerror(errno) + ")");
+  try {
+    write_file_atomically(dst.string(), text);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("--dir: ") + e.what());
   }
-  std::error_code ec;
-  fs::rename(tmp, dst, ec);  // atomic: a check running at the same time sees the old or the new file
-  if (ec) throw UsageError("--dir: cannot write " + dst.string() + " (" + ec.message() + ")");
 }
 
 }  // namespace
