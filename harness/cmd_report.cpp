@@ -129,6 +129,11 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
   pid_t pid = 0;
   const int err = ::posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  // Tracked before its output is read: a signal to us reaches it at once, not after it has exited.
+  if (err == 0) {
+    track_child(pid);
+    if (interrupt_requested()) ::kill(pid, SIGINT);  // the signal came while it was being started
+  }
   bool report_printed_error = false;
   if (relay) {
     ::close(errpipe[1]);
@@ -147,8 +152,6 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
               << "); set DLBENCH_PYTHON to a python3 with matplotlib\n";
     return 1;
   }
-  track_child(pid);  // a signal to us reaches it (InterruptScope forwards)
-  if (interrupt_requested()) ::kill(pid, SIGINT);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
