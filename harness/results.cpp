@@ -123,6 +123,10 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
     ::close(old);
     if (::flock(lock_, LOCK_EX | LOCK_NB) != 0) busy();
   }
+  char host[128] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", started " + now_utc() + "\n";
+  if (::ftruncate(lock_, 0) == 0) (void)!::pwrite(lock_, who.data(), who.size(), 0);
   try {
     open_results(mode);
   } catch (...) {  // no destructor runs for a constructor that throws: release the lock here
