@@ -36,8 +36,8 @@ inline float cifar_normalize(float byte) { return (byte / 255.0f - 0.5f) / 0.5f;
 // for ~24 GiB: the whole set is checked before any file is inflated, and again while inflating.
 constexpr std::uint64_t kMaxDatasetFloatBytes = std::uint64_t(4) << 30;
 
-// What a file will inflate to: a gzip file's ISIZE trailer (the size mod 4 GiB; a member count or a
-// forged trailer is caught while inflating), else its size. 0 when it cannot be told.
+// What a file will inflate to: a gzip file's ISIZE trailer (the size mod 4 GiB; more members or a
+// forged trailer are caught while inflating), else its size. 0 when it cannot be told.
 std::uint64_t inflated_bytes(const std::string& path) {
   std::error_code ec;
   const std::uint64_t size = fs::file_size(path, ec);
@@ -48,7 +48,10 @@ std::uint64_t inflated_bytes(const std::string& path) {
   if (std::fread(magic, 1, 2, f.get()) != 2 || magic[0] != 0x1f || magic[1] != 0x8b || size < 18) return size;
   unsigned char t[4];
   if (std::fseek(f.get(), -4, SEEK_END) != 0 || std::fread(t, 1, 4, f.get()) != 4) return size;
-  return std::uint64_t(t[0]) | std::uint64_t(t[1]) << 8 | std::uint64_t(t[2]) << 16 | std::uint64_t(t[3]) << 24;
+  const std::uint64_t isize = std::uint64_t(t[0]) | std::uint64_t(t[1]) << 8 | std::uint64_t(t[2]) << 16 | std::uint64_t(t[3]) << 24;
+  // Deflate inflates at most ~1032:1: a larger claim is a cut-off or corrupt file, which the inflating
+  // itself names (truncated, corrupt); not counted here.
+  return isize <= size * 1032 + 1024 ? isize : 0;
 }
 
 // The dataset's pixel bytes still allowed (each becomes a float) while its files are inflated.
