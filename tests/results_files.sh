@@ -180,7 +180,7 @@ EOS
     # a watchdog bounds a hang. A background job starts with SIGINT ignored, as from a script.
     DLBENCH_PYTHON=$work/py "$bin" report "$work/r" --out "$work/rep" >/dev/null 2>"$work/err" &
     pid=$!
-    ( sleep 60; kill -KILL "$pid" 2>/dev/null ) & dog=$!
+    ( sleep 60; kill -KILL "$pid" 2>/dev/null ) >/dev/null 2>&1 & dog=$!  # not holding the output pipe
     for _ in $(seq 1 400); do [ -s "$work/child.pid" ] && break; sleep 0.05; done
     [ -s "$work/child.pid" ] || fail "the report child did not start"
     child=$(cat "$work/child.pid")
