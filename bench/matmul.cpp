@@ -35,6 +35,7 @@
 
 #include "bench/case.h"
 #include "bench/gpu_timing.h"
+#include "kernels/common/safe_file.h"
 #include "kernels/common/child.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_gemm.h"
@@ -221,7 +222,10 @@ class CpuGemmOtherCore final : public Case {
                               "--out", dir, "--no-report"},
                              {"OPENBLAS_CORETYPE=" + core_, std::string(kProbeEnv) + "=1"}, {"DLBENCH_OPENBLAS_CORE"}, &log);
     json results;
-    if (std::ifstream f{dir + "/results.json"}) results = json::parse(f, nullptr, false);
+    try {  // our own child's file, still through the one safe reader and the JSON depth limit
+      results = parse_json_bounded(read_file_safely(dir + "/results.json", 64 << 20), dir + "/results.json");
+    } catch (const InputError&) {
+    }
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     if (interrupt_requested()) throw Interrupted("the " + core_ + " probe was interrupted");

@@ -2,7 +2,6 @@
 #include "harness/baseline.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -18,6 +17,7 @@
 #include "harness/compare.h"
 #include "harness/results.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/safe_file.h"
 
 namespace fs = std::filesystem;
 
@@ -27,44 +27,22 @@ using json = nlohmann::json;
 
 namespace {
 
+// key.txt: through the one safe reader (a FIFO, device or huge file is refused, never waited on).
 std::string read_first_line(const fs::path& p) {
-  std::ifstream f(p);
-  std::string line;
-  if (f) std::getline(f, line);
-  return line;
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return "";
+  const std::string text = read_file_safely(p.string(), 64 << 10);
+  return text.substr(0, text.find('\n'));
 }
 
-// Atomic replace: the text goes to a temporary file of its own (mkstemp: a unique name, so saves
-// running at the same time never write or rename each other's file), then is renamed over `dst`; a
-// check running at the same time sees the old or the new file. The temporary file is removed when
-// anything fails.
+// Atomic: a check running at the same time sees the old or the new file; a full disk or `ulimit -f`
+// leaves neither a half-written file nor a temporary one.
 void write_file(const fs::path& dst, const std::string& text) {
-  std::string tmp = (dst.parent_path() / ("." + dst.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw UsageError("--dir: cannot write in " + dst.parent_path().string() + " (" + std::strerror(errno) + ")");
-  auto fail = [&](const std::string& why) {
-    ::unlink(tmp.c_str());
-    throw UsageError("--dir: cannot write " + dst.string() + " (" + why + ")");
-  };
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = n < 0 ? std::strerror(errno) : "nothing written";
-      ::close(fd);
-      fail(why);
-    }
-    done += static_cast<std::size_t>(n);
+  try {
+    write_file_atomically(dst.string(), text);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("--dir: ") + e.what());
   }
-  const mode_t mask = ::umask(0);  // mkstemp makes it 0600; a saved baseline is as readable as any file
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    fail(why);
-  }
-  if (::close(fd) != 0) fail(std::strerror(errno));
-  if (::rename(tmp.c_str(), dst.c_str()) != 0) fail(std::strerror(errno));
 }
 
 }  // namespace

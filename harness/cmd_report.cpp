@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -126,9 +127,26 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
   posix_spawn_file_actions_init(&fa);
   const bool relay = ::pipe2(errpipe, O_CLOEXEC) == 0;
   if (relay) posix_spawn_file_actions_adddup2(&fa, errpipe[1], 2);
+  // Default dispositions for the signals we forward: a shell starts a background job with SIGINT
+  // ignored, and a child that inherits that would never stop on the SIGINT passed on to it.
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &defaults);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int err = ::posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), environ);
+  const int err = ::posix_spawnp(&pid, python.c_str(), &fa, &at, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  // Tracked before its output is read: a signal to us reaches it at once, not after it has exited.
+  if (err == 0) {
+    track_child(pid);
+    if (interrupt_requested()) ::kill(pid, SIGINT);  // the signal came while it was being started
+  }
   bool report_printed_error = false;
   if (relay) {
     ::close(errpipe[1]);
@@ -147,8 +165,6 @@ int generate_report(const std::vector<std::string>& runs, const std::string& out
               << "); set DLBENCH_PYTHON to a python3 with matplotlib\n";
     return 1;
   }
-  track_child(pid);  // a signal to us reaches it (InterruptScope forwards)
-  if (interrupt_requested()) ::kill(pid, SIGINT);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {

@@ -1,4 +1,5 @@
 // build/bin/dlbench: the CLI entry point.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -22,6 +23,9 @@
 #endif
 
 int main(int argc, char** argv) {
+  // Under `ulimit -f` a write past the limit raises SIGXFSZ, which kills without a word (exit 153):
+  // ignored, the write fails with EFBIG and the writer says so in one line, its temporary file removed.
+  std::signal(SIGXFSZ, SIG_IGN);
   dlb::die_with_parent_if_child();  // a probe started by a run ends with that run
   if (!dlb::harness::check_environment()) std::_Exit(2);  // before the re-exec below reads DLBENCH_OPENBLAS_CORE
   dlb::cpu::openblas_reexec_with_best_core(argc, argv);  // once, before any OpenBLAS work (openblas_core.h)

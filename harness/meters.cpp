@@ -1,7 +1,9 @@
 // Host memory and energy meters (see meters.h).
 #include "harness/meters.h"
+#include "kernels/common/safe_file.h"
 
 #include <dirent.h>
+#include <unistd.h>
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -39,8 +41,22 @@ std::string powercap_root() {
 
 namespace {
 
-bool read_u64(const std::string& path, std::uint64_t& v) {
-  std::ifstream f(path);
+// A counter file's text through the one safe reader: a FIFO, device or oversized file under
+// DLBENCH_POWERCAP_ROOT is refused (*why says so), never waited on or read without bound.
+bool read_small(const std::string& path, std::string& text, std::string* why = nullptr) {
+  try {
+    text = read_file_safely(path, 4096);
+    return true;
+  } catch (const std::exception& e) {
+    if (why && ::access(path.c_str(), R_OK) == 0) *why = e.what();  // there and readable, but not a counter file
+    return false;
+  }
+}
+
+bool read_u64(const std::string& path, std::uint64_t& v, std::string* why = nullptr) {
+  std::string text;
+  if (!read_small(path, text, why)) return false;
+  std::istringstream f(text);
   std::string s;
   if (!(f >> s) || s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return false;
@@ -68,19 +84,26 @@ RaplReading read_rapl(const std::string& root) {
   ::closedir(d);
   std::sort(names.begin(), names.end());
   bool denied = false;
+  std::string refused;
   for (const auto& n : names) {
     RaplZone z;
     z.path = root + "/" + n;
     std::uint64_t uj = 0;
-    if (!read_u64(z.path + "/energy_uj", uj)) {
+    if (!read_u64(z.path + "/energy_uj", uj, &refused)) {
       denied = true;  // present but unreadable (root-only since 2020 on most kernels) or not a number
       continue;
     }
-    if (!read_u64(z.path + "/max_energy_range_uj", z.max_range_uj)) z.max_range_uj = 0;
-    std::ifstream nf(z.path + "/name");
-    std::getline(nf, z.name);
+    if (!read_u64(z.path + "/max_energy_range_uj", z.max_range_uj, &refused)) z.max_range_uj = 0;
+    if (read_small(z.path + "/name", z.name, &refused)) z.name = z.name.substr(0, z.name.find('\n'));
+    else z.name.clear();
+    if (!refused.empty()) continue;
     r.zones.push_back(z);
     r.uj.push_back(uj);
+  }
+  if (!refused.empty()) {
+    r.zones.clear(), r.uj.clear();
+    r.why_not = "not readable here (" + refused + ")";
+    return r;
   }
   if (r.zones.empty())
     r.why_not = names.empty() ? "not readable here (no RAPL package zone under " + root + ")"

@@ -18,6 +18,7 @@
 
 #include "harness/sweep.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/safe_file.h"
 
 namespace fs = std::filesystem;
 
@@ -51,15 +52,17 @@ std::string now_utc() {
   return ts;
 }
 
-bool write_all(int fd, const std::string& s) {
-  std::size_t off = 0;
-  while (off < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<std::size_t>(n);
+// Removes DIR/report or DIR/traces of an earlier run: only a real folder (not a link) holding nothing
+// but what dlbench writes there (files and folders of files, no links), so a user's own folder stays.
+void remove_made_folder(const std::string& d) {
+  struct stat st {};
+  if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(d, fs::directory_options::none, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto s = it->symlink_status(ec);
+    if (ec || !(fs::is_regular_file(s) || fs::is_directory(s))) return;
   }
-  return true;
+  if (!ec) fs::remove_all(d, ec);
 }
 
 }  // namespace
@@ -76,11 +79,27 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
     fs::create_directories(dir_, ec);
     if (ec || !fs::is_directory(dir_)) throw UsageError("--out " + dir_ + ": cannot create the folder (" + (ec ? ec.message() : std::string("not a folder")) + ")");
   }
-  // The lock: held while this process lives; the file says who holds it.
+  // The lock: held while this process lives; the file says who holds it. Never a link or a FIFO
+  // (O_NOFOLLOW, O_NONBLOCK, then fstat): writing the holder into it must not write anywhere else.
   const std::string lock = dir_ + "/.dlbench.lock";
-  lock_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_ < 0) throw UsageError(flag + dir_ + ": cannot create " + lock + " (" + std::strerror(errno) + ")");
-  if (::flock(lock_, LOCK_EX | LOCK_NB) != 0) {
+  auto open_lock = [&](int extra) {
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | extra, 0644);
+    if (fd < 0)
+      throw UsageError(flag + dir_ + ": cannot open " + lock + " (" +
+                       (errno == ELOOP ? std::string("a symbolic link; remove it") : std::strerror(errno)) + ")");
+    struct stat st {};
+    std::string why;
+    if (::fstat(fd, &st) != 0) why = std::strerror(errno);
+    else if (!S_ISREG(st.st_mode)) why = "not a regular file; remove it";
+    else if (st.st_uid != ::geteuid()) why = "owned by user " + std::to_string(st.st_uid) + ", not by this user";
+    if (!why.empty()) {
+      ::close(fd);
+      throw UsageError(flag + dir_ + ": refusing the lock file " + lock + " (" + why + ")");
+    }
+    return fd;
+  };
+  lock_ = open_lock(0);
+  auto busy = [&]() {
     char buf[256] = {0};
     const ssize_t n = ::pread(lock_, buf, sizeof buf - 1, 0);
     std::string who = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown holder";
@@ -88,12 +107,26 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
     ::close(lock_);
     lock_ = -1;
     throw UsageError(flag + dir_ + ": in use by another dlbench run (" + who + ")");
+  };
+  if (::flock(lock_, LOCK_EX | LOCK_NB) != 0) busy();
+  struct stat lst {};
+  if (::fstat(lock_, &lst) == 0 && lst.st_nlink > 1) {
+    // Hard-linked (a `cp -al` snapshot shares it): a lock of our own, so the snapshot's stays as it is.
+    const int old = lock_;
+    ::unlink(lock.c_str());
+    try {
+      lock_ = open_lock(O_EXCL);
+    } catch (...) {
+      ::close(old);
+      throw;
+    }
+    ::close(old);
+    if (::flock(lock_, LOCK_EX | LOCK_NB) != 0) busy();
   }
   char host[128] = {0};
   gethostname(host, sizeof host - 1);
   const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", started " + now_utc() + "\n";
   if (::ftruncate(lock_, 0) == 0) (void)!::pwrite(lock_, who.data(), who.size(), 0);
-
   try {
     open_results(mode);
   } catch (...) {  // no destructor runs for a constructor that throws: release the lock here
@@ -105,19 +138,36 @@ ResultsWriter::ResultsWriter(std::string dir, OutMode mode) : dir_(std::move(dir
 
 void ResultsWriter::open_results(OutMode mode) {
   const std::string js = dir_ + "/results.json", jl = dir_ + "/results.jsonl";
-  const bool has = fs::exists(js) || fs::exists(jl);
+  std::error_code ec;
+  struct stat st {};
+  const bool has = ::lstat(js.c_str(), &st) == 0 || ::lstat(jl.c_str(), &st) == 0;
   if (mode == OutMode::fresh && has)
     throw UsageError("--out " + dir_ + ": already holds results; use --resume " + dir_ + " to finish that run or --force to replace it");
+  // results.jsonl is never written through: the records kept (resume) or none (new, --force) go to a
+  // new file of ours, renamed over the old name. A hard link (`cp -al` snapshot) or symlink at that
+  // name keeps the old bytes; we append only to the file we made.
+  std::string kept;
   if (mode == OutMode::resume) {
-    if (!fs::exists(jl)) throw UsageError("--resume " + dir_ + ": no results.jsonl there, nothing to resume");
-    read_back();
-    jsonl_ = ::open(jl.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (::lstat(jl.c_str(), &st) != 0) throw UsageError("--resume " + dir_ + ": no results.jsonl there, nothing to resume");
+    kept = read_back();
   } else {
-    std::error_code ec;
-    fs::remove(js, ec);  // --force: the old run's summary goes with its records
-    jsonl_ = ::open(jl.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fs::remove(js, ec);  // --force: the old run's summary goes with its records (unlinked, never truncated)
+    for (const char* made : {"report", "traces"}) remove_made_folder(dir_ + "/" + made);
   }
-  if (jsonl_ < 0) throw UsageError("--out " + dir_ + ": cannot write " + jl + " (" + std::strerror(errno) + ")");
+  std::string tmp;
+  try {
+    jsonl_ = create_temp_beside(jl, &tmp);
+  } catch (const std::exception& e) {
+    throw UsageError("--out " + dir_ + ": " + e.what());
+  }
+  int err = 0;
+  if (!write_all_fd(jsonl_, kept)) err = errno;
+  else if (::fsync(jsonl_) != 0 && errno != EINVAL) err = errno;
+  else if (::rename(tmp.c_str(), jl.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw UsageError("--out " + dir_ + ": " + write_failure(jl, err));
+  }
 }
 
 ResultsWriter::~ResultsWriter() {
@@ -125,19 +175,16 @@ ResultsWriter::~ResultsWriter() {
   if (lock_ >= 0) ::close(lock_);  // releases the flock
 }
 
-void ResultsWriter::read_back() {
+std::string ResultsWriter::read_back() {
   const std::string jl = dir_ + "/results.jsonl";
-  std::ifstream f(jl, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_input_file(jl);
   std::size_t pos = 0, good = 0;
   int n = 0;
   while (pos < text.size()) {
     const std::size_t nl = text.find('\n', pos);
     const std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     ++n;
-    auto e = nlohmann::json::parse(line, nullptr, false);
+    auto e = parse_json_bounded(line, jl + ": line " + std::to_string(n));
     if (nl == std::string::npos && (e.is_discarded() || !e.is_object())) break;  // cut off mid-write: dropped
     if (!line.empty()) {
       if (e.is_discarded() || !e.is_object())
@@ -148,21 +195,17 @@ void ResultsWriter::read_back() {
     pos = nl == std::string::npos ? text.size() : nl + 1;
     good = pos;
   }
-  if (!header_.is_object() && entries_.empty()) {  // died before its header was complete: nothing done
-    fs::resize_file(jl, 0);
-    return;
-  }
+  if (!header_.is_object() && entries_.empty()) return "";  // died before its header was complete: nothing done
   if (!header_.is_object())
     throw UsageError("--resume " + dir_ + ": results.jsonl has no run header (an older dlbench wrote it); cannot tell what was planned");
-  if (good < text.size()) fs::resize_file(jl, good);
-  else if (!text.empty() && text.back() != '\n') {  // a complete last line without its newline
-    std::ofstream(jl, std::ios::app) << "\n";
-  }
+  std::string kept = text.substr(0, good);
+  if (!kept.empty() && kept.back() != '\n') kept += '\n';  // a complete last line without its newline
+  return kept;
 }
 
 void ResultsWriter::write_header(const nlohmann::json& run) {
-  if (!write_all(jsonl_, nlohmann::json{{kRunHeaderKey, run}}.dump() + "\n"))
-    throw std::runtime_error("cannot write " + dir_ + "/results.jsonl (" + std::strerror(errno) + ")");
+  if (!write_all_fd(jsonl_, nlohmann::json{{kRunHeaderKey, run}}.dump() + "\n"))
+    throw std::runtime_error(write_failure(dir_ + "/results.jsonl", errno));
   ::fsync(jsonl_);
 }
 
@@ -172,21 +215,14 @@ void ResultsWriter::append(const std::vector<nlohmann::json>& entries) {
     lines += e.dump() + "\n";
     entries_.push_back(e);
   }
-  if (!write_all(jsonl_, lines))
-    throw std::runtime_error("cannot write " + dir_ + "/results.jsonl (" + std::strerror(errno) + ")");
+  if (!write_all_fd(jsonl_, lines))
+    throw std::runtime_error(write_failure(dir_ + "/results.jsonl", errno));
   ::fsync(jsonl_);
 }
 
 void ResultsWriter::write_json(const nlohmann::json& context) const {
   nlohmann::json doc = {{"context", context}, {"benchmarks", entries_}};
-  const std::string tmp = dir_ + "/.results.json." + std::to_string(::getpid()) + ".tmp", dst = dir_ + "/results.json";
-  {
-    std::ofstream f(tmp);
-    f << doc.dump(2) << "\n";
-    f.flush();
-    if (!f) throw std::runtime_error("cannot write " + tmp);
-  }
-  fs::rename(tmp, dst);
+  write_file_atomically(dir_ + "/results.json", doc.dump(2) + "\n");
 }
 
 std::string RunState::describe() const {
@@ -229,43 +265,13 @@ std::uint64_t max_input_bytes() {
 
 std::string read_input_file(const std::string& file) {
   const std::uint64_t cap = max_input_bytes();
-  auto kind = [&](const struct stat& st) {
-    if (S_ISDIR(st.st_mode)) throw InputError(file + ": is a folder, not a file");
-    if (!S_ISREG(st.st_mode))
-      throw InputError(file + ": not a regular file (" +
-                       (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device") +
-                       "); give a results file");
-    if (static_cast<std::uint64_t>(st.st_size) > cap)
-      throw InputError(file + ": " + std::to_string(st.st_size >> 20) + " MiB is over the input cap of " +
-                       std::to_string(cap >> 20) + " MiB (DLBENCH_MAX_INPUT_MB)");
-  };
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0) throw InputError(file + ": cannot be read (" + std::strerror(errno) + ")");
-  kind(st);
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) throw InputError(file + ": cannot be read (" + std::strerror(errno) + ")");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  if (::fstat(fd, &st) != 0) throw InputError(file + ": cannot be read (" + std::strerror(errno) + ")");
-  kind(st);  // the path may have been swapped between stat and open
-  std::string text;
-  text.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (true) {
-    if (got == text.size()) {
-      if (text.size() > cap) throw InputError(file + ": grew over the input cap of " + std::to_string(cap >> 20) + " MiB while read");
-      text.resize(text.size() + 65536);
-    }
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw InputError(file + ": cannot be read (" + std::strerror(errno) + ")");
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+  try {
+    return read_file_safely(file, cap);
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    if (m.find(" cap of ") != std::string::npos) throw InputError(m + " (DLBENCH_MAX_INPUT_MB)");
+    throw;
   }
-  text.resize(got);
-  return text;
 }
 
 void check_results_input(const std::string& path) {
@@ -350,7 +356,7 @@ nlohmann::json load_results(const std::string& path) {
     while (std::getline(lines, line)) {
       ++n;
       if (line.empty()) continue;
-      auto e = nlohmann::json::parse(line, nullptr, false);
+      auto e = parse_json_bounded(line, file + ": line " + std::to_string(n));
       if (e.is_discarded() || !e.is_object())
         throw InputError(file + ": line " + std::to_string(n) + " is not a JSON object (truncated or foreign file)");
       if (e.contains(kRunHeaderKey)) {  // the run header: planned cases and options, not an entry
@@ -362,7 +368,7 @@ nlohmann::json load_results(const std::string& path) {
     check_results(doc, file);
     return doc;
   }
-  auto doc = nlohmann::json::parse(text, nullptr, false);
+  auto doc = parse_json_bounded(text, file);
   if (doc.is_discarded()) throw InputError(file + ": not valid JSON (truncated or binary file)");
   if (!doc.is_object() || !doc.contains("benchmarks") || !doc.at("benchmarks").is_array())
     throw InputError(file + ": not a results file (no \"benchmarks\" array)");

@@ -43,7 +43,8 @@ class ResultsWriter {
 
  private:
   void open_results(OutMode mode);
-  void read_back();  // resume: header and entries of results.jsonl; a cut-off last line is dropped
+  // Resume: header and entries of results.jsonl; returns the lines to keep (a cut-off last line dropped).
+  std::string read_back();
   std::string dir_;
   int jsonl_ = -1, lock_ = -1;
   nlohmann::json header_;

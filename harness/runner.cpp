@@ -723,9 +723,21 @@ void apply_stored_options(RunOptions& o, const json& st, const std::string& dir)
     for (const auto& d : st.at("devices")) dev += (dev.empty() ? "" : ",") + d.get<std::string>();
     o.device = dev.empty() ? "cpu" : dev;
     o.quick = st.at("quick").get<bool>();
-    o.repetitions = st.at("repetitions").get<int>();
-    o.min_time = st.at("min_time").get<double>();
-    o.max_cv = st.at("max_cv").get<double>();
+    // The same ranges as the flags (0: not given, the default applies): a header edited to 2e9
+    // repetitions or a 1e9 s minimum time must not run for ever, nor -5 become 5.
+    const json& reps = st.at("repetitions");
+    const json& mt = st.at("min_time");
+    const json& cv = st.at("max_cv");
+    const std::string where = dir + "/results.jsonl: its run header's ";
+    if (!reps.is_number_integer() || (reps.get<long long>() != 0 && (reps.get<long long>() < 1 || reps.get<long long>() > 1000)))
+      throw InputError(where + "repetitions " + reps.dump() + " is not 1..1000 (as --repetitions)");
+    if (!mt.is_number() || !std::isfinite(mt.get<double>()) || (mt.get<double>() != 0 && (mt.get<double>() < 1e-6 || mt.get<double>() > 3600.0)))
+      throw InputError(where + "min_time " + mt.dump() + " is not 1e-6..3600 s (as --min-time)");
+    if (!cv.is_number() || !std::isfinite(cv.get<double>()) || cv.get<double>() < 0 || cv.get<double>() > 10.0)
+      throw InputError(where + "max_cv " + cv.dump() + " is not 0..10");
+    o.repetitions = static_cast<int>(reps.get<long long>());
+    o.min_time = mt.get<double>();
+    o.max_cv = cv.get<double>();
     o.filter = st.at("filter").get<std::string>();
     o.overrides = st.at("overrides");
     o.extra = st.at("extra");
@@ -830,6 +842,19 @@ int run_suites(const RunOptions& given) {
     check_same(h.value("options", json()), options_json(opts, devices), "flags", writer->dir());
     if (h.value("planned", json()) != json(planned))
       throw UsageError("--resume " + writer->dir() + ": the planned cases differ from that run's (another dlbench version?)");
+    // A record that is not one of the planned cases (another run's, copied in) would make a mixed
+    // folder that says "complete": refused, not kept.
+    const std::set<std::string> plan(planned.begin(), planned.end());
+    std::size_t foreign = 0;
+    std::string first;
+    for (const auto& e : writer->entries()) {
+      const json& n = e.contains("run_name") ? e["run_name"] : e.value("name", json());
+      if (n.is_string() && plan.count(n.get<std::string>())) continue;
+      if (foreign++ == 0) first = n.is_string() ? n.get<std::string>() : std::string("a record without a name");
+    }
+    if (foreign > 0)
+      throw InputError(writer->dir() + "/results.jsonl: " + std::to_string(foreign) + " record(s) not in the run's plan (first: " +
+                       first + "); cannot resume a folder that mixes runs");
   }
 
   TimingPolicy policy = timing_policy(opts);

@@ -89,6 +89,32 @@ sed 's/"date": "[^"]*"/"date": "2026-02-30T12:00:00+0000"/' "$D/base.json" > "$T
 "$cli" baseline save "$D/base.json" --dir "$T/bl_zero" >/dev/null 2>&1 &&
   for f in "$T"/bl_zero/*/results.json; do cp "$T/zero_time.json" "$f"; done
 mkdir -p "$T/bl_fifo" "$T/bl_zero"
+# Issue 27 (files): a valid results file whose context holds a value 150,000 deep; --resume folders
+# whose results.jsonl is a FIFO or a link to /dev/zero, or whose run header stores options out of the
+# flags' ranges; baselines whose key.txt is a FIFO or /dev/zero; a run folder whose lock is a symlink
+# (to a file that must stay as it is) or a FIFO.
+{ echo '{'; printf ' "context": {"deep": '; head -c 150000 /dev/zero | tr '\0' '['; head -c 150000 /dev/zero | tr '\0' ']'
+  echo ','; tail -n +3 "$D/base.json"; } > "$T/deep_ctx.json"
+mkdir -p "$T/res_fifo" "$T/res_zero" "$T/lock_sym" "$T/lock_fifo" "$T/hist_deep/run1"
+cp "$T/deep_ctx.json" "$T/hist_deep/run1/results.json"
+mkfifo "$T/res_fifo/results.jsonl" "$T/lock_fifo/.dlbench.lock"
+ln -s /dev/zero "$T/res_zero/results.jsonl"
+echo precious > "$T/lock_target" && ln -s "$T/lock_target" "$T/lock_sym/.dlbench.lock"
+hdr() {  # hdr NAME REPETITIONS MIN_TIME: a resume folder whose header stores these options
+  mkdir -p "$T/$1"
+  printf '{"dlbench_run": {"format": 1, "planned": [], "options": {"suites": ["matmul"], "devices": ["cpu"], "quick": true, "repetitions": %s, "min_time": %s, "max_cv": 0.05, "filter": "", "overrides": {}, "extra": {}, "interleave": true}}}\n' "$2" "$3" > "$T/$1/results.jsonl"
+}
+hdr hdr_reps_huge 2000000000 0 && hdr hdr_reps_neg -5 0 && hdr hdr_min_huge 0 1e9 && hdr hdr_reps_str '"5"' 0
+# cifar_big: six gzip CIFAR batches (one file, hard-linked), each 4.5 MB inflating to valid records
+# just under the 1 GiB per-file cap: ~24 GiB as floats, refused before any is inflated.
+mkdir -p "$T/cifar_big"
+head -c $((349406 * 3073)) /dev/zero | gzip -1 > "$T/cifar_big/data_batch_1.bin"
+for b in 2 3 4 5; do ln "$T/cifar_big/data_batch_1.bin" "$T/cifar_big/data_batch_$b.bin"; done
+ln "$T/cifar_big/data_batch_1.bin" "$T/cifar_big/test_batch.bin"
+"$cli" baseline save "$D/base.json" --dir "$T/bl_keyfifo" >/dev/null 2>&1 &&
+  for f in "$T"/bl_keyfifo/*/key.txt; do rm -f "$f"; mkfifo "$f"; done
+"$cli" baseline save "$D/base.json" --dir "$T/bl_keyzero" >/dev/null 2>&1 &&
+  for f in "$T"/bl_keyzero/*/key.txt; do rm -f "$f"; ln -s /dev/zero "$f"; done
 
 # ---- the table ----
 n=0 bad=0 tried=0

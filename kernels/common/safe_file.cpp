@@ -1,0 +1,153 @@
+// Safe file reads and writes (see safe_file.h).
+#include "kernels/common/safe_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/common/errors.h"
+
+namespace dlb {
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::string kind_of(mode_t m) {
+  return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : S_ISLNK(m) ? "a symbolic link" : "not a plain file";
+}
+
+std::string mib(std::uint64_t b) { return b >= (1u << 20) ? std::to_string(b >> 20) + " MiB" : std::to_string(b) + " bytes"; }
+
+}  // namespace
+
+std::string read_file_safely(const std::string& path, std::uint64_t max_bytes, bool follow_links) {
+  auto check = [&](const struct stat& st) {
+    if (S_ISDIR(st.st_mode)) throw InputError(path + ": is a folder, not a file");
+    if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file (" + kind_of(st.st_mode) + "); refusing to read it");
+    if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+      throw InputError(path + ": " + mib(static_cast<std::uint64_t>(st.st_size)) + " is over the cap of " + mib(max_bytes) + " for this file");
+  };
+  struct stat st {};
+  // lstat/stat first: a FIFO or device is named without opening it at all.
+  if ((follow_links ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0)
+    throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
+  check(st);
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
+  if (f.fd < 0) {
+    if (errno == ELOOP && !follow_links) throw InputError(path + ": is a symbolic link; refusing to follow it");
+    throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
+  }
+  if (::fstat(f.fd, &st) != 0) throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
+  check(st);  // the name may have been swapped between stat and open
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (true) {
+    if (got == text.size()) {
+      if (text.size() >= max_bytes && text.size() > 0) {
+        char probe;
+        ssize_t n;
+        while ((n = ::read(f.fd, &probe, 1)) < 0 && errno == EINTR) {
+        }
+        if (n <= 0) break;
+        throw InputError(path + ": grew past the cap of " + mib(max_bytes) + " while read");
+      }
+      text.resize(std::min<std::uint64_t>(max_bytes, text.size() + 65536));
+    }
+    const ssize_t n = ::read(f.fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
+
+std::string write_failure(const std::string& path, int err) {
+  if (err == ENOSPC) return "cannot write " + path + ": no space left on the device (ENOSPC)";
+  if (err == EFBIG) return "cannot write " + path + ": over the file size limit (EFBIG; see ulimit -f)";
+  if (err == EDQUOT) return "cannot write " + path + ": disk quota exceeded (EDQUOT)";
+  return "cannot write " + path + " (" + std::strerror(err) + ")";
+}
+
+bool write_all_fd(int fd, const std::string& s) {
+  std::size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) {
+      errno = ENOSPC;
+      return false;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+int create_temp_beside(const std::string& path, std::string* tmp) {
+  static std::atomic<unsigned> seq{0};
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  for (int tries = 0; tries < 100; ++tries) {
+    *tmp = dir + "." + name + "." + std::to_string(::getpid()) + "." + std::to_string(seq.fetch_add(1)) + ".tmp";
+    const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) throw std::runtime_error(write_failure(*tmp, errno));
+  }
+  throw std::runtime_error(write_failure(*tmp, EEXIST));
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string tmp;
+  const int fd = create_temp_beside(path, &tmp);
+  int err = 0;
+  if (!write_all_fd(fd, text)) err = errno;
+  else if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;
+  if (::close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(write_failure(path, err));
+  }
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(write_failure(path, err));
+  }
+}
+
+nlohmann::json parse_json_bounded(const std::string& text, const std::string& what) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw InputError(what + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (not a results file)");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+}  // namespace dlb
