@@ -4,7 +4,7 @@
 # header line), results.json is complete JSON marked "interrupted": true.
 set -u
 bin=$1; out=$2
-rm -rf "$out"
+rm -rf "$out" && mkdir -p "$(dirname "$out")"  # ctest in a fresh build folder: no smoke-out/ yet
 # 17 sizes: 51 cases, more than one interleaved window (16), so the run goes on after the first lands
 "$bin" run --suite matmul --device cpu --sizes "$(seq -s, 64 2 96)" \
   --repetitions 5 --min-time 0.05 --no-report --out "$out" >/dev/null 2>"$out.err" &
