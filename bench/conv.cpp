@@ -30,7 +30,7 @@
 #include "bench/gpu_timing.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/onednn/onednn.h"
 
