@@ -1,207 +1,325 @@
-// Which kernel runs: the predicates and the per-thread dispatch of the three directions.
+// Which kernel runs: THE dispatch table of the CPU convolutions. One row per algorithm: its name
+// (the records' `cpu_algo`), its direction, the shapes and ISA levels it takes, and how to run it.
+// An entry point runs the first row of its direction that applies (rows are in order of
+// preference), so a new kernel is one row here, and tests/test_conv2d_algos.cpp tests it.
 #include "kernels/cpu/conv2d/internal.h"
 
-#include <cblas.h>
-#include <algorithm>
-#include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace dlb::cpu {
 using namespace detail;
 
 namespace detail {
-#ifdef DLB_DIRECT_KERNELS
-bool cpu_has_avx2_fma() { return isa_allows(Isa::avx2); }  // under the DLB_CPU_ISA cap (isa.h)
+namespace {
+
+bool at(Isa isa, Isa need) { return static_cast<int>(isa) >= static_cast<int>(need); }
+bool unit_stride(const Conv2dShape& sh) { return sh.stride_h == 1 && sh.stride_w == 1; }
+bool unpadded(const Conv2dShape& sh) { return sh.pad_h == 0 && sh.pad_w == 0; }
+int crs(const Conv2dShape& sh) { return sh.c * sh.r * sh.s; }
 
 constexpr int kDirectMaxK = 32;  // above this, a GEMM per image is deep enough
 
-// With AVX-512 (DLB_CPU_ISA permitting) the direct kernels also beat im2col + sgemm above
-// kDirectMaxK when K is a multiple of 16: 32 channels x 12 pixels per block (forward), 2 filter rows
-// x 5 taps per dy vector (backward-filter). Measured on the lecture's conv1 (K = 128, C = 3): the
-// im2col GEMM is only 75 deep there. (Backward-filter there: use_col_backward_filter.)
-bool direct_wide_k(const Conv2dShape& sh) { return sh.k % 16 == 0 && isa_allows(Isa::avx512); }
-bool use_col_backward_filter(const Conv2dShape& sh);
+// ---- the shapes each kernel family takes ----
 
-bool use_direct(const Conv2dShape& sh) {
-  return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.k % 8 == 0 &&
-         sh.k <= kDirectMaxK && sh.c * sh.r * sh.s >= 64 && !is_pointwise(sh) && cpu_has_avx2_fma();
+// The direct kernels (direct.cpp) for few output channels (the lecture's conv2, 128 -> 16 channels
+// 5x5): stride 1, no padding, K a multiple of 8 up to kDirectMaxK, C*R*S >= 64, AVX2 + FMA.
+bool direct_fits(const Conv2dShape& sh, Isa isa) {
+  return unit_stride(sh) && unpadded(sh) && sh.k % 8 == 0 && sh.k <= kDirectMaxK && crs(sh) >= 64 &&
+         !is_pointwise(sh) && at(isa, Isa::avx2);
+}
+
+// The direct forward kernel also takes padding, and with AVX-512 (DLB_CPU_ISA permitting) K above
+// kDirectMaxK when K is a multiple of 16: 32 channels x 12 pixels per block. Measured on the
+// lecture's conv1 (K = 128, C = 3): the im2col GEMM is only 75 deep there. any_k: every K (the
+// backward-data of a conv with few output channels, run as a forward conv with rotated filters and
+// "full" padding: ~50 GFLOP/s of useful work against ~38 for im2col there).
+bool direct_forward_fits(const Conv2dShape& sh, Isa isa, bool any_k) {
+  const bool wide_k = sh.k % 16 == 0 && at(isa, Isa::avx512);
+  return unit_stride(sh) && sh.k % 8 == 0 && (any_k || sh.k <= kDirectMaxK || wide_k) && crs(sh) >= 64 &&
+         !is_pointwise(sh) && at(isa, Isa::avx2);
+}
+
+// Forward for wide K over a shallow C*R*S (the lecture's conv1), any stride and padding: im2col and
+// our own GEMM with the pixels in the vector lanes (col_gemm.cpp). Ahead of the direct kernel there,
+// whose k-major blocks cost a scalar scatter of every output into NCHW.
+bool col_forward_fits(const Conv2dShape& sh, Isa isa) {
+  return sh.k % 4 == 0 && sh.k > kDirectMaxK && crs(sh) <= 256 && !is_pointwise(sh) && at(isa, Isa::avx2);
 }
 
 // Backward-filter for wide K and a shallow C*R*S (the lecture's conv1: K = 128, C*R*S = 75), where
-// the per-tap kernel above streams a transposed dy once per 16 channels and tap pair, and im2col's
-// sgemm is only C*R*S wide: our own GEMM with the pixels in the vector lanes instead
-// (conv2d_backward_filter_col_avx512).
-bool use_col_backward_filter(const Conv2dShape& sh) {
-  return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.k % 4 == 0 &&
-         sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) && isa_allows(Isa::avx512);
-}
-// The same GEMM in AVX2 (conv2d_backward_filter_col_avx2), where the AVX-512 one does not run.
-bool use_col_backward_filter_avx2(const Conv2dShape& sh) {
-  return !use_col_backward_filter(sh) && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 &&
-         sh.k % 2 == 0 && sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) &&
-         isa_allows(Isa::avx2);
-}
-
-// Forward for wide K over a shallow C*R*S (the lecture's conv1), any stride and padding: im2col
-// and our own GEMM with the pixels in the vector lanes (conv2d_forward_col_avx512). Ahead of the direct
-// kernel there, whose k-major blocks cost a scalar scatter of every output into NCHW.
-bool use_col_forward(const Conv2dShape& sh) {
-  return sh.k % 4 == 0 && sh.k > kDirectMaxK && sh.c * sh.r * sh.s <= 256 && !is_pointwise(sh) &&
-         isa_allows(Isa::avx2);
-}
-
-// The forward kernel also takes padding. any_k: also above kDirectMaxK output channels (the
-// backward-data of a conv with few output channels, run as a forward conv with rotated filters and
-// "full" padding: ~50 GFLOP/s of useful work against ~38 for im2col there).
-bool use_direct_forward(const Conv2dShape& sh, bool any_k) {
-  return sh.stride_h == 1 && sh.stride_w == 1 && sh.k % 8 == 0 && (any_k || sh.k <= kDirectMaxK || direct_wide_k(sh)) &&
-         sh.c * sh.r * sh.s >= 64 && !is_pointwise(sh) && cpu_has_avx2_fma();
-}
-#else
-bool use_direct(const Conv2dShape&) { return false; }
-bool use_col_forward(const Conv2dShape&) { return false; }
-bool use_col_backward_filter(const Conv2dShape&) { return false; }
-bool use_col_backward_filter_avx2(const Conv2dShape&) { return false; }
-#endif
-
-#ifdef DLB_DIRECT_KERNELS
-// The own-GEMM forward (use_col_forward(sh)) in the widest ISA allowed.
-void forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y, float* col) {
-  if (isa_allows(Isa::avx512)) return conv2d_forward_col_avx512(sh, x, w, bias, y, col);
-  conv2d_forward_col_avx2(sh, x, w, bias, y, col);
-}
-#endif
-
-// wt: the filters in CRSK order when use_direct(sh) (then the direct kernel runs), else null.
-void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
-                    std::vector<float>& ws, const float* wt) {
-#ifdef DLB_DIRECT_KERNELS
-  if (!wt && use_col_forward(sh)) {  // (a launcher that passes CRSK filters chose the direct kernel)
-    float* col = ensure_aligned(ws, std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q());
-    return forward_col(sh, x, w, bias, y, col);
-  }
-  if (wt) {
-    const bool padded = sh.pad_h > 0 || sh.pad_w > 0;
-    float* xpad = ensure_aligned(ws, padded ? std::size_t(sh.c) * (sh.h + 2 * sh.pad_h) * (sh.w + 2 * sh.pad_w) : 0);
-    return conv2d_forward_direct_simd(sh, x, wt, bias, y, xpad);
-  }
-#endif
-  const auto [K, CRS, PQ, pw, nb, col, ybuf] = im2col_plan(sh, ws);
-  for (int i0 = 0; i0 < sh.n; i0 += nb) {
-    const int m = std::min(nb, sh.n - i0);
-    const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
-    float* yi = y + std::size_t(i0) * K * PQ;
-    const float* b;
-    if (pw) {
-      b = xi;
-    } else {
-      im2col(sh, xi, m, col);
-      b = col;
-    }
-    const std::size_t ncols = PQ * m;
-    if (m == 1) {
-      // One image: the GEMM writes y itself, onto the bias (beta = 1; OpenBLAS then skips its
-      // separate pass that scales C by beta).
-      if (bias)
-        for (int k = 0; k < K; ++k) std::fill(yi + std::size_t(k) * PQ, yi + std::size_t(k + 1) * PQ, bias[k]);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, int(PQ), CRS, 1.0f, w, CRS, b, int(PQ),
-                  bias ? 1.0f : 0.0f, yi, int(PQ));
-      continue;
-    }
-    // [K x CRS] * [CRS x m*PQ] -> [K x m*PQ], then scattered to [m][K][PQ] (+ bias).
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, int(ncols), CRS, 1.0f, w, CRS, b, int(ncols), 0.0f,
-                ybuf, int(ncols));
-    for (int i = 0; i < m; ++i)
-      for (int k = 0; k < K; ++k) {
-        const float* src = ybuf + std::size_t(k) * ncols + i * PQ;
-        float* dst = yi + (std::size_t(i) * K + k) * PQ;
-        const float bk = bias ? bias[k] : 0.f;
-        for (std::size_t j = 0; j < PQ; ++j) dst[j] = src[j] + bk;
-      }
-  }
+// the direct kernel streams a transposed dy once per 16 channels and tap pair, and im2col's sgemm is
+// only C*R*S wide: our own GEMM with the pixels in the vector lanes instead. AVX-512: K % 4 == 0;
+// AVX2: K % 2 == 0.
+bool col_backward_filter_fits(const Conv2dShape& sh, Isa isa, bool w512) {
+  return unit_stride(sh) && unpadded(sh) && sh.k % (w512 ? 4 : 2) == 0 && sh.k > kDirectMaxK && crs(sh) <= 256 &&
+         !is_pointwise(sh) && at(isa, w512 ? Isa::avx512 : Isa::avx2);
 }
 
 // Backward-data as a forward convolution (stride 1 only): dx = conv(dy padded by r-1-pad, W
 // rotated by 180 degrees with c and k swapped). Its GEMM is C x (K*R*S) x (H*W) per image instead
 // of (C*R*S) x K x (P*Q): far better shaped when K is small (conv2: K = 16 makes the plain path a
 // 16-deep GEMM that only writes a 3200-row dcol), at the price of multiplying the zero border
-// (H*W / P*Q times the flops, <= 2.5x where we take it; not by conv2d_backward_data_cols_avx512).
-bool backward_data_as_forward(const Conv2dShape& sh) {
+// (H*W / P*Q times the flops, <= 2.5x where we take it; not by the cols kernels).
+bool as_forward(const Conv2dShape& sh) {
   if (sh.stride_h != 1 || sh.stride_w != 1 || sh.pad_h > sh.r - 1 || sh.pad_w > sh.s - 1) return false;
   const double waste = double(sh.h) * sh.w / (double(sh.p()) * sh.q());
   return sh.k * 4 <= sh.c && waste <= 2.5;
 }
+// The rotated conv on the direct forward kernel's CRSK filters.
+bool rot_direct_fits(const Conv2dShape& sh, Isa isa) {
+  return as_forward(sh) && direct_forward_fits(rotated_shape(sh), isa, true);
+}
+// The cols kernels (bwd_data_cols.cpp) take those for S of 3 or 5: C a multiple of 16 (AVX-512) or 8.
+bool cols_fits(const Conv2dShape& sh, Isa isa, bool w512) {
+  return rot_direct_fits(sh, isa) && (sh.s == 3 || sh.s == 5) && sh.c % (w512 ? 16 : 8) == 0 &&
+         at(isa, w512 ? Isa::avx512 : Isa::avx2);
+}
 
-// wrot: the rotated filters when backward_data_as_forward(sh), else null; when `crsk` (the direct
-// kernels) blocked for conv2d_backward_data_cols_avx512 where use_cols_backward_data(sh), else in
-// CRSK order; else KCRS.
-void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w, float* dx, std::vector<float>& ws,
-                          const float* wrot, bool crsk) {
-  if (wrot && crsk && use_cols_backward_data(sh)) return backward_data_cols(sh, dy, wrot, dx, ws);
-  if (wrot && crsk) return forward_serial(rotated_shape(sh), dy, nullptr, nullptr, dx, ws, wrot);
-  if (wrot) return forward_serial(rotated_shape(sh), dy, wrot, nullptr, dx, ws);
-  const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
-  for (int i0 = 0; i0 < sh.n; i0 += nb) {
-    const int m = std::min(nb, sh.n - i0);
-    const float* dyi = dy + std::size_t(i0) * K * PQ;
-    float* dxi = dx + std::size_t(i0) * sh.c * sh.h * sh.w;
-    const std::size_t ncols = PQ * m;
-    const float* a = dyi;
-    if (m > 1) {
-      gather_images(dyi, m, K, PQ, dybuf);
-      a = dybuf;
-    }
-    // [CRS x K] = W^T, times [K x m*PQ] -> dcol [CRS x m*PQ]
-    float* out = pw ? dxi : col;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CRS, int(ncols), K, 1.0f, w, CRS, a, int(ncols), 0.0f, out,
-                int(ncols));
-    if (!pw) col2im(sh, col, m, dxi);
-  }
+// conv + ReLU + MaxPool2d(k) fused (relu_pool.cpp): where both col GEMMs take the shape (arg holds
+// flat indices into the whole convolution output: int32).
+bool fused_fits(const Conv2dShape& sh, Isa isa, int k) {
+  return sh.valid() && k >= 1 && sh.p() >= k && sh.q() >= k && col_forward_fits(sh, isa) &&
+         (col_backward_filter_fits(sh, isa, true) || col_backward_filter_fits(sh, isa, false)) &&
+         double(sh.n) * sh.k * sh.p() * sh.q() < 2147483647.0;
+}
+// The winners kernels' instances: first layers (RGB or grey, 3x3 or 5x5); AVX-512 and bf16 square.
+bool first_layer(const Conv2dShape& sh) { return (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3); }
+bool winners512_fits(const Conv2dShape& sh, Isa isa, int k) {
+  return fused_fits(sh, isa, k) && first_layer(sh) && sh.r == sh.s && at(isa, Isa::avx512);
+}
+bool winners_avx2_fits(const Conv2dShape& sh, Isa isa, int k) {
+  return fused_fits(sh, isa, k) && first_layer(sh) && sh.s <= 8 && at(isa, Isa::avx2);
+}
+bool winners_bf16_fits(const Conv2dShape& sh, Isa isa, int k) {
+  return fused_fits(sh, isa, k) && first_layer(sh) && sh.r == sh.s && at(isa, Isa::avx512_bf16);
+}
+bool fused_bf16_fits(const Conv2dShape& sh, Isa isa, int k) {
+  return winners_bf16_fits(sh, isa, k) && unit_stride(sh) && unpadded(sh) && sh.k % 4 == 0;
+}
+
+// Sparse dy (sparse_dy.cpp): stride 1, no padding, C a multiple of 16, AVX-512 (+ bf16).
+bool sparse_fits(const Conv2dShape& sh, Isa isa, bool bf16) {
+  return sh.valid() && unit_stride(sh) && unpadded(sh) && sh.c % 16 == 0 &&
+         at(isa, bf16 ? Isa::avx512_bf16 : Isa::avx512);
+}
+
+// ---- how each row runs: dense directions on one thread's sub-batch (threading.cpp cuts the batch
+// and lays the filters out as the row's `filters` says), the fused and sparse ones whole ----
+
+std::vector<float>& ws_of(const ConvCall& c) { return *c.ws; }
+bool run_fwd_im2col(const ConvCall& c) { return forward_im2col_gemm(c.sh, c.x, c.w, c.bias, c.out, ws_of(c)), true; }
+bool run_bwd_data_im2col(const ConvCall& c) { return backward_data_im2col_gemm(c.sh, c.dy, c.w, c.out, ws_of(c)), true; }
+bool run_bwd_data_rot_im2col(const ConvCall& c) {
+  return forward_im2col_gemm(rotated_shape(c.sh), c.dy, c.wt, nullptr, c.out, ws_of(c)), true;
+}
+bool run_bwd_filter_im2col(const ConvCall& c) {
+  return backward_filter_im2col_gemm(c.sh, c.x, c.dy, c.out, c.db, ws_of(c)), true;
 }
 
 #ifdef DLB_DIRECT_KERNELS
-// The own-GEMM backward-filter (use_col_backward_filter(sh) or its AVX2 twin), dy image by image.
-void backward_filter_col(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw, float* db,
-                         std::vector<float>& ws) {
-  if (use_col_backward_filter(sh)) return conv2d_backward_filter_col_avx512(sh, x, dy_of, dw, db, ws);
-  conv2d_backward_filter_col_avx2(sh, x, dy_of, dw, db, ws);
+float* col_of(const Conv2dShape& sh, std::vector<float>& ws) {
+  return ensure_aligned(ws, std::size_t(sh.c) * sh.r * sh.s * sh.p() * sh.q());
 }
-#endif
-
-void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                            std::vector<float>& ws) {
-#ifdef DLB_DIRECT_KERNELS
-  if (use_direct(sh)) {
-    return conv2d_backward_filter_direct_avx2(sh, x, dy, dw, db, ensure_aligned(ws, sh.y_size()));
-  }
-  const std::size_t yi = std::size_t(sh.k) * sh.p() * sh.q();
+float* xpad_of(const Conv2dShape& sh, std::vector<float>& ws) {
+  const bool padded = sh.pad_h > 0 || sh.pad_w > 0;
+  return ensure_aligned(ws, padded ? std::size_t(sh.c) * (sh.h + 2 * sh.pad_h) * (sh.w + 2 * sh.pad_w) : 0);
+}
+template <bool W512>
+bool run_fwd_col(const ConvCall& c) {
+  forward_col(c.sh, c.x, c.w, c.bias, c.out, col_of(c.sh, ws_of(c)), W512);
+  return true;
+}
+template <bool W512>
+bool run_fwd_direct(const ConvCall& c) {
+  forward_direct(c.sh, c.x, c.wt, c.bias, c.out, xpad_of(c.sh, ws_of(c)), W512);
+  return true;
+}
+template <bool W512>
+bool run_bwd_data_cols(const ConvCall& c) {
+  backward_data_cols(c.sh, c.dy, c.wt, c.out, ws_of(c), W512);
+  return true;
+}
+template <bool W512>
+bool run_bwd_data_rot_direct(const ConvCall& c) {
+  const Conv2dShape rot = rotated_shape(c.sh);
+  forward_direct(rot, c.dy, c.wt, nullptr, c.out, xpad_of(rot, ws_of(c)), W512);
+  return true;
+}
+template <bool W512>
+bool run_bwd_data_rot_col(const ConvCall& c) {
+  const Conv2dShape rot = rotated_shape(c.sh);
+  forward_col(rot, c.dy, c.wt, nullptr, c.out, col_of(rot, ws_of(c)), W512);
+  return true;
+}
+template <bool W512>
+bool run_bwd_filter_direct(const ConvCall& c) {
+  conv2d_backward_filter_direct_avx2(c.sh, c.x, c.dy, c.out, c.db, ensure_aligned(ws_of(c), c.sh.y_size()),
+                                     W512);
+  return true;
+}
+template <bool W512>
+bool run_bwd_filter_col(const ConvCall& c) {
+  const std::size_t yi = std::size_t(c.sh.k) * c.sh.p() * c.sh.q();
+  const float* dy = c.dy;
   const DyImage dy_of = [&](int n) { return dy + n * yi; };
-  if (use_col_backward_filter(sh) || use_col_backward_filter_avx2(sh)) return backward_filter_col(sh, x, dy_of, dw, db, ws);
+  backward_filter_col(c.sh, c.x, dy_of, c.out, c.db, ws_of(c), W512);
+  return true;
+}
+template <bool W512>
+bool run_relu_pool_fwd(const ConvCall& c) {
+  relu_pool_forward_col(c.sh, c.x, c.w, c.bias, c.pool_k, c.out, c.out_arg, W512);
+  return true;
+}
+bool run_relu_pool_fwd_bf16(const ConvCall& c) {
+  relu_pool_forward_bf16(c.sh, c.x, c.w, c.bias, c.pool_k, c.out, c.out_arg, c.y16);
+  return true;
+}
+template <int WINNERS, bool COL512>  // WINNERS: 0 dense, 1 AVX2, 2 AVX-512, 3 bf16
+bool run_relu_pool_bwd(const ConvCall& c) {
+  const SparseFilterFn sparse = WINNERS == 1   ? pool_winners_avx2(c.sh)
+                                : WINNERS == 2 ? pool_winners512(c.sh)
+                                : WINNERS == 3 ? pool_winners_bf16(c.sh)
+                                               : nullptr;
+  relu_pool_backward_filter(c.sh, c.x, c.pool_k, c.dy, c.y, c.arg, c.out, c.db, sparse, COL512);
+  return true;
+}
+template <bool BF>
+bool run_sparse_dy(const ConvCall& c) {
+  return sparse_dy_run(c.sh, c.x, c.w, c.dy, c.out, c.db, c.dx, BF);
+}
 #endif
-  const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
-  if (db) std::fill(db, db + K, 0.f);
-  for (int i0 = 0; i0 < sh.n; i0 += nb) {
-    const int m = std::min(nb, sh.n - i0);
-    const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
-    const float* dyi = dy + std::size_t(i0) * K * PQ;
-    const std::size_t ncols = PQ * m;
-    const float* a = dyi;
-    if (m > 1) {
-      gather_images(dyi, m, K, PQ, dybuf);
-      a = dybuf;
-    }
-    if (db)
-      for (int i = 0; i < m; ++i)
-        for (int k = 0; k < K; ++k) db[k] += sum(dyi + (std::size_t(i) * K + k) * PQ, PQ);
-    const float* b = xi;
-    if (!pw) {
-      im2col(sh, xi, m, col);
-      b = col;
-    }
-    // dW [K x CRS] (+)= dY [K x m*PQ] * col^T [m*PQ x CRS]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, CRS, int(ncols), 1.0f, a, int(ncols), b, int(ncols),
-                i0 == 0 ? 0.0f : 1.0f, dw, CRS);
-  }
+
+bool always(const Conv2dShape&, Isa, int) { return true; }
+#define DLB_ROW(algo, dir, applies, run, filters) {Algo::algo, #algo, ConvDir::dir, applies, run, Filters::filters}
+
+const AlgoRow kAlgos[] = {
+#ifdef DLB_DIRECT_KERNELS
+    DLB_ROW(fwd_col_avx512, forward,
+            [](const Conv2dShape& sh, Isa isa, int) { return col_forward_fits(sh, isa) && at(isa, Isa::avx512); },
+            run_fwd_col<true>, kcrs),
+    DLB_ROW(fwd_col_avx2, forward, [](const Conv2dShape& sh, Isa isa, int) { return col_forward_fits(sh, isa); },
+            run_fwd_col<false>, kcrs),
+    DLB_ROW(fwd_direct_avx512, forward,
+            [](const Conv2dShape& sh, Isa isa, int) {
+              return direct_forward_fits(sh, isa, false) && sh.k % 16 == 0 && at(isa, Isa::avx512);
+            },
+            run_fwd_direct<true>, crsk),
+    DLB_ROW(fwd_direct_avx2, forward,
+            [](const Conv2dShape& sh, Isa isa, int) { return direct_forward_fits(sh, isa, false); },
+            run_fwd_direct<false>, crsk),
+#endif
+    DLB_ROW(fwd_im2col, forward, always, run_fwd_im2col, kcrs),
+#ifdef DLB_DIRECT_KERNELS
+    DLB_ROW(bwd_data_cols_avx512, backward_data,
+            [](const Conv2dShape& sh, Isa isa, int) { return cols_fits(sh, isa, true); }, run_bwd_data_cols<true>,
+            rot_cols16),
+    DLB_ROW(bwd_data_cols_avx2, backward_data,
+            [](const Conv2dShape& sh, Isa isa, int) { return cols_fits(sh, isa, false); }, run_bwd_data_cols<false>,
+            rot_cols8),
+    DLB_ROW(bwd_data_rot_direct_avx512, backward_data,
+            [](const Conv2dShape& sh, Isa isa, int) {
+              return rot_direct_fits(sh, isa) && sh.c % 16 == 0 && at(isa, Isa::avx512);
+            },
+            run_bwd_data_rot_direct<true>, rot_crsk),
+    DLB_ROW(bwd_data_rot_direct_avx2, backward_data,
+            [](const Conv2dShape& sh, Isa isa, int) { return rot_direct_fits(sh, isa); },
+            run_bwd_data_rot_direct<false>, rot_crsk),
+    DLB_ROW(bwd_data_rot_col_avx512, backward_data,
+            [](const Conv2dShape& sh, Isa isa, int) {
+              return as_forward(sh) && col_forward_fits(rotated_shape(sh), isa) && at(isa, Isa::avx512);
+            },
+            run_bwd_data_rot_col<true>, rot_kcrs),
+    DLB_ROW(bwd_data_rot_col_avx2, backward_data,
+            [](const Conv2dShape& sh, Isa isa, int) { return as_forward(sh) && col_forward_fits(rotated_shape(sh), isa); },
+            run_bwd_data_rot_col<false>, rot_kcrs),
+#endif
+    DLB_ROW(bwd_data_rot_im2col, backward_data, [](const Conv2dShape& sh, Isa, int) { return as_forward(sh); },
+            run_bwd_data_rot_im2col, rot_kcrs),
+    DLB_ROW(bwd_data_im2col, backward_data, always, run_bwd_data_im2col, kcrs),
+#ifdef DLB_DIRECT_KERNELS
+    DLB_ROW(bwd_filter_direct_avx512, backward_filter,
+            [](const Conv2dShape& sh, Isa isa, int) { return direct_fits(sh, isa) && sh.k % 16 == 0 && at(isa, Isa::avx512); },
+            run_bwd_filter_direct<true>, kcrs),
+    DLB_ROW(bwd_filter_direct_avx2, backward_filter, [](const Conv2dShape& sh, Isa isa, int) { return direct_fits(sh, isa); },
+            run_bwd_filter_direct<false>, kcrs),
+    DLB_ROW(bwd_filter_col_avx512, backward_filter,
+            [](const Conv2dShape& sh, Isa isa, int) { return col_backward_filter_fits(sh, isa, true); },
+            run_bwd_filter_col<true>, kcrs),
+    DLB_ROW(bwd_filter_col_avx2, backward_filter,
+            [](const Conv2dShape& sh, Isa isa, int) { return col_backward_filter_fits(sh, isa, false); },
+            run_bwd_filter_col<false>, kcrs),
+#endif
+    DLB_ROW(bwd_filter_im2col, backward_filter, always, run_bwd_filter_im2col, kcrs),
+#ifdef DLB_DIRECT_KERNELS
+    DLB_ROW(relu_pool_fwd_col_avx512, relu_pool_forward,
+            [](const Conv2dShape& sh, Isa isa, int k) { return fused_fits(sh, isa, k) && at(isa, Isa::avx512); },
+            run_relu_pool_fwd<true>, kcrs),
+    DLB_ROW(relu_pool_fwd_col_avx2, relu_pool_forward, fused_fits, run_relu_pool_fwd<false>, kcrs),
+    // Over the pool's winners where an instance takes the shape, else the dense gradient image by image.
+    DLB_ROW(relu_pool_bwd_winners_avx512, relu_pool_backward_filter, winners512_fits, (run_relu_pool_bwd<2, false>), kcrs),
+    DLB_ROW(relu_pool_bwd_winners_avx2, relu_pool_backward_filter, winners_avx2_fits, (run_relu_pool_bwd<1, false>), kcrs),
+    DLB_ROW(relu_pool_bwd_dense_col_avx512, relu_pool_backward_filter,
+            [](const Conv2dShape& sh, Isa isa, int k) {
+              return fused_fits(sh, isa, k) && col_backward_filter_fits(sh, isa, true);
+            },
+            (run_relu_pool_bwd<0, true>), kcrs),
+    DLB_ROW(relu_pool_bwd_dense_col_avx2, relu_pool_backward_filter,
+            [](const Conv2dShape& sh, Isa isa, int k) {
+              return fused_fits(sh, isa, k) && col_backward_filter_fits(sh, isa, false);
+            },
+            (run_relu_pool_bwd<0, false>), kcrs),
+    DLB_ROW(relu_pool_fwd_bf16, relu_pool_forward_bf16, fused_bf16_fits, run_relu_pool_fwd_bf16, kcrs),
+    DLB_ROW(relu_pool_bwd_winners_bf16, relu_pool_backward_filter_bf16, winners_bf16_fits, (run_relu_pool_bwd<3, false>),
+            kcrs),
+    DLB_ROW(sparse_dy_avx512, sparse_dy, [](const Conv2dShape& sh, Isa isa, int) { return sparse_fits(sh, isa, false); },
+            run_sparse_dy<false>, kcrs),
+    DLB_ROW(sparse_dy_bf16, sparse_dy_bf16, [](const Conv2dShape& sh, Isa isa, int) { return sparse_fits(sh, isa, true); },
+            run_sparse_dy<true>, kcrs),
+#endif
+};
+#undef DLB_ROW
+
+}  // namespace
+
+const AlgoRow* algo_row(Algo a) {
+  for (const AlgoRow& row : kAlgos)
+    if (row.algo == a) return &row;
+  return nullptr;  // not built here (no x86-64 kernels)
+}
+
+const AlgoRow* resolve(Algo requested, const Conv2dShape& sh, ConvDir dir, int pool_k) {
+  const Isa isa = isa_active();
+  if (requested == Algo::auto_) return algo_row(choose(sh, dir, isa, pool_k));
+  const AlgoRow* row = algo_row(requested);
+  if (!row || row->dir != dir || !row->applies(sh, isa, pool_k))
+    throw std::invalid_argument(std::string("conv2d: algorithm ") + algo_name(requested) + " does not take " + sh.str() +
+                                " at " + isa_name(isa));
+  return row;
 }
 }  // namespace detail
+
+const char* algo_name(Algo a) {
+  if (a == Algo::auto_) return "auto";
+  const AlgoRow* row = algo_row(a);
+  return row ? row->name : "unavailable";
+}
+
+ConvDir algo_dir(Algo a) {
+  const AlgoRow* row = algo_row(a);
+  if (!row) throw std::invalid_argument("conv2d: no such algorithm here");
+  return row->dir;
+}
+
+bool algo_applies(Algo a, const Conv2dShape& sh, Isa isa, int pool_k) {
+  const AlgoRow* row = algo_row(a);
+  return row && row->applies(sh, isa, pool_k);
+}
+
+Algo choose(const Conv2dShape& sh, ConvDir dir, Isa isa, int pool_k) {
+  for (const AlgoRow& row : kAlgos)
+    if (row.dir == dir && row.applies(sh, isa, pool_k)) return row.algo;
+  return Algo::auto_;
+}
 
 }  // namespace dlb::cpu

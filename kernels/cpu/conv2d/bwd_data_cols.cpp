@@ -130,17 +130,7 @@ DLB_AVX512_INLINE void backward_data_cols_run512(int np, const float* dy, std::s
   }
 }
 
-// Where it applies: stride 1, S of 3 or 5, and (backward_data_as_forward chose the rotated conv)
-// C a multiple of 16 where DLB_CPU_ISA allows avx512 (this kernel), else a multiple of 8 where it
-// allows avx2 (conv2d_backward_data_cols_avx2, 8-channel blocks, below).
-bool use_cols_backward_data_avx512(const Conv2dShape& sh) {
-  return sh.stride_h == 1 && sh.stride_w == 1 && (sh.s == 3 || sh.s == 5) && sh.c % 16 == 0 &&
-         isa_allows(Isa::avx512);
-}
-bool use_cols_backward_data(const Conv2dShape& sh) {
-  return use_cols_backward_data_avx512(sh) || (sh.stride_h == 1 && sh.stride_w == 1 && (sh.s == 3 || sh.s == 5) &&
-                                               sh.c % 8 == 0 && isa_allows(Isa::avx2));
-}
+// (Where these run: algos.cpp, cols_fits.)
 
 // The rotated filters for conv2d_backward_data_cols_avx512 (rotate_filters_cols16), blocked: for each dy channel k and
 // rotated row r, the channels c in blocks of 32 (the last may be 16), in a block the S taps, in a
@@ -367,13 +357,11 @@ DLB_AVX2_FMA void conv2d_backward_data_cols_avx2(const Conv2dShape& sh, const fl
   }
 }
 
-void rotate_filters_cols(const Conv2dShape& sh, const float* w, float* wt) {
-  if (use_cols_backward_data_avx512(sh)) return rotate_filters_cols16(sh, w, wt);
-  rotate_filters_cols_avx2(sh, w, wt);
-}
-
-void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws) {
-  if (use_cols_backward_data_avx512(sh)) {
+// The cols kernel in AVX-512 (w512: 16-channel blocks, filters by rotate_filters_cols16) or AVX2
+// (8-channel blocks, rotate_filters_cols_avx2).
+void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws,
+                        bool w512) {
+  if (w512) {
     float* rowbuf = ensure_aligned(ws, std::size_t(sh.w) * 32);
     if (sh.s == 3) return conv2d_backward_data_cols_avx512<3>(sh, dy, wt, dx, rowbuf);
     return conv2d_backward_data_cols_avx512<5>(sh, dy, wt, dx, rowbuf);
@@ -382,10 +370,6 @@ void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt,
   if (sh.s == 3) return conv2d_backward_data_cols_avx2<3>(sh, dy, wt, dx, rowbuf);
   conv2d_backward_data_cols_avx2<5>(sh, dy, wt, dx, rowbuf);
 }
-#else
-bool use_cols_backward_data(const Conv2dShape&) { return false; }
-void rotate_filters_cols(const Conv2dShape&, const float*, float*) {}
-void backward_data_cols(const Conv2dShape&, const float*, const float*, float*, std::vector<float>&) {}
 #endif
 }  // namespace detail
 

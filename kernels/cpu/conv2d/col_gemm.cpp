@@ -400,6 +400,18 @@ DLB_AVX2_FMA void conv2d_forward_col_avx2(const Conv2dShape& sh, const float* x,
     }
   }
 }
+
+// The own-GEMM forward and backward-filter, in AVX-512 (w512) or AVX2.
+void forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y, float* col,
+                 bool w512) {
+  if (w512) return conv2d_forward_col_avx512(sh, x, w, bias, y, col);
+  conv2d_forward_col_avx2(sh, x, w, bias, y, col);
+}
+void backward_filter_col(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw, float* db,
+                         std::vector<float>& ws, bool w512) {
+  if (w512) return conv2d_backward_filter_col_avx512(sh, x, dy_of, dw, db, ws);
+  conv2d_backward_filter_col_avx2(sh, x, dy_of, dw, db, ws);
+}
 }  // namespace detail
 #endif
 

@@ -222,10 +222,10 @@ DLB_AVX512_T void conv2d_forward_direct_avx512(const Conv2dShape& sh, const floa
   }
 }
 
-// The forward direct kernel for this shape and the DLB_CPU_ISA level: AVX-512 when K % 16 == 0.
-void conv2d_forward_direct_simd(const Conv2dShape& sh, const float* x, const float* wt, const float* bias, float* y,
-                                float* xpad) {
-  if (sh.k % 16 == 0 && isa_allows(Isa::avx512)) return conv2d_forward_direct_avx512(sh, x, wt, bias, y, xpad);
+// The forward direct kernel: AVX-512 (K % 16 == 0) or AVX2.
+void forward_direct(const Conv2dShape& sh, const float* x, const float* wt, const float* bias, float* y, float* xpad,
+                    bool w512) {
+  if (w512) return conv2d_forward_direct_avx512(sh, x, wt, bias, y, xpad);
   conv2d_forward_direct_avx2(sh, x, wt, bias, y, xpad);
 }
 
@@ -324,10 +324,10 @@ DLB_AVX512_T void backward_filter_direct_run512(int ns, const Conv2dShape& sh, c
 }
 
 // conv2d_backward_filter_direct_avx2: dw (KCRS) and db over the images of `sh` (overwritten); hands the
-// 16-channel blocks to the AVX-512 kernel above when K % 16 == 0 and DLB_CPU_ISA allows avx512.
+// 16-channel blocks to the AVX-512 kernel above when w512 (K % 16 == 0, DLB_CPU_ISA allowing avx512).
 // dyt: workspace of n*P*Q*K floats for dy with channels innermost.
 DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, const float* x, const float* dy, float* dw,
-                                                     float* db, float* dyt) {
+                                                     float* db, float* dyt, bool w512) {
   const int K = sh.k, C = sh.c, R = sh.r, S = sh.s;
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   for (int n = 0; n < sh.n; ++n)
@@ -341,7 +341,7 @@ DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, cons
     for (int n = 0; n < sh.n; ++n)
       for (int k = 0; k < K; ++k) db[k] += sum(dy + (std::size_t(n) * K + k) * PQ, PQ);
   }
-  if (K % 16 == 0 && isa_allows(Isa::avx512)) {  // the AVX-512 blocks (DLB_CPU_ISA permitting)
+  if (w512) {  // the AVX-512 blocks
     alignas(64) float out512[10 * 16];
     for (int k0 = 0; k0 < K; k0 += 16)
       for (int c = 0; c < C; ++c)

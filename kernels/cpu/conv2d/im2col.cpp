@@ -1,6 +1,8 @@
 // im2col / col2im and the chunking of the im2col + OpenBLAS sgemm path (conv2d.h).
 #include "kernels/cpu/conv2d/internal.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -169,6 +171,96 @@ void gather_images(const float* src, int m, int K, std::size_t PQ, float* dst) {
     for (int k = 0; k < K; ++k)
       std::memcpy(dst + std::size_t(k) * ncols + i * PQ, src + (std::size_t(i) * K + k) * PQ, sizeof(float) * PQ);
 }
+
+// forward_im2col_gemm: y of the images of `sh`, im2col + sgemm in chunks of nb images (w KCRS).
+void forward_im2col_gemm(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                         std::vector<float>& ws) {
+  const auto [K, CRS, PQ, pw, nb, col, ybuf] = im2col_plan(sh, ws);
+  for (int i0 = 0; i0 < sh.n; i0 += nb) {
+    const int m = std::min(nb, sh.n - i0);
+    const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
+    float* yi = y + std::size_t(i0) * K * PQ;
+    const float* b;
+    if (pw) {
+      b = xi;
+    } else {
+      im2col(sh, xi, m, col);
+      b = col;
+    }
+    const std::size_t ncols = PQ * m;
+    if (m == 1) {
+      // One image: the GEMM writes y itself, onto the bias (beta = 1; OpenBLAS then skips its
+      // separate pass that scales C by beta).
+      if (bias)
+        for (int k = 0; k < K; ++k) std::fill(yi + std::size_t(k) * PQ, yi + std::size_t(k + 1) * PQ, bias[k]);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, int(PQ), CRS, 1.0f, w, CRS, b, int(PQ),
+                  bias ? 1.0f : 0.0f, yi, int(PQ));
+      continue;
+    }
+    // [K x CRS] * [CRS x m*PQ] -> [K x m*PQ], then scattered to [m][K][PQ] (+ bias).
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, int(ncols), CRS, 1.0f, w, CRS, b, int(ncols), 0.0f,
+                ybuf, int(ncols));
+    for (int i = 0; i < m; ++i)
+      for (int k = 0; k < K; ++k) {
+        const float* src = ybuf + std::size_t(k) * ncols + i * PQ;
+        float* dst = yi + (std::size_t(i) * K + k) * PQ;
+        const float bk = bias ? bias[k] : 0.f;
+        for (std::size_t j = 0; j < PQ; ++j) dst[j] = src[j] + bk;
+      }
+  }
+}
+
+// backward_data_im2col_gemm: dx (overwritten) of the images of `sh`: W^T dy per chunk, then col2im.
+void backward_data_im2col_gemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
+                               std::vector<float>& ws) {
+  const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
+  for (int i0 = 0; i0 < sh.n; i0 += nb) {
+    const int m = std::min(nb, sh.n - i0);
+    const float* dyi = dy + std::size_t(i0) * K * PQ;
+    float* dxi = dx + std::size_t(i0) * sh.c * sh.h * sh.w;
+    const std::size_t ncols = PQ * m;
+    const float* a = dyi;
+    if (m > 1) {
+      gather_images(dyi, m, K, PQ, dybuf);
+      a = dybuf;
+    }
+    // [CRS x K] = W^T, times [K x m*PQ] -> dcol [CRS x m*PQ]
+    float* out = pw ? dxi : col;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CRS, int(ncols), K, 1.0f, w, CRS, a, int(ncols), 0.0f, out,
+                int(ncols));
+    if (!pw) col2im(sh, col, m, dxi);
+  }
+}
+
+// backward_filter_im2col_gemm: dw and db (overwritten) over the images of `sh`: dY col^T per chunk.
+void backward_filter_im2col_gemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                 std::vector<float>& ws) {
+  const auto [K, CRS, PQ, pw, nb, col, dybuf] = im2col_plan(sh, ws);
+  if (db) std::fill(db, db + K, 0.f);
+  for (int i0 = 0; i0 < sh.n; i0 += nb) {
+    const int m = std::min(nb, sh.n - i0);
+    const float* xi = x + std::size_t(i0) * sh.c * sh.h * sh.w;
+    const float* dyi = dy + std::size_t(i0) * K * PQ;
+    const std::size_t ncols = PQ * m;
+    const float* a = dyi;
+    if (m > 1) {
+      gather_images(dyi, m, K, PQ, dybuf);
+      a = dybuf;
+    }
+    if (db)
+      for (int i = 0; i < m; ++i)
+        for (int k = 0; k < K; ++k) db[k] += sum(dyi + (std::size_t(i) * K + k) * PQ, PQ);
+    const float* b = xi;
+    if (!pw) {
+      im2col(sh, xi, m, col);
+      b = col;
+    }
+    // dW [K x CRS] (+)= dY [K x m*PQ] * col^T [m*PQ x CRS]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, CRS, int(ncols), 1.0f, a, int(ncols), b, int(ncols),
+                i0 == 0 ? 0.0f : 1.0f, dw, CRS);
+  }
+}
+
 }  // namespace detail
 
 }  // namespace dlb::cpu

@@ -97,40 +97,83 @@ void backward_filter_tasks(const Conv2dShape& sh, float* dw, float* db, std::vec
   }
 }
 
-// ---- algos.cpp (dispatch) ----
-bool use_direct(const Conv2dShape& sh);
-bool use_col_forward(const Conv2dShape& sh);
-bool use_col_backward_filter(const Conv2dShape& sh);
-bool use_col_backward_filter_avx2(const Conv2dShape& sh);
-bool use_direct_forward(const Conv2dShape& sh, bool any_k = false);
-bool backward_data_as_forward(const Conv2dShape& sh);
-void forward_serial(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
-                    std::vector<float>& ws, const float* wt = nullptr);
-void backward_data_serial(const Conv2dShape& sh, const float* dy, const float* w, float* dx, std::vector<float>& ws,
-                          const float* wrot, bool crsk);
-void backward_filter_serial(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                            std::vector<float>& ws);
-void forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y, float* col);
-void backward_filter_col(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw, float* db,
+// ---- algos.cpp: the dispatch table ----
+// The operands of one call (each direction uses its own; the rest stay null).
+struct ConvCall {
+  Conv2dShape sh;                    // the (sub-)batch this call runs
+  const float* x = nullptr;          // input
+  const float* w = nullptr;          // filters, KCRS
+  const float* wt = nullptr;         // the filters in the row's layout (dense directions; null for KCRS)
+  const float* bias = nullptr;
+  const float* dy = nullptr;         // the output's gradient (the fused ones: pooled)
+  const float* y = nullptr;          // fused backward: the pooled output and its argmax
+  const std::int32_t* arg = nullptr;
+  int pool_k = 0;
+  float* out = nullptr;              // y, dx or dw
+  float* db = nullptr;
+  float* dx = nullptr;               // sparse dy: dx (may be null)
+  std::int32_t* out_arg = nullptr;   // fused forward: argmax
+  std::uint16_t* y16 = nullptr;      // fused bf16 forward: nChw16c copy (may be null)
+  std::vector<float>* ws = nullptr;  // the thread's workspace (dense directions)
+};
+// The filter layout a dense row reads (threading.cpp lays it out once per thread and call).
+enum class Filters { kcrs, crsk, rot_kcrs, rot_crsk, rot_cols16, rot_cols8 };
+struct AlgoRow {
+  Algo algo;
+  const char* name;
+  ConvDir dir;
+  bool (*applies)(const Conv2dShape& sh, Isa isa, int pool_k);
+  bool (*run)(const ConvCall& c);  // false: declined (the sparse kernels: dy too dense)
+  Filters filters;
+};
+const AlgoRow* algo_row(Algo a);  // null where not built (no x86-64 kernels)
+// The row to run: `requested`, or the first that applies at isa_active() for Algo::auto_ (null if
+// none does). Throws std::invalid_argument when a requested row is of another direction or does not
+// take the shape.
+const AlgoRow* resolve(Algo requested, const Conv2dShape& sh, ConvDir dir, int pool_k);
+
+// ---- im2col.cpp: im2col + OpenBLAS sgemm (any shape) ----
+void forward_im2col_gemm(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
                          std::vector<float>& ws);
+void backward_data_im2col_gemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
+                               std::vector<float>& ws);
+void backward_filter_im2col_gemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                 std::vector<float>& ws);
 
 // ---- bwd_data_cols.cpp ----
 Conv2dShape rotated_shape(const Conv2dShape& sh);
 void rotate_filters(const Conv2dShape& sh, const float* w, float* wt);
 void rotate_filters_crsk(const Conv2dShape& sh, const float* w, float* wt);
-bool use_cols_backward_data(const Conv2dShape& sh);
-void rotate_filters_cols(const Conv2dShape& sh, const float* w, float* wt);
-void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws);
 
 #ifdef DLB_DIRECT_KERNELS
-bool use_cols_backward_data_avx512(const Conv2dShape& sh);
+DLB_AVX512_T void rotate_filters_cols16(const Conv2dShape& sh, const float* w, float* wt);
+DLB_AVX2_FMA void rotate_filters_cols_avx2(const Conv2dShape& sh, const float* w, float* wt);
+void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws,
+                        bool w512);
+
+// ---- relu_pool.cpp ----
+using SparseFilterFn = void (*)(const Conv2dShape&, const float*, int, const float*, const float*,
+                                const std::int32_t*, long, float*, float*);
+SparseFilterFn pool_winners512(const Conv2dShape& sh);
+SparseFilterFn pool_winners_avx2(const Conv2dShape& sh);
+SparseFilterFn pool_winners_bf16(const Conv2dShape& sh);
+void relu_pool_forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k, float* y,
+                           std::int32_t* arg, bool w512);
+void relu_pool_backward_filter(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
+                               const std::int32_t* arg, float* dw, float* db, SparseFilterFn sparse, bool col512);
+void relu_pool_forward_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k, float* y,
+                            std::int32_t* arg, std::uint16_t* y16);
+
+// ---- sparse_dy.cpp ----
+bool sparse_dy_run(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw, float* db,
+                   float* dx, bool bf16);
 
 // ---- direct.cpp ----
 void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt);
-void conv2d_forward_direct_simd(const Conv2dShape& sh, const float* x, const float* wt, const float* bias, float* y,
-                                float* xpad);
+void forward_direct(const Conv2dShape& sh, const float* x, const float* wt, const float* bias, float* y, float* xpad,
+                    bool w512);
 DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, const float* x, const float* dy, float* dw,
-                                                     float* db, float* dyt);
+                                                     float* db, float* dyt, bool w512);
 
 // ---- col_gemm.cpp ----
 DLB_AVX512_T void im2col_s1_avx512(const Conv2dShape& sh, const float* x, float* col);
@@ -142,6 +185,10 @@ void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, co
                                        float* db, std::vector<float>& ws);
 DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const float* x, const DyImage& dy_of,
                                                   float* dw, float* db, std::vector<float>& ws);
+void forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y, float* col,
+                 bool w512);
+void backward_filter_col(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw, float* db,
+                         std::vector<float>& ws, bool w512);
 
 // The pixel blocks of the col GEMMs' outputs: PQ pixels in vectors of 16, cut into near-equal blocks of
 // at most 6 vectors; f(p0, nv, last) per block (its first pixel, its vectors, the last one's lane mask).

@@ -304,16 +304,15 @@ DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float*
 #pragma GCC diagnostic pop
 #endif
 
-using SparseFilterFn = void (*)(const Conv2dShape&, const float*, int, const float*, const float*,
-                                const std::int32_t*, long, float*, float*);
-// The instance for the shape's C x R (those of first layers: RGB or grey, 3x3 or 5x5), S <= 8, or null:
-// the AVX-512 one for square 3x3 and 5x5 filters where DLB_CPU_ISA allows avx512, else AVX2.
-SparseFilterFn pool_grad_filter_sparse_for(const Conv2dShape& sh) {
-  if (sh.r == sh.s && (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3) && isa_allows(Isa::avx512)) {
-    if (sh.c == 3) return sh.r == 5 ? pool_grad_filter_sparse512<3, 5, 5> : pool_grad_filter_sparse512<3, 3, 3>;
-    return sh.r == 5 ? pool_grad_filter_sparse512<1, 5, 5> : pool_grad_filter_sparse512<1, 3, 3>;
-  }
-  if (sh.s > 8 || !isa_allows(Isa::avx2)) return nullptr;
+// The winners instances for the shape's C x R (those of first layers: RGB or grey, 3x3 or 5x5), or
+// null: AVX-512 for square filters, AVX2 for S <= 8 (algos.cpp says where each runs).
+SparseFilterFn pool_winners512(const Conv2dShape& sh) {
+  if (!(sh.r == sh.s && (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3))) return nullptr;
+  if (sh.c == 3) return sh.r == 5 ? pool_grad_filter_sparse512<3, 5, 5> : pool_grad_filter_sparse512<3, 3, 3>;
+  return sh.r == 5 ? pool_grad_filter_sparse512<1, 5, 5> : pool_grad_filter_sparse512<1, 3, 3>;
+}
+SparseFilterFn pool_winners_avx2(const Conv2dShape& sh) {
+  if (sh.s > 8) return nullptr;
   if (sh.c == 3 && sh.r == 5) return pool_grad_filter_sparse<3, 5>;
   if (sh.c == 3 && sh.r == 3) return pool_grad_filter_sparse<3, 3>;
   if (sh.c == 1 && sh.r == 5) return pool_grad_filter_sparse<1, 5>;
@@ -418,41 +417,26 @@ DLB_BF16_T __attribute__((noinline)) void forward_col_image_bf16(const float* co
 #pragma GCC diagnostic pop
 #endif
 
-// Its bf16 instance (pool_grad_rows_bf16), for the same shapes where DLB_CPU_ISA allows avx512_bf16.
-SparseFilterFn pool_grad_filter_sparse_bf16_for(const Conv2dShape& sh) {
-  if (!(sh.r == sh.s && (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3) && isa_allows(Isa::avx512_bf16)))
-    return nullptr;
+// Its bf16 instance (pool_grad_rows_bf16), for the same square filters.
+SparseFilterFn pool_winners_bf16(const Conv2dShape& sh) {
+  if (!(sh.r == sh.s && (sh.c == 3 || sh.c == 1) && (sh.r == 5 || sh.r == 3))) return nullptr;
   if (sh.c == 3) return sh.r == 5 ? pool_grad_filter_sparse512<3, 5, 5, true> : pool_grad_filter_sparse512<3, 3, 3, true>;
   return sh.r == 5 ? pool_grad_filter_sparse512<1, 5, 5, true> : pool_grad_filter_sparse512<1, 3, 3, true>;
 }
 }  // namespace detail
 #endif
 
-bool conv2d_relu_pool_fusable(const Conv2dShape& sh, int k) {
 #ifdef DLB_DIRECT_KERNELS
-  // (arg holds flat indices into the whole convolution output: int32)
-  return sh.valid() && k >= 1 && sh.p() >= k && sh.q() >= k && use_col_forward(sh) &&
-         (use_col_backward_filter(sh) || use_col_backward_filter_avx2(sh)) &&
-         double(sh.n) * sh.k * sh.p() * sh.q() < 2147483647.0;
-#else
-  (void)sh, (void)k;
-  return false;
-#endif
-}
-
-#ifdef DLB_DIRECT_KERNELS
-void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
-                              float* y, std::int32_t* arg) {
-  check_shape(sh);
-  if (!conv2d_relu_pool_fusable(sh, k))
-    throw std::invalid_argument("conv2d_forward_relu_pool: no fused kernel for " + sh.str());
+namespace detail {
+void relu_pool_forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k, float* y,
+                           std::int32_t* arg, bool w512) {
   const int K = sh.k, P = sh.p(), Q = sh.q(), T = sh.c * sh.r * sh.s;
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
   auto image = [&](int n) {
     thread_local std::vector<float> out_buf;  // one image's convolution output (400 KB for conv1: L2)
     float* col = ensure_aligned(thread_ws(), std::size_t(T) * PQ);
     float* out = ensure_aligned(out_buf, std::size_t(K) * PQ);
-    forward_col(sub_batch(sh, n, n + 1), x + n * xi, w, bias, out, col);
+    forward_col(sub_batch(sh, n, n + 1), x + n * xi, w, bias, out, col, w512);
     maxpool2d_relu_forward_image(out, y + n * yi, arg + n * yi, K, P, Q, k, std::int32_t(std::size_t(n) * K * PQ));
   };
   if (!parallel_conv(sh)) {
@@ -462,15 +446,11 @@ void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float
   parallel_tasks(sh.n, image);
 }
 
-void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
-                                      const std::int32_t* arg, float* dw, float* db) {
-  check_shape(sh);
-  if (!conv2d_relu_pool_fusable(sh, k))
-    throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
+void relu_pool_backward_filter(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
+                               const std::int32_t* arg, float* dw, float* db, SparseFilterFn sparse, bool col512) {
   const int K = sh.k, P = sh.p(), Q = sh.q();
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
-  // over the winners alone where an instance takes the shape, else the dense gradient image by image
-  const SparseFilterFn sparse = pool_grad_filter_sparse_for(sh);
+  // over the winners alone where `sparse` is given, else the dense gradient image by image
   backward_filter_tasks(sh, dw, db, thread_ws(),
                         [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>& ws) {
                           if (sparse) return sparse(s, x + i0 * xi, k, dy, y, arg, i0, pdw, pdb);
@@ -482,19 +462,12 @@ void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int
                                                           k, std::int32_t(img * K * PQ));
                             return static_cast<const float*>(dense);
                           };
-                          backward_filter_col(s, x + i0 * xi, dy_of, pdw, pdb, ws);
+                          backward_filter_col(s, x + i0 * xi, dy_of, pdw, pdb, ws, col512);
                         });
 }
 
-bool conv2d_relu_pool_bf16_fusable(const Conv2dShape& sh, int k) {
-  return conv2d_relu_pool_fusable(sh, k) && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 &&
-         sh.k % 4 == 0 && pool_grad_filter_sparse_bf16_for(sh) != nullptr;
-}
-
-bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
-                                   float* y, std::int32_t* arg, std::uint16_t* y16) {
-  check_shape(sh);
-  if (!conv2d_relu_pool_bf16_fusable(sh, k) || (y16 && sh.k % 16 != 0)) return false;
+void relu_pool_forward_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k, float* y,
+                            std::int32_t* arg, std::uint16_t* y16) {
   const int K = sh.k, P = sh.p(), Q = sh.q(), T = sh.c * sh.r * sh.s, T2 = (T + 1) / 2;
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, PQ = std::size_t(P) * Q, yi = std::size_t(K) * (P / k) * (Q / k);
   const std::size_t ldc = (PQ + 15) / 16 * 16;
@@ -520,41 +493,66 @@ bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const 
   } else {
     parallel_tasks(sh.n, image);
   }
-  return true;
+}
+
+}  // namespace detail
+#endif
+
+// ---- the entry points: the table's row for the shape (algos.cpp), or the one asked for ----
+namespace {
+ConvCall relu_pool_call(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k) {
+  ConvCall c;
+  c.sh = sh, c.x = x, c.w = w, c.bias = bias, c.pool_k = k;
+  return c;
+}
+}  // namespace
+
+bool conv2d_relu_pool_fusable(const Conv2dShape& sh, int k) {
+  return choose(sh, ConvDir::relu_pool_forward, isa_active(), k) != Algo::auto_;
+}
+
+void conv2d_forward_relu_pool(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
+                              float* y, std::int32_t* arg, Algo algo) {
+  check_shape(sh);
+  const AlgoRow* row = resolve(algo, sh, ConvDir::relu_pool_forward, k);
+  if (!row) throw std::invalid_argument("conv2d_forward_relu_pool: no fused kernel for " + sh.str());
+  ConvCall c = relu_pool_call(sh, x, w, bias, k);
+  c.out = y, c.out_arg = arg;
+  row->run(c);
+}
+
+void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float* x, int k, const float* dy, const float* y,
+                                      const std::int32_t* arg, float* dw, float* db, Algo algo) {
+  check_shape(sh);
+  const AlgoRow* row = resolve(algo, sh, ConvDir::relu_pool_backward_filter, k);
+  if (!row) throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
+  ConvCall c = relu_pool_call(sh, x, nullptr, nullptr, k);
+  c.dy = dy, c.y = y, c.arg = arg, c.out = dw, c.db = db;
+  row->run(c);
+}
+
+bool conv2d_relu_pool_bf16_fusable(const Conv2dShape& sh, int k) {
+  return choose(sh, ConvDir::relu_pool_forward_bf16, isa_active(), k) != Algo::auto_;
+}
+
+bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* bias, int k,
+                                   float* y, std::int32_t* arg, std::uint16_t* y16, Algo algo) {
+  check_shape(sh);
+  const AlgoRow* row = resolve(algo, sh, ConvDir::relu_pool_forward_bf16, k);
+  if (!row || (y16 && sh.k % 16 != 0)) return false;
+  ConvCall c = relu_pool_call(sh, x, w, bias, k);
+  c.out = y, c.out_arg = arg, c.y16 = y16;
+  return row->run(c);
 }
 
 bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float* x, int k, const float* dy,
-                                           const float* y, const std::int32_t* arg, float* dw, float* db) {
+                                           const float* y, const std::int32_t* arg, float* dw, float* db, Algo algo) {
   check_shape(sh);
-  const SparseFilterFn sparse = conv2d_relu_pool_fusable(sh, k) ? pool_grad_filter_sparse_bf16_for(sh) : nullptr;
-  if (!sparse) return false;
-  const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w;
-  backward_filter_tasks(sh, dw, db, thread_ws(),
-                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>&) {
-                          sparse(s, x + i0 * xi, k, dy, y, arg, i0, pdw, pdb);
-                        });
-  return true;
+  const AlgoRow* row = resolve(algo, sh, ConvDir::relu_pool_backward_filter_bf16, k);
+  if (!row) return false;
+  ConvCall c = relu_pool_call(sh, x, nullptr, nullptr, k);
+  c.dy = dy, c.y = y, c.arg = arg, c.out = dw, c.db = db;
+  return row->run(c);
 }
-#else
-void conv2d_forward_relu_pool(const Conv2dShape& sh, const float*, const float*, const float*, int, float*,
-                              std::int32_t*) {
-  throw std::invalid_argument("conv2d_forward_relu_pool: no fused kernel for " + sh.str());
-}
-void conv2d_backward_filter_relu_pool(const Conv2dShape& sh, const float*, int, const float*, const float*,
-                                      const std::int32_t*, float*, float*) {
-  throw std::invalid_argument("conv2d_backward_filter_relu_pool: no fused kernel for " + sh.str());
-}
-bool conv2d_backward_filter_relu_pool_bf16(const Conv2dShape& sh, const float*, int, const float*, const float*,
-                                           const std::int32_t*, float*, float*) {
-  check_shape(sh);
-  return false;
-}
-bool conv2d_relu_pool_bf16_fusable(const Conv2dShape&, int) { return false; }
-bool conv2d_forward_relu_pool_bf16(const Conv2dShape& sh, const float*, const float*, const float*, int, float*,
-                                   std::int32_t*, std::uint16_t*) {
-  check_shape(sh);
-  return false;
-}
-#endif
 
 }  // namespace dlb::cpu

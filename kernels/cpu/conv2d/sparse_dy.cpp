@@ -24,10 +24,7 @@ namespace detail {
 // GEMM (within rounding); a zero dy element is skipped, not multiplied (0 x inf is not made NaN).
 constexpr double kSparseDyMaxDensity = 0.3;  // nonzero fraction of dy up to which this path runs
 
-bool sparse_dy_shape(const Conv2dShape& sh) {
-  return sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0 && sh.c % 16 == 0 &&
-         isa_allows(Isa::avx512);
-}
+// (Where it runs: algos.cpp, sparse_fits: stride 1, no padding, C a multiple of 16, AVX-512.)
 
 // acc[t][c0 .. c0 + 16 CV) += g * xt at tap t's offset from the nonzero's pixel, taps [t0, t0 + RB).
 template <int CV, int RB>
@@ -299,8 +296,6 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
 template <bool BF>
 bool backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw, float* db,
                         float* dx) {
-  check_shape(sh);
-  if (!conv2d_backward_sparse_dy_shape(sh, BF)) return false;
   const std::size_t ny = sh.y_size();
   std::size_t nz = 0;
   for (std::size_t i = 0; i < ny; ++i) nz += dy[i] != 0.f;
@@ -322,30 +317,37 @@ bool backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, c
                         });
   return true;
 }
+
+bool sparse_dy_run(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw, float* db,
+                   float* dx, bool bf16) {
+  return bf16 ? backward_sparse_dy<true>(sh, x, w, dy, dw, db, dx) : backward_sparse_dy<false>(sh, x, w, dy, dw, db, dx);
+}
 }  // namespace detail
+#endif
 
 bool conv2d_backward_sparse_dy_shape(const Conv2dShape& sh, bool bf16) {
-  return sh.valid() && sparse_dy_shape(sh) && (!bf16 || isa_allows(Isa::avx512_bf16));
+  return choose(sh, bf16 ? ConvDir::sparse_dy_bf16 : ConvDir::sparse_dy, isa_active()) != Algo::auto_;
 }
+
+namespace {
+bool sparse_dy_entry(ConvDir dir, Algo algo, const Conv2dShape& sh, const float* x, const float* w, const float* dy,
+                     float* dw, float* db, float* dx) {
+  check_shape(sh);
+  const AlgoRow* row = resolve(algo, sh, dir, 0);
+  if (!row) return false;
+  ConvCall c;
+  c.sh = sh, c.x = x, c.w = w, c.dy = dy, c.out = dw, c.db = db, c.dx = dx;
+  return row->run(c);
+}
+}  // namespace
+
 bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
-                               float* db, float* dx) {
-  return backward_sparse_dy<false>(sh, x, w, dy, dw, db, dx);
+                               float* db, float* dx, Algo algo) {
+  return sparse_dy_entry(ConvDir::sparse_dy, algo, sh, x, w, dy, dw, db, dx);
 }
 bool conv2d_backward_sparse_dy_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw,
-                                    float* db, float* dx) {
-  return backward_sparse_dy<true>(sh, x, w, dy, dw, db, dx);
+                                    float* db, float* dx, Algo algo) {
+  return sparse_dy_entry(ConvDir::sparse_dy_bf16, algo, sh, x, w, dy, dw, db, dx);
 }
-#else
-bool conv2d_backward_sparse_dy_shape(const Conv2dShape&, bool) { return false; }
-bool conv2d_backward_sparse_dy(const Conv2dShape& sh, const float*, const float*, const float*, float*, float*, float*) {
-  check_shape(sh);
-  return false;
-}
-bool conv2d_backward_sparse_dy_bf16(const Conv2dShape& sh, const float*, const float*, const float*, float*, float*,
-                                    float*) {
-  check_shape(sh);
-  return false;
-}
-#endif
 
 }  // namespace dlb::cpu

@@ -64,62 +64,86 @@ const float* filters_for_call(FilterCopy& fc, std::uint64_t call, std::size_t n,
   return fc.p;
 }
 
-void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
-                           std::vector<float>& ws) {
-  check_shape(sh);
-  bool crsk = false;  // the direct kernel, on filters in CRSK order (filters_for_call)
+namespace {
+// w laid out as `f` says into dst (w_size() floats); nothing for Filters::kcrs (the rows read w).
+void lay_out_filters(Filters f, const Conv2dShape& sh, const float* w, float* dst) {
+  switch (f) {
+    case Filters::kcrs: return;
+    case Filters::rot_kcrs: return rotate_filters(sh, w, dst);
 #ifdef DLB_DIRECT_KERNELS
-  crsk = !use_col_forward(sh) && use_direct_forward(sh);
+    case Filters::crsk: return filters_to_crsk(sh, w, dst);
+    case Filters::rot_crsk: return rotate_filters_crsk(sh, w, dst);
+    case Filters::rot_cols16: return rotate_filters_cols16(sh, w, dst);
+    case Filters::rot_cols8: return rotate_filters_cols_avx2(sh, w, dst);
+#else
+    default: return;
 #endif
+  }
+}
+// The direct and cols kernels' filter layouts: a task per image (their work per image is large).
+bool per_image_tasks(Filters f) { return f == Filters::crsk || f == Filters::rot_crsk || f == Filters::rot_cols16 || f == Filters::rot_cols8; }
+}  // namespace
+
+void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
+                           std::vector<float>& ws, Algo algo) {
+  check_shape(sh);
+  const AlgoRow& row = *resolve(algo, sh, ConvDir::forward, 0);
   const std::uint64_t call = ++g_filter_calls;
-  auto filters = [&]() -> const float* {
+  auto filters = [&]() -> const float* {  // the row's filter layout (filters_for_call), null for KCRS
     thread_local FilterCopy fc;
-    return crsk ? filters_for_call(fc, call, sh.w_size(), [&](float* f) { filters_to_crsk(sh, w, f); }) : nullptr;
+    if (row.filters == Filters::kcrs) return nullptr;
+    return filters_for_call(fc, call, sh.w_size(), [&](float* f) { lay_out_filters(row.filters, sh, w, f); });
   };
-  if (!parallel_conv(sh)) return forward_serial(sh, x, w, bias, y, ws, filters());
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
-  const int per = crsk ? 1 : task_images(sh, sh), tasks = (sh.n + per - 1) / per;
+  auto run = [&](const Conv2dShape& s, long i0, std::vector<float>& tws) {
+    ConvCall c;
+    c.sh = s, c.x = x + i0 * xi, c.w = w, c.bias = bias, c.out = y + i0 * yi, c.wt = filters(), c.ws = &tws;
+    row.run(c);
+  };
+  if (!parallel_conv(sh)) return run(sh, 0, ws);
+  const int per = per_image_tasks(row.filters) ? 1 : task_images(sh, sh), tasks = (sh.n + per - 1) / per;
   parallel_tasks(tasks, [&](int t) {
     const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
-    forward_serial(sub_batch(sh, i0, i1), x + i0 * xi, w, bias, y + i0 * yi, thread_ws(), filters());
+    run(sub_batch(sh, i0, i1), i0, thread_ws());
   });
 }
 
 void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
-                                 std::vector<float>& ws) {
+                                 std::vector<float>& ws, Algo algo) {
   check_shape(sh);
-  const bool rot = backward_data_as_forward(sh);
-  bool crsk = false;
-#ifdef DLB_DIRECT_KERNELS
-  crsk = rot && use_direct_forward(rotated_shape(sh), true);
-#endif
+  const AlgoRow& row = *resolve(algo, sh, ConvDir::backward_data, 0);
   const std::uint64_t call = ++g_filter_calls;
-  auto filters = [&]() -> const float* {  // the rotated filters (filters_for_call), null when !rot
+  auto filters = [&]() -> const float* {  // the rotated filters (filters_for_call), null for KCRS
     thread_local FilterCopy fc;
-    if (!rot) return nullptr;
-    return filters_for_call(fc, call, sh.w_size(), [&](float* f) {
-      if (crsk && use_cols_backward_data(sh)) rotate_filters_cols(sh, w, f);
-      else if (crsk) rotate_filters_crsk(sh, w, f);
-      else rotate_filters(sh, w, f);
-    });
+    if (row.filters == Filters::kcrs) return nullptr;
+    return filters_for_call(fc, call, sh.w_size(), [&](float* f) { lay_out_filters(row.filters, sh, w, f); });
   };
-  if (!parallel_conv(sh)) return backward_data_serial(sh, dy, w, dx, ws, filters(), crsk);
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
-  const int per = crsk ? 1 : task_images(sh, rot ? rotated_shape(sh) : sh), tasks = (sh.n + per - 1) / per;
+  auto run = [&](const Conv2dShape& s, long i0, std::vector<float>& tws) {
+    ConvCall c;
+    c.sh = s, c.dy = dy + i0 * yi, c.w = w, c.out = dx + i0 * xi, c.wt = filters(), c.ws = &tws;
+    row.run(c);
+  };
+  if (!parallel_conv(sh)) return run(sh, 0, ws);
+  const bool rot = row.filters != Filters::kcrs;
+  const int per = per_image_tasks(row.filters) ? 1 : task_images(sh, rot ? rotated_shape(sh) : sh),
+            tasks = (sh.n + per - 1) / per;
   parallel_tasks(tasks, [&](int t) {
     const long i0 = long(t) * per, i1 = std::min<long>(sh.n, i0 + per);
-    backward_data_serial(sub_batch(sh, i0, i1), dy + i0 * yi, w, dx + i0 * xi, thread_ws(), filters(), crsk);
+    run(sub_batch(sh, i0, i1), i0, thread_ws());
   });
 }
 
-
 void conv2d_backward_filter_im2col(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
-                                   std::vector<float>& ws) {
+                                   std::vector<float>& ws, Algo algo) {
   check_shape(sh);
+  const AlgoRow& row = *resolve(algo, sh, ConvDir::backward_filter, 0);
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   backward_filter_tasks(sh, dw, db, ws,
-                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>& w) {
-                          backward_filter_serial(s, x + i0 * xi, dy + i0 * yi, pdw, pdb, w);
+                        [&](const Conv2dShape& s, long i0, float* pdw, float* pdb, std::vector<float>& tws) {
+                          ConvCall c;
+                          c.sh = s, c.x = x + i0 * xi, c.dy = dy + i0 * yi, c.out = pdw, c.db = pdb, c.ws = &tws;
+                          row.run(c);
                         });
 }
 
