@@ -83,6 +83,11 @@ Algo choose(const Conv2dShape& sh, ConvDir dir, Isa isa, int pool_k = 0);
 void conv2d_forward_direct(const Conv2dShape& sh, const float* x, const float* w, const float* bias, double* y);
 void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const float* w, double* dx);
 void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, double* dw, double* db);
+// The same over fp64 inputs (the models' grad checks); dw and db added to when `accumulate`.
+void conv2d_forward_direct(const Conv2dShape& sh, const double* x, const double* w, const double* bias, double* y);
+void conv2d_backward_data_direct(const Conv2dShape& sh, const double* dy, const double* w, double* dx);
+void conv2d_backward_filter_direct(const Conv2dShape& sh, const double* x, const double* dy, double* dw, double* db,
+                                   bool accumulate);
 
 // One element of each reference (fp64, no bias), for sampled checks of shapes too big for the full
 // loops: idx indexes y (forward), dx (backward-data) or dw (backward-filter).

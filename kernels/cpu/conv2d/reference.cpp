@@ -29,7 +29,9 @@ using detail::check_shape;
 // Single elements, in gather form: output index `idx` (NCHW / NCHW / KCRS order) in fp64. The
 // backward ones gather what the scatter-form references below add up, so a sampled check computes its
 // reference a second, independent way.
-double conv2d_forward_direct_at(const Conv2dShape& sh, const float* x, const float* w, std::size_t idx) {
+namespace {
+template <class T>
+double forward_at(const Conv2dShape& sh, const T* x, const T* w, std::size_t idx) {
   const int P = sh.p(), Q = sh.q();
   const int q = int(idx % Q), p = int(idx / Q % P), k = int(idx / (std::size_t(P) * Q) % sh.k);
   const int n = int(idx / (std::size_t(P) * Q * sh.k));
@@ -48,7 +50,8 @@ double conv2d_forward_direct_at(const Conv2dShape& sh, const float* x, const flo
   return acc;
 }
 
-double conv2d_backward_data_direct_at(const Conv2dShape& sh, const float* dy, const float* w, std::size_t idx) {
+template <class T>
+double backward_data_at(const Conv2dShape& sh, const T* dy, const T* w, std::size_t idx) {
   const int P = sh.p(), Q = sh.q();
   const int iw = int(idx % sh.w), ih = int(idx / sh.w % sh.h), c = int(idx / (std::size_t(sh.h) * sh.w) % sh.c);
   const int n = int(idx / (std::size_t(sh.h) * sh.w * sh.c));
@@ -71,7 +74,8 @@ double conv2d_backward_data_direct_at(const Conv2dShape& sh, const float* dy, co
   return acc;
 }
 
-double conv2d_backward_filter_direct_at(const Conv2dShape& sh, const float* x, const float* dy, std::size_t idx) {
+template <class T>
+double backward_filter_at(const Conv2dShape& sh, const T* x, const T* dy, std::size_t idx) {
   const int P = sh.p(), Q = sh.q();
   const int s = int(idx % sh.s), r = int(idx / sh.s % sh.r), c = int(idx / (std::size_t(sh.r) * sh.s) % sh.c);
   const int k = int(idx / (std::size_t(sh.r) * sh.s * sh.c));
@@ -90,14 +94,16 @@ double conv2d_backward_filter_direct_at(const Conv2dShape& sh, const float* x, c
   return acc;
 }
 
-void conv2d_forward_direct(const Conv2dShape& sh, const float* x, const float* w, const float* bias, double* y) {
+template <class T>
+void forward(const Conv2dShape& sh, const T* x, const T* w, const T* bias, double* y) {
   check_shape(sh);
   const std::size_t PQ = std::size_t(sh.p()) * sh.q();
   for (std::size_t i = 0; i < sh.y_size(); ++i)
-    y[i] = conv2d_forward_direct_at(sh, x, w, i) + (bias ? bias[i / PQ % sh.k] : 0.0);
+    y[i] = forward_at(sh, x, w, i) + (bias ? bias[i / PQ % sh.k] : 0.0);
 }
 
-void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const float* w, double* dx) {
+template <class T>
+void backward_data(const Conv2dShape& sh, const T* dy, const T* w, double* dx) {
   check_shape(sh);
   const int P = sh.p(), Q = sh.q();
   std::fill(dx, dx + sh.x_size(), 0.0);
@@ -120,11 +126,14 @@ void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const f
         }
 }
 
-void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, double* dw, double* db) {
+template <class T>
+void backward_filter(const Conv2dShape& sh, const T* x, const T* dy, double* dw, double* db, bool accumulate) {
   check_shape(sh);
   const int P = sh.p(), Q = sh.q();
-  std::fill(dw, dw + sh.w_size(), 0.0);
-  if (db) std::fill(db, db + sh.k, 0.0);
+  if (!accumulate) {
+    std::fill(dw, dw + sh.w_size(), 0.0);
+    if (db) std::fill(db, db + sh.k, 0.0);
+  }
   for (int n = 0; n < sh.n; ++n)
     for (int k = 0; k < sh.k; ++k)
       for (int p = 0; p < P; ++p)
@@ -144,5 +153,36 @@ void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const 
             }
         }
 }
+}  // namespace
+
+double conv2d_forward_direct_at(const Conv2dShape& sh, const float* x, const float* w, std::size_t idx) {
+  return forward_at(sh, x, w, idx);
+}
+double conv2d_backward_data_direct_at(const Conv2dShape& sh, const float* dy, const float* w, std::size_t idx) {
+  return backward_data_at(sh, dy, w, idx);
+}
+double conv2d_backward_filter_direct_at(const Conv2dShape& sh, const float* x, const float* dy, std::size_t idx) {
+  return backward_filter_at(sh, x, dy, idx);
+}
+void conv2d_forward_direct(const Conv2dShape& sh, const float* x, const float* w, const float* bias, double* y) {
+  forward(sh, x, w, bias, y);
+}
+void conv2d_forward_direct(const Conv2dShape& sh, const double* x, const double* w, const double* bias, double* y) {
+  forward(sh, x, w, bias, y);
+}
+void conv2d_backward_data_direct(const Conv2dShape& sh, const float* dy, const float* w, double* dx) {
+  backward_data(sh, dy, w, dx);
+}
+void conv2d_backward_data_direct(const Conv2dShape& sh, const double* dy, const double* w, double* dx) {
+  backward_data(sh, dy, w, dx);
+}
+void conv2d_backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, double* dw, double* db) {
+  backward_filter(sh, x, dy, dw, db, false);
+}
+void conv2d_backward_filter_direct(const Conv2dShape& sh, const double* x, const double* dy, double* dw, double* db,
+                                   bool accumulate) {
+  backward_filter(sh, x, dy, dw, db, accumulate);
+}
+
 }  // namespace cpu
 }  // namespace dlb
