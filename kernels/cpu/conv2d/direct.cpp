@@ -1,5 +1,6 @@
 // Direct AVX2 / AVX-512 kernels: forward and backward-filter for few output channels.
 #include "kernels/cpu/conv2d/internal.h"
+#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 
@@ -28,205 +29,27 @@ void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt) {
     for (int k = 0; k < K; ++k) wt[i * K + k] = w[k * CRS + i];
 }
 
-// NP output pixels (a run of one row) x 8*NV output channels, summed over every c, s and the taps
-// r in [r0, r1) (the others read zero padding). x: the (padded) image at (row p, column q0), rows
-// of `ld` floats, planes of `plane`; wt: the CRSK filters at channel k0; out[NP][8*NV].
-template <int NP, int NV>
-DLB_AVX2_FMA_INLINE void forward_direct_block(const float* x, std::size_t plane, int ld, int r0, int r1, const float* wt,
-                                              const Conv2dShape& sh, float* out) {
-  static_assert(NP >= 1 && NP <= 6 && (NV == 1 || NV == 2), "block: up to 6 pixels x 16 channels");
-  // Named accumulators, not an array: GCC keeps an array of vectors on the stack here (a store
-  // after every FMA pair, at half the speed).
-  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
-  __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-  const int K = sh.k, S = sh.s, C = sh.c, nr = r1 - r0;
-  const std::size_t wc = std::size_t(sh.r) * S * K;  // filter floats per input channel
-  x += std::size_t(r0) * ld;
-  wt += std::size_t(r0) * S * K;
-  for (int c = 0; c < C; ++c, x += plane, wt += wc) {
-    const float* xr = x;
-    const float* wr = wt;
-    for (int r = 0; r < nr; ++r, xr += ld, wr += S * K)
-      for (int s = 0; s < S; ++s) {
-        const __m256 f0 = _mm256_loadu_ps(wr + s * K);
-        const __m256 f1 = NV > 1 ? _mm256_loadu_ps(wr + s * K + 8) : f0;
-#define DLB_FMA_PIXEL(i)                                        \
-  if constexpr (NP > i) {                                       \
-    const __m256 xb = _mm256_broadcast_ss(xr + i + s);          \
-    a##i##0 = _mm256_fmadd_ps(f0, xb, a##i##0);                 \
-    if constexpr (NV > 1) a##i##1 = _mm256_fmadd_ps(f1, xb, a##i##1); \
-  }
-        DLB_FMA_PIXEL(0) DLB_FMA_PIXEL(1) DLB_FMA_PIXEL(2) DLB_FMA_PIXEL(3) DLB_FMA_PIXEL(4) DLB_FMA_PIXEL(5)
-#undef DLB_FMA_PIXEL
-      }
-  }
-  const __m256 acc[6][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}, {a50, a51}};
-  for (int i = 0; i < NP; ++i)
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + i * 8 * NV + 8 * v, acc[i][v]);
-}
-
-template <int NV>
-DLB_AVX2_FMA_INLINE void forward_direct_run(int np, const float* x, std::size_t plane, int ld, int r0, int r1,
-                                     const float* wt, const Conv2dShape& sh, float* out) {
-  switch (np) {
-    case 1: return forward_direct_block<1, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 2: return forward_direct_block<2, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 3: return forward_direct_block<3, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 4: return forward_direct_block<4, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 5: return forward_direct_block<5, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    default: return forward_direct_block<6, NV>(x, plane, ld, r0, r1, wt, sh, out);
-  }
-}
-
-// conv2d_forward_direct_avx2: images of `sh`, filters already in CRSK order (wt), y NCHW (+ bias).
-// With padding, each image is first copied into a zero-bordered buffer (xpad, (h+2ph)*(w+2pw)*c
-// floats); taps whose rows fall wholly in the border are skipped (a transposed conv's "full"
-// padding would otherwise double the flops).
-DLB_AVX2_FMA void conv2d_forward_direct_avx2(const Conv2dShape& sh, const float* x, const float* wt, const float* bias,
-                                            float* y, float* xpad) {
-  const int K = sh.k, P = sh.p(), Q = sh.q(), ph = sh.pad_h, pw = sh.pad_w;
-  const int Hp = sh.h + 2 * ph, Wp = sh.w + 2 * pw;
-  const std::size_t PQ = std::size_t(P) * Q, xi = std::size_t(sh.c) * sh.h * sh.w, plane = std::size_t(Hp) * Wp;
-  const bool padded = ph > 0 || pw > 0;
-  alignas(32) float out[6 * 16];
-  for (int n = 0; n < sh.n; ++n) {
-    const float* xn = x + n * xi;
-    if (padded) {
-      std::fill(xpad, xpad + plane * sh.c, 0.f);
-      for (int c = 0; c < sh.c; ++c)
-        for (int h = 0; h < sh.h; ++h)
-          std::copy(xn + (std::size_t(c) * sh.h + h) * sh.w, xn + (std::size_t(c) * sh.h + h + 1) * sh.w,
-                    xpad + c * plane + std::size_t(h + ph) * Wp + pw);
-      xn = xpad;
-    }
-    for (int k0 = 0; k0 < K; k0 += 16) {
-      const int nk = std::min(16, K - k0);
-      for (int p = 0; p < P; ++p) {
-        const int r0 = std::max(0, ph - p), r1 = std::min(sh.r, ph + sh.h - p);  // rows inside the image
-        for (int q0 = 0; q0 < Q; q0 += 6) {
-          const int np = std::min(6, Q - q0);
-          const float* xb = xn + std::size_t(p) * Wp + q0;
-          if (nk == 16) forward_direct_run<2>(np, xb, plane, Wp, r0, r1, wt + k0, sh, out);
-          else forward_direct_run<1>(np, xb, plane, Wp, r0, r1, wt + k0, sh, out);
-          float* yb = y + (std::size_t(n) * K + k0) * PQ + std::size_t(p) * Q + q0;
-          for (int k = 0; k < nk; ++k) {
-            const float b = bias ? bias[k0 + k] : 0.f;
-            for (int i = 0; i < np; ++i) yb[k * PQ + i] = out[i * nk + k] + b;
-          }
-        }
-      }
-    }
-  }
-}
-
-// ---- the forward direct kernel in AVX-512: 16 output channels per zmm, runs of up to 12 pixels.
-// Napkin math (per tap, NV = 1, 10 pixels as conv2's rows): 1 filter load + 10 broadcasts for 10
-// FMAs of 16 lanes (320 flops) against AVX2's 8 loads for 12 FMAs of 8 lanes (192 flops). NV = 2
-// (32 channels: backward-data run as a forward conv with K = 128) shares each broadcast over 2 FMAs.
-// Used when K is a multiple of 16 and DLB_CPU_ISA allows avx512; A/B against the AVX2 kernel in
-// the conv suite with DLB_CPU_ISA=avx2.
-
-template <int NP, int NV>
-DLB_AVX512_INLINE void forward_direct_block512(const float* x, std::size_t plane, int ld, int r0, int r1,
-                                               const float* wt, const Conv2dShape& sh, float* out) {
-  static_assert(NP >= 1 && NP <= 12 && (NV == 1 || NV == 2), "block: up to 12 pixels x 32 channels");
-  // Named accumulators (see forward_direct_block): 12 pixels x 2 vectors, 24 of the 32 zmm.
-  __m512 a0_0 = _mm512_setzero_ps(), a0_1 = a0_0, a1_0 = a0_0, a1_1 = a0_0, a2_0 = a0_0, a2_1 = a0_0;
-  __m512 a3_0 = a0_0, a3_1 = a0_0, a4_0 = a0_0, a4_1 = a0_0, a5_0 = a0_0, a5_1 = a0_0;
-  __m512 a6_0 = a0_0, a6_1 = a0_0, a7_0 = a0_0, a7_1 = a0_0, a8_0 = a0_0, a8_1 = a0_0;
-  __m512 a9_0 = a0_0, a9_1 = a0_0, a10_0 = a0_0, a10_1 = a0_0, a11_0 = a0_0, a11_1 = a0_0;
-  const int K = sh.k, S = sh.s, C = sh.c, nr = r1 - r0;
-  const std::size_t wc = std::size_t(sh.r) * S * K;
-  x += std::size_t(r0) * ld;
-  wt += std::size_t(r0) * S * K;
-  for (int c = 0; c < C; ++c, x += plane, wt += wc) {
-    const float* xr = x;
-    const float* wr = wt;
-    for (int r = 0; r < nr; ++r, xr += ld, wr += S * K)
-      for (int s = 0; s < S; ++s) {
-        const __m512 f0 = _mm512_loadu_ps(wr + s * K);
-        const __m512 f1 = NV > 1 ? _mm512_loadu_ps(wr + s * K + 16) : f0;
-#define DLB_FMA512(i)                                                  \
-  if constexpr (NP > i) {                                              \
-    const __m512 xb = _mm512_set1_ps(xr[i + s]);                       \
-    a##i##_0 = _mm512_fmadd_ps(f0, xb, a##i##_0);                      \
-    if constexpr (NV > 1) a##i##_1 = _mm512_fmadd_ps(f1, xb, a##i##_1); \
-  }
-        DLB_FMA512(0) DLB_FMA512(1) DLB_FMA512(2) DLB_FMA512(3) DLB_FMA512(4) DLB_FMA512(5)
-        DLB_FMA512(6) DLB_FMA512(7) DLB_FMA512(8) DLB_FMA512(9) DLB_FMA512(10) DLB_FMA512(11)
-#undef DLB_FMA512
-      }
-  }
-  const __m512 acc[12][2] = {{a0_0, a0_1}, {a1_0, a1_1}, {a2_0, a2_1},   {a3_0, a3_1},   {a4_0, a4_1},   {a5_0, a5_1},
-                             {a6_0, a6_1}, {a7_0, a7_1}, {a8_0, a8_1},   {a9_0, a9_1},   {a10_0, a10_1}, {a11_0, a11_1}};
-  for (int i = 0; i < NP; ++i)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + i * 16 * NV + 16 * v, acc[i][v]);
-}
-
-template <int NV>
-DLB_AVX512_INLINE void forward_direct_run512(int np, const float* x, std::size_t plane, int ld, int r0, int r1,
-                                             const float* wt, const Conv2dShape& sh, float* out) {
-  switch (np) {
-    case 1: return forward_direct_block512<1, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 2: return forward_direct_block512<2, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 3: return forward_direct_block512<3, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 4: return forward_direct_block512<4, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 5: return forward_direct_block512<5, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 6: return forward_direct_block512<6, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 7: return forward_direct_block512<7, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 8: return forward_direct_block512<8, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 9: return forward_direct_block512<9, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 10: return forward_direct_block512<10, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    case 11: return forward_direct_block512<11, NV>(x, plane, ld, r0, r1, wt, sh, out);
-    default: return forward_direct_block512<12, NV>(x, plane, ld, r0, r1, wt, sh, out);
-  }
-}
-
-// conv2d_forward_direct_avx512: as conv2d_forward_direct_avx2, K a multiple of 16.
-DLB_AVX512_T void conv2d_forward_direct_avx512(const Conv2dShape& sh, const float* x, const float* wt,
-                                               const float* bias, float* y, float* xpad) {
-  const int K = sh.k, P = sh.p(), Q = sh.q(), ph = sh.pad_h, pw = sh.pad_w;
-  const int Hp = sh.h + 2 * ph, Wp = sh.w + 2 * pw;
-  const std::size_t PQ = std::size_t(P) * Q, xi = std::size_t(sh.c) * sh.h * sh.w, plane = std::size_t(Hp) * Wp;
-  const bool padded = ph > 0 || pw > 0;
-  const int runs = (Q + 11) / 12, run = (Q + runs - 1) / runs;  // a row in near-equal runs of <= 12
-  alignas(64) float out[12 * 32];
-  for (int n = 0; n < sh.n; ++n) {
-    const float* xn = x + n * xi;
-    if (padded) {
-      std::fill(xpad, xpad + plane * sh.c, 0.f);
-      for (int c = 0; c < sh.c; ++c)
-        for (int h = 0; h < sh.h; ++h)
-          std::copy(xn + (std::size_t(c) * sh.h + h) * sh.w, xn + (std::size_t(c) * sh.h + h + 1) * sh.w,
-                    xpad + c * plane + std::size_t(h + ph) * Wp + pw);
-      xn = xpad;
-    }
-    for (int k0 = 0; k0 < K;) {
-      const int nk = K - k0 >= 32 ? 32 : 16;
-      for (int p = 0; p < P; ++p) {
-        const int r0 = std::max(0, ph - p), r1 = std::min(sh.r, ph + sh.h - p);
-        for (int q0 = 0; q0 < Q; q0 += run) {
-          const int np = std::min(run, Q - q0);
-          const float* xb = xn + std::size_t(p) * Wp + q0;
-          if (nk == 32) forward_direct_run512<2>(np, xb, plane, Wp, r0, r1, wt + k0, sh, out);
-          else forward_direct_run512<1>(np, xb, plane, Wp, r0, r1, wt + k0, sh, out);
-          float* yb = y + (std::size_t(n) * K + k0) * PQ + std::size_t(p) * Q + q0;
-          for (int k = 0; k < nk; ++k) {
-            const float b = bias ? bias[k0 + k] : 0.f;
-            for (int i = 0; i < np; ++i) yb[k * PQ + i] = out[i * nk + k] + b;
-          }
-        }
-      }
-      k0 += nk;
-    }
-  }
-}
+// The forward kernel, once per ISA from one body (direct_forward.inc over simd.h's widths).
+}  // namespace detail
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")  // = DLB_TARGET_AVX2
+namespace detail::avx2 {
+#include "kernels/cpu/conv2d/direct_forward.inc"
+}  // namespace detail::avx2
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,fma")  // = DLB_TARGET_AVX512
+namespace detail::avx512 {
+#include "kernels/cpu/conv2d/direct_forward.inc"
+}  // namespace detail::avx512
+#pragma GCC pop_options
+namespace detail {
 
 // The forward direct kernel: AVX-512 (K % 16 == 0) or AVX2.
 void forward_direct(const Conv2dShape& sh, const float* x, const float* wt, const float* bias, float* y, float* xpad,
                     bool w512) {
-  if (w512) return conv2d_forward_direct_avx512(sh, x, wt, bias, y, xpad);
-  conv2d_forward_direct_avx2(sh, x, wt, bias, y, xpad);
+  if (w512) return avx512::forward_direct<simd::Avx512>(sh, x, wt, bias, y, xpad);
+  avx2::forward_direct<simd::Avx2>(sh, x, wt, bias, y, xpad);
 }
 
 // dW for one (c, r) and NS taps s0 .. s0+NS-1, 8*NV output channels, summed over the images and
