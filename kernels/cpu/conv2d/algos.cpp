@@ -30,10 +30,10 @@ bool direct_fits(const Conv2dShape& sh, Isa isa) {
 }
 
 // The direct forward kernel also takes padding, and with AVX-512 (DLB_CPU_ISA permitting) K above
-// kDirectMaxK when K is a multiple of 16: 32 channels x 12 pixels per block. Measured on the
-// lecture's conv1 (K = 128, C = 3): the im2col GEMM is only 75 deep there. any_k: every K (the
-// backward-data of a conv with few output channels, run as a forward conv with rotated filters and
-// "full" padding: ~50 GFLOP/s of useful work against ~38 for im2col there).
+// kDirectMaxK when K is a multiple of 16: 32 channels x 12 pixels per block (the lecture's conv1,
+// K = 128, C = 3: the im2col GEMM is only 75 deep there). any_k: every K (the backward-data of a
+// conv with few output channels, run as a forward conv with rotated filters and "full" padding).
+// (Measurements: docs/notes/2026-11-25-conv-cpu.md.)
 bool direct_forward_fits(const Conv2dShape& sh, Isa isa, bool any_k) {
   const bool wide_k = sh.k % 16 == 0 && at(isa, Isa::avx512);
   return unit_stride(sh) && sh.k % 8 == 0 && (any_k || sh.k <= kDirectMaxK || wide_k) && crs(sh) >= 64 &&
@@ -109,7 +109,9 @@ bool sparse_fits(const Conv2dShape& sh, Isa isa, bool bf16) {
 
 std::vector<float>& ws_of(const ConvCall& c) { return *c.ws; }
 bool run_fwd_im2col(const ConvCall& c) { return forward_im2col_gemm(c.sh, c.x, c.w, c.bias, c.out, ws_of(c)), true; }
-bool run_bwd_data_im2col(const ConvCall& c) { return backward_data_im2col_gemm(c.sh, c.dy, c.w, c.out, ws_of(c)), true; }
+bool run_bwd_data_im2col(const ConvCall& c) {
+  return backward_data_im2col_gemm(c.sh, c.dy, c.w, c.out, ws_of(c)), true;
+}
 bool run_bwd_data_rot_im2col(const ConvCall& c) {
   return forward_im2col_gemm(rotated_shape(c.sh), c.dy, c.wt, nullptr, c.out, ws_of(c)), true;
 }
@@ -231,7 +233,9 @@ const AlgoRow kAlgos[] = {
             },
             run_bwd_data_rot_col<true>, rot_kcrs),
     DLB_ROW(bwd_data_rot_col_avx2, backward_data,
-            [](const Conv2dShape& sh, Isa isa, int) { return as_forward(sh) && col_forward_fits(rotated_shape(sh), isa); },
+            [](const Conv2dShape& sh, Isa isa, int) {
+              return as_forward(sh) && col_forward_fits(rotated_shape(sh), isa);
+            },
             run_bwd_data_rot_col<false>, rot_kcrs),
 #endif
     DLB_ROW(bwd_data_rot_im2col, backward_data, [](const Conv2dShape& sh, Isa, int) { return as_forward(sh); },
@@ -239,9 +243,12 @@ const AlgoRow kAlgos[] = {
     DLB_ROW(bwd_data_im2col, backward_data, always, run_bwd_data_im2col, kcrs),
 #ifdef DLB_DIRECT_KERNELS
     DLB_ROW(bwd_filter_direct_avx512, backward_filter,
-            [](const Conv2dShape& sh, Isa isa, int) { return direct_fits(sh, isa) && sh.k % 16 == 0 && at(isa, Isa::avx512); },
+            [](const Conv2dShape& sh, Isa isa, int) {
+              return direct_fits(sh, isa) && sh.k % 16 == 0 && at(isa, Isa::avx512);
+            },
             run_bwd_filter_direct<true>, kcrs),
-    DLB_ROW(bwd_filter_direct_avx2, backward_filter, [](const Conv2dShape& sh, Isa isa, int) { return direct_fits(sh, isa); },
+    DLB_ROW(bwd_filter_direct_avx2, backward_filter,
+            [](const Conv2dShape& sh, Isa isa, int) { return direct_fits(sh, isa); },
             run_bwd_filter_direct<false>, kcrs),
     DLB_ROW(bwd_filter_col_avx512, backward_filter,
             [](const Conv2dShape& sh, Isa isa, int) { return col_backward_filter_fits(sh, isa, true); },
@@ -257,8 +264,10 @@ const AlgoRow kAlgos[] = {
             run_relu_pool_fwd<true>, kcrs),
     DLB_ROW(relu_pool_fwd_col_avx2, relu_pool_forward, fused_fits, run_relu_pool_fwd<false>, kcrs),
     // Over the pool's winners where an instance takes the shape, else the dense gradient image by image.
-    DLB_ROW(relu_pool_bwd_winners_avx512, relu_pool_backward_filter, winners512_fits, (run_relu_pool_bwd<2, false>), kcrs),
-    DLB_ROW(relu_pool_bwd_winners_avx2, relu_pool_backward_filter, winners_avx2_fits, (run_relu_pool_bwd<1, false>), kcrs),
+    DLB_ROW(relu_pool_bwd_winners_avx512, relu_pool_backward_filter, winners512_fits, (run_relu_pool_bwd<2, false>),
+            kcrs),
+    DLB_ROW(relu_pool_bwd_winners_avx2, relu_pool_backward_filter, winners_avx2_fits, (run_relu_pool_bwd<1, false>),
+            kcrs),
     DLB_ROW(relu_pool_bwd_dense_col_avx512, relu_pool_backward_filter,
             [](const Conv2dShape& sh, Isa isa, int k) {
               return fused_fits(sh, isa, k) && col_backward_filter_fits(sh, isa, true);
@@ -270,11 +279,13 @@ const AlgoRow kAlgos[] = {
             },
             (run_relu_pool_bwd<0, false>), kcrs),
     DLB_ROW(relu_pool_fwd_bf16, relu_pool_forward_bf16, fused_bf16_fits, run_relu_pool_fwd_bf16, kcrs),
-    DLB_ROW(relu_pool_bwd_winners_bf16, relu_pool_backward_filter_bf16, winners_bf16_fits, (run_relu_pool_bwd<3, false>),
-            kcrs),
-    DLB_ROW(sparse_dy_avx512, sparse_dy, [](const Conv2dShape& sh, Isa isa, int) { return sparse_fits(sh, isa, false); },
+    DLB_ROW(relu_pool_bwd_winners_bf16, relu_pool_backward_filter_bf16, winners_bf16_fits,
+            (run_relu_pool_bwd<3, false>), kcrs),
+    DLB_ROW(sparse_dy_avx512, sparse_dy,
+            [](const Conv2dShape& sh, Isa isa, int) { return sparse_fits(sh, isa, false); },
             run_sparse_dy<false>, kcrs),
-    DLB_ROW(sparse_dy_bf16, sparse_dy_bf16, [](const Conv2dShape& sh, Isa isa, int) { return sparse_fits(sh, isa, true); },
+    DLB_ROW(sparse_dy_bf16, sparse_dy_bf16,
+            [](const Conv2dShape& sh, Isa isa, int) { return sparse_fits(sh, isa, true); },
             run_sparse_dy<true>, kcrs),
 #endif
 };
@@ -293,8 +304,8 @@ const AlgoRow* resolve(Algo requested, const Conv2dShape& sh, ConvDir dir, int p
   if (requested == Algo::auto_) return algo_row(choose(sh, dir, isa, pool_k));
   const AlgoRow* row = algo_row(requested);
   if (!row || row->dir != dir || !row->applies(sh, isa, pool_k))
-    throw std::invalid_argument(std::string("conv2d: algorithm ") + algo_name(requested) + " does not take " + sh.str() +
-                                " at " + isa_name(isa));
+    throw std::invalid_argument(std::string("conv2d: algorithm ") + algo_name(requested) + " does not take " +
+                                sh.str() + " at " + isa_name(isa));
   return row;
 }
 }  // namespace detail

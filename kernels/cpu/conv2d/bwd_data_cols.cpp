@@ -203,13 +203,7 @@ DLB_AVX512_T void conv2d_backward_data_cols_avx512(const Conv2dShape& sh, const 
 // the columns inside dy are the bits of one register, tested by an immediate per column.
 // Napkin math (conv2, NP = 7, NV = 2, per dy channel and filter row, interior block): 7 broadcasts
 // + 50 filter loads for 50 FMAs, all useful; Zen 3 loads two ymm a cycle, so about 88% of its FMA
-// rate. Measured on a 2-core Zen 3 (GFLOP/s at batch 2/4/64, oneDNN 130-132/136-139/141-143 beside
-// it): this kernel 129/136/137 (122/133/144 before the filter rotation was vectorised); with the S
-// filters held in registers (NV = 1, 8 pixels: the FMAs into one
-// pixel one column apart, under the 4-cycle FMA latency) 103/110/118; NV = 1 with 14 pixels
-// 120/128/137; with the column tests left as GCC hoists them (18 flags on the stack: a load per
-// column on top of the filter loads) 117/125/139; the padded direct kernel (29% of its taps read
-// the border) 94/100/105.
+// rate. (Measurements and the variants tried: docs/notes/2026-11-25-conv-cpu.md.)
 constexpr int kColsMaxRunAvx2 = 7;
 
 // dst[j*ldd + i] = src[i*lds + j] for rows i < nr and columns j < nc: an 8 x 8 register transpose

@@ -182,8 +182,8 @@ DLB_AVX512_T void backward_filter_col_run512(int nt, const float* dy, const floa
 // no padding), one image at a time: its im2col into col, then blocks of 4 channels x 6 taps. db
 // rides along as one more row of col, all ones: dW's extra tap. The tap blocks are the outer loop:
 // a block's col rows (6 x PQ floats, 19 KB for conv1) stay in L1 while the K/4 channel blocks stream
-// the image's dy (400 KB for conv1: L2) past them. (Two images per im2col, which halves the lane
-// reductions, measured slower at batch 64: 1.25 MB of col and dy no longer fit L2.)
+// the image's dy (400 KB for conv1: L2) past them. One image per im2col: two would halve the lane
+// reductions, but 1.25 MB of col and dy no longer fit L2 (see docs/notes/2026-11-25-conv-cpu.md).
 void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw,
                                        float* db, std::vector<float>& ws) {
   const int K = sh.k, T = sh.c * sh.r * sh.s, T1 = T + (db ? 1 : 0);
@@ -208,11 +208,8 @@ void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, co
 // ---- backward-filter for wide K over a shallow C*R*S in AVX2: the GEMM of
 // conv2d_backward_filter_col_avx512 with 8 pixels a vector, blocks of 2 channels x 6 taps (12
 // accumulators, 2 dy vectors and the col vector: 15 of 16 registers; 8 loads per 12 FMAs), the
-// pixel lanes summed once per block and image. Measured on a 2-core Zen 3, lecture conv1 at batch
-// 2/4/64 (GFLOP/s): 153/152/131, im2col + OpenBLAS sgemm 126-130/126-129/123-125, oneDNN
-// 100/102/95. The col vector is held in a register by force: GCC otherwise folded its load into
-// both FMAs (14 loads per 12 FMAs: 126/126/125). Pixels in L2-sized chunks (more lane sums) were
-// slower: 127/129/119.
+// pixel lanes summed once per block and image. The col vector is held in a register by force: GCC
+// otherwise folds its load into both FMAs (14 loads per 12 FMAs). (Measurements: docs/notes/2026-11-25-conv-cpu.md.)
 
 // The lanes of the last 8-float vector of a row of n floats that lie in the row (all 8 when n % 8 == 0).
 DLB_AVX2_FMA_INLINE __m256i last_lanes_avx2(std::size_t n) {
@@ -306,10 +303,8 @@ DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const f
 // ---- forward for wide K over a shallow C*R*S in AVX2: the GEMM of conv2d_forward_col_avx512 with
 // 8 pixels a vector, blocks of 4 channels x 3 vectors (12 accumulators, 3 col vectors and one
 // broadcast: all 16 registers; 7 loads per 12 FMAs), over panels of 12 vectors (96 pixels: T x 96
-// floats, 29 KB for conv1, in L1 across the K/4 channel blocks). Measured on a 2-core Zen 3, lecture
-// conv1 at batch 2/4/64 (GFLOP/s): 132/144/115, oneDNN 133/130/119 beside it (im2col + OpenBLAS
-// sgemm, which it replaces, ran 110/110/112 in another run). Masked stores on every vector (vmaskmov
-// is slow on AMD) ran 50, and a col array behind the register asm lived on the stack: 83.
+// floats, 29 KB for conv1, in L1 across the K/4 channel blocks). No masked stores (vmaskmov is slow
+// on AMD). (Measurements: docs/notes/2026-11-25-conv-cpu.md.)
 template <int NV, bool RAGGED>
 DLB_AVX2_FMA_INLINE void forward_col_block_avx2(const float* w, int T, const float* col, std::size_t ldc,
                                                 const float* bias, float* y, std::size_t ldy, __m256i last) {

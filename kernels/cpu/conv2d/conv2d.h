@@ -66,7 +66,8 @@ enum class Algo {
   bwd_filter_col_avx512, bwd_filter_col_avx2,            // pixels-in-lanes GEMM (col_gemm.cpp)
   bwd_filter_im2col,                                     // im2col + sgemm
   relu_pool_fwd_col_avx512, relu_pool_fwd_col_avx2,      // relu_pool.cpp
-  relu_pool_bwd_winners_avx512, relu_pool_bwd_winners_avx2, relu_pool_bwd_dense_col_avx512, relu_pool_bwd_dense_col_avx2,
+  relu_pool_bwd_winners_avx512, relu_pool_bwd_winners_avx2,     // over the pool's winners only
+  relu_pool_bwd_dense_col_avx512, relu_pool_bwd_dense_col_avx2,  // the dense gradient, col GEMM
   relu_pool_fwd_bf16, relu_pool_bwd_winners_bf16,
   sparse_dy_avx512, sparse_dy_bf16,                      // sparse_dy.cpp
   count_

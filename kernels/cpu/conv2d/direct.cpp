@@ -13,9 +13,9 @@ namespace detail {
 // ---------------------------------------------------------------------------------------------
 // Fast paths: direct AVX2 kernels for convolutions with few output channels (the lecture's conv2,
 // 128 -> 16 channels 5x5). There im2col blows each image up R*S = 25 times (1.3 MB) only for a GEMM
-// 16 rows deep, and the copy, not the FMAs, is the cost (~35 GFLOP/s against OpenBLAS's ~75 on
-// good shapes). These kernels read x in place: 8 or 16 output channels in one or two vector
-// registers, times a run of up to 6 output pixels of one row, accumulated over c, r, s.
+// 16 rows deep, and the copy, not the FMAs, is the cost (docs/notes/2026-11-25-conv-cpu.md). These
+// kernels read x in place: 8 or 16 output channels in one or two vector registers, times a run of up
+// to 6 output pixels of one row, accumulated over c, r, s.
 // Napkin math (forward, per tap): 2 filter loads + 6 broadcasts for 12 FMAs (192 flops), so the
 // FMA ports, not the loads, set the pace. Backward-filter is the same loop with dy in the filter's
 // place. Stride 1, no padding, k a multiple of 8, CPUs with AVX2 + FMA; other shapes use im2col.

@@ -12,11 +12,11 @@ using namespace detail;
 
 namespace detail {
 // Images per GEMM. Forward and backward-data: the im2col chunk should stay cache-sized (about
-// 1 MB: written by im2col / the GEMM and consumed while still in L2/L3; a whole-batch 15 MB buffer
-// for conv1 at batch 64 ran at half the speed of 4-image chunks), but the GEMM needs enough columns
-// (>= 512) to run near peak (conv2 has only 100 output pixels per image). Backward-filter reduces
-// over the batch inside the GEMM (its K dimension), so one big GEMM beats many small ones that each
-// synchronise OpenBLAS's threads and re-write dW. kMaxColFloats bounds the workspace in every case.
+// 1 MB: written by im2col / the GEMM and consumed while still in L2/L3; see
+// docs/notes/2026-11-25-conv-cpu.md), but the GEMM needs enough columns (>= 512) to run near peak
+// (conv2 has only 100 output pixels per image). Backward-filter reduces over the batch inside the
+// GEMM (its K dimension), so one big GEMM beats many small ones that each synchronise OpenBLAS's
+// threads and re-write dW. kMaxColFloats bounds the workspace in every case.
 // (kTargetColFloats = 1 MiB: internal.h)
 constexpr std::size_t kMinGemmCols = 512;
 constexpr std::size_t kMaxColFloats = std::size_t(16) << 20;  // 64 MiB hard cap (>= 1 image always)

@@ -20,8 +20,7 @@ namespace detail {
 // neighbours into padding that is dropped), up to 8 row vectors of one output channel held in
 // registers across all its windows. Windows whose winner ReLU stopped multiply by 0 rather than
 // branch. A different summation order from the dense GEMM: equal to it within rounding, not bit for
-// bit. Measured on a 2-core Zen 3, lecture net128 training (interleaved runs against the dense
-// GEMM on the dense gradient made image by image): +5-10% imgs/s at batch 64 and 4.
+// bit. (Measurements: docs/notes/2026-11-25-conv-cpu.md.)
 //
 // Filter rows [T0, T1) (row t = channel t / R, filter row t % R) of one output channel: acc[t][0..7]
 // += sum over the winners of gm[jj] * x[xp + off[jj] + row offset][0..7]. At most 8 rows a pass: with
@@ -105,8 +104,7 @@ DLB_AVX2_FMA void pool_grad_filter_sparse(const Conv2dShape& sh, const float* x,
 // at E + the winner's flat index in the convolution's output (ph * Q + pw: arg - the plane's base,
 // no decoding), and the per-channel setup (offsets, ReLU-masked gradients) is 16 windows a step.
 // Lanes past the filter's rows or taps gather neighbours or zeros and are dropped. The loads, one
-// cache line each from L2, set the pace (~14 cycles per winner measured against ~22 for the AVX2
-// kernel on a Zen 4: conv1 at batch 64, 4.9 -> 3.2 ms on 2 threads).
+// cache line each from L2, set the pace. (Measurements: docs/notes/2026-11-25-conv-cpu.md.)
 template <int C, int R, int S>
 struct PoolGradLanes512 {
   static constexpr int G = 16 / S < R ? 16 / S : R;  // filter rows a vector
@@ -173,9 +171,7 @@ DLB_AVX512_INLINE void pool_grad_rows512(const float* e, std::size_t cstride, st
 // pair of their gradients (rounded to bf16, nearest even, the first in the low half). From a bf16
 // copy of E laid out so that two winners' entries unpack into those vectors (pool_grad_spread_bf16):
 // half the bytes loaded and half the FMAs of the fp32 loop. An odd last winner pairs with zeros.
-// conv1 at batch 64 on 2 threads (Zen 4): 3.3 -> 2.2-2.3 ms; with a cross-lane permute (vpermt2w)
-// per vector instead of the unpacks, 2.9 ms; with 32-bit lanes (bf16 in the low or high half, ORed),
-// as many bytes as fp32: 3.5 ms.
+// (Measurements, and the permute / 32-bit-lane variants tried: docs/notes/2026-11-25-conv-cpu.md.)
 // The winners' vectors for pool_grad_rows_bf16, two to an entry (S16): entry u of output position o
 // holds vector t = 2u in the low 64 bits of each 128-bit lane and t = 2u + 1 (or zeros) in the high
 // ones, 4 bf16 each (lane l: values 4l .. 4l + 3). vpunpcklwd / vpunpckhwd of two winners' entries

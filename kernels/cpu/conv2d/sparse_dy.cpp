@@ -320,7 +320,8 @@ bool backward_sparse_dy(const Conv2dShape& sh, const float* x, const float* w, c
 
 bool sparse_dy_run(const Conv2dShape& sh, const float* x, const float* w, const float* dy, float* dw, float* db,
                    float* dx, bool bf16) {
-  return bf16 ? backward_sparse_dy<true>(sh, x, w, dy, dw, db, dx) : backward_sparse_dy<false>(sh, x, w, dy, dw, db, dx);
+  if (bf16) return backward_sparse_dy<true>(sh, x, w, dy, dw, db, dx);
+  return backward_sparse_dy<false>(sh, x, w, dy, dw, db, dx);
 }
 }  // namespace detail
 #endif

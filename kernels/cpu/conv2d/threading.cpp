@@ -44,10 +44,8 @@ std::vector<float>& thread_ws() {
 
 // Filters laid out anew on every call (CRSK for the direct forward, rotated for the backward-data),
 // by each thread that runs tasks of the call, into a buffer of its own (site: one per launcher).
-// Written once by the caller and read by the other thread, the 205 KB of conv2's filters crossed
-// cores on every call: at batch 2 that cost as much as the conv itself in the phases when this
-// shared host put the two cores far apart (our two threads then ran at one thread's speed, while
-// oneDNN, which lays its filters out per thread, did not slow down).
+// Written once by the caller and read by the other thread, conv2's 205 KB of filters would cross
+// cores on every call (why that hurts on a shared 2-core VM: docs/notes/2026-11-25-conv-cpu.md).
 struct FilterCopy {
   std::vector<float> buf;
   std::uint64_t call = 0;
@@ -81,7 +79,9 @@ void lay_out_filters(Filters f, const Conv2dShape& sh, const float* w, float* ds
   }
 }
 // The direct and cols kernels' filter layouts: a task per image (their work per image is large).
-bool per_image_tasks(Filters f) { return f == Filters::crsk || f == Filters::rot_crsk || f == Filters::rot_cols16 || f == Filters::rot_cols8; }
+bool per_image_tasks(Filters f) {
+  return f == Filters::crsk || f == Filters::rot_crsk || f == Filters::rot_cols16 || f == Filters::rot_cols8;
+}
 }  // namespace
 
 void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
