@@ -30,17 +30,18 @@ const int kPools[] = {2, 3};  // the fused rows' pool windows
 // many channels, first layers (C 1 and 3) and the lecture's layouts.
 std::vector<Conv2dShape> shapes() {
   using S = Conv2dShape;
-  return {S::make(1, 1, 5, 5, 1, 3, 3),         S::make(2, 3, 7, 9, 4, 3, 3, 1, 1),   S::make(3, 2, 11, 10, 5, 5, 5, 2, 2),
-          S::make(2, 4, 8, 8, 6, 1, 1),         S::make(2, 4, 9, 9, 3, 1, 1, 0, 2),   S::make(1, 3, 13, 13, 8, 7, 7, 3, 2),
-          S::make(2, 3, 4, 4, 2, 3, 3, 2, 1),   S::make(3, 3, 32, 32, 16, 5, 5),      S::make(2, 24, 14, 14, 6, 5, 5),
-          S::make(2, 32, 9, 9, 4, 3, 3, 1),     S::make(2, 32, 14, 14, 16, 5, 5),     S::make(3, 9, 11, 13, 24, 3, 7),
-          S::make(1, 16, 8, 9, 8, 2, 2),        S::make(2, 4, 10, 10, 32, 4, 4),      S::make(2, 8, 9, 11, 16, 3, 3, 1),
-          S::make(1, 6, 7, 8, 8, 5, 5, 2),      S::make(3, 3, 20, 19, 48, 5, 5),      S::make(2, 2, 12, 40, 36, 3, 3),
-          S::make(2, 3, 13, 11, 44, 3, 3, 1, 2), S::make(2, 48, 11, 20, 8, 5, 5, 1),  S::make(2, 40, 9, 23, 8, 3, 3, 1),
-          S::make(3, 24, 14, 14, 6, 5, 5),      S::make(2, 64, 9, 9, 16, 3, 3),       S::make(2, 3, 13, 17, 40, 3, 3),
-          S::make(3, 1, 14, 13, 48, 5, 5),      S::make(2, 1, 11, 12, 48, 3, 3),      S::make(3, 128, 14, 14, 16, 5, 5),
-          S::make(2, 240, 9, 8, 20, 3, 3),      S::make(5, 16, 11, 13, 8, 5, 5),      S::make(2, 3, 32, 32, 128, 5, 5),
-          S::make(2, 3, 16, 16, 32, 5, 5),      S::make(2, 36, 10, 10, 8, 3, 3, 2),   S::make(2, 3, 14, 14, 36, 3, 5)};
+  return {S::make(1, 1, 5, 5, 1, 3, 3), S::make(2, 3, 7, 9, 4, 3, 3, 1, 1), S::make(3, 2, 11, 10, 5, 5, 5, 2, 2),
+          S::make(2, 4, 8, 8, 6, 1, 1), S::make(2, 4, 9, 9, 3, 1, 1, 0, 2), S::make(1, 3, 13, 13, 8, 7, 7, 3, 2),
+          S::make(2, 3, 4, 4, 2, 3, 3, 2, 1), S::make(3, 3, 32, 32, 16, 5, 5), S::make(2, 24, 14, 14, 6, 5, 5),
+          S::make(2, 32, 9, 9, 4, 3, 3, 1), S::make(2, 32, 14, 14, 16, 5, 5), S::make(3, 9, 11, 13, 24, 3, 7),
+          S::make(1, 16, 8, 9, 8, 2, 2), S::make(2, 4, 10, 10, 32, 4, 4), S::make(2, 8, 9, 11, 16, 3, 3, 1),
+          S::make(1, 6, 7, 8, 8, 5, 5, 2), S::make(3, 3, 20, 19, 48, 5, 5), S::make(2, 2, 12, 40, 36, 3, 3),
+          S::make(2, 3, 13, 11, 44, 3, 3, 1, 2), S::make(2, 48, 11, 20, 8, 5, 5, 1),
+          S::make(2, 40, 9, 23, 8, 3, 3, 1), S::make(3, 24, 14, 14, 6, 5, 5), S::make(2, 64, 9, 9, 16, 3, 3),
+          S::make(2, 3, 13, 17, 40, 3, 3), S::make(3, 1, 14, 13, 48, 5, 5), S::make(2, 1, 11, 12, 48, 3, 3),
+          S::make(3, 128, 14, 14, 16, 5, 5), S::make(2, 240, 9, 8, 20, 3, 3), S::make(5, 16, 11, 13, 8, 5, 5),
+          S::make(2, 3, 32, 32, 128, 5, 5), S::make(2, 3, 16, 16, 32, 5, 5), S::make(2, 36, 10, 10, 8, 3, 3, 2),
+          S::make(2, 3, 14, 14, 36, 3, 5), S::make(2, 32, 10, 10, 8, 4, 4), S::make(2, 36, 10, 10, 8, 3, 3)};
 }
 
 bool fused(ConvDir d) {
@@ -137,7 +138,8 @@ void check(Algo a, const Conv2dShape& sh, int k) {
       if (dir == ConvDir::relu_pool_forward) {
         cpu::conv2d_forward_relu_pool(sh, x.data(), w.data(), b.data(), k, y.data(), arg.data(), a);
       } else {
-        ASSERT_TRUE(cpu::conv2d_forward_relu_pool_bf16(sh, x.data(), w.data(), b.data(), k, y.data(), arg.data(), nullptr, a));
+        ASSERT_TRUE(
+            cpu::conv2d_forward_relu_pool_bf16(sh, x.data(), w.data(), b.data(), k, y.data(), arg.data(), nullptr, a));
       }
       EXPECT_LT(max_rel_err(y.data(), ry.data(), y.size()), bf ? default_tolerance(DType::bf16) : tol);
       for (std::size_t i = 0; i < y.size(); ++i) ASSERT_TRUE(arg[i] >= 0 && std::size_t(arg[i]) < sh.y_size()) << i;
@@ -174,7 +176,8 @@ void check(Algo a, const Conv2dShape& sh, int k) {
   if (dir == ConvDir::sparse_dy) {
     ASSERT_TRUE(cpu::conv2d_backward_sparse_dy(sh, x.data(), w.data(), dy.data(), dw.data(), db.data(), dx.data(), a));
   } else {
-    ASSERT_TRUE(cpu::conv2d_backward_sparse_dy_bf16(sh, x.data(), w.data(), dy.data(), dw.data(), db.data(), dx.data(), a));
+    ASSERT_TRUE(
+        cpu::conv2d_backward_sparse_dy_bf16(sh, x.data(), w.data(), dy.data(), dw.data(), db.data(), dx.data(), a));
   }
   EXPECT_LT(max_rel_err(dw.data(), rdw.data(), dw.size()), tol);
   EXPECT_LT(max_rel_err(dx.data(), rdx.data(), dx.size()), bf ? default_tolerance(DType::bf16) : tol);
