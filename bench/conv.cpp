@@ -30,7 +30,7 @@
 #include "bench/gpu_timing.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cpu/onednn/onednn.h"
 
@@ -166,7 +166,7 @@ const char* verification_name(const Conv2dShape& sh) {
 // ---------------------------------------------------------------- CPU
 class CpuConv final : public Case {
  public:
-  // impl "im2col": ours (kernels/cpu/conv2d.cpp, fp32); "onednn": kernels/cpu/onednn/ (fp32, bf16);
+  // impl "im2col": ours (kernels/cpu/conv2d/, fp32; the kernel its table picks in `cpu_algo`); "onednn": kernels/cpu/onednn/ (fp32, bf16);
   // "widen": bf16 inputs widened to fp32, then ours.
   CpuConv(Op op, std::string layer, Conv2dShape sh, std::string impl = "im2col", DType t = DType::fp32)
       : op_(op), layer_(std::move(layer)), sh_(sh), impl_(std::move(impl)), t_(t) {}
@@ -192,6 +192,12 @@ class CpuConv final : public Case {
     if (op_ == Op::fwd) out_ = host_floats(sh_.y_size(), "y");
     else if (op_ == Op::bwd_filter) out_ = host_floats(sh_.w_size(), "dw"), db_ = host_floats(sh_.k, "db");
     else out_ = host_floats(sh_.x_size(), "dx");
+    if (impl_ != "onednn") {  // the row of kernels/cpu/conv2d/algos.cpp that runs, at the ISA in force
+      const auto dir = op_ == Op::fwd          ? cpu::ConvDir::forward
+                       : op_ == Op::bwd_filter ? cpu::ConvDir::backward_filter
+                                               : cpu::ConvDir::backward_data;
+      cpu_algo_ = cpu::algo_name(cpu::choose(sh_, dir, cpu::isa_active()));
+    }
     run();  // sizes the workspace (builds oneDNN's primitive) outside the timed loop
   }
   CheckResult verify() override {
@@ -244,6 +250,7 @@ class CpuConv final : public Case {
       if (t_ == DType::bf16) r["bf16_compute"] = cpu::onednn::bf16_native() ? "native" : "emulated";
     } else {
       r["workspace_bytes"] = ws_.size() * sizeof(float);
+      r["cpu_algo"] = cpu_algo_;
       if (impl_ == "widen") r["bf16_compute"] = "emulated";
     }
   }
@@ -259,6 +266,7 @@ class CpuConv final : public Case {
   std::string impl_;
   DType t_;
   std::string impl_info_;
+  std::string cpu_algo_;  // impl im2col / widen: the algorithm our table picks (algo_name)
   std::vector<float> x_, w_, dy_, b_, out_, db_, ws_;
   std::vector<float> wide_x_, wide_w_, wide_dy_;  // impl=widen: the bf16 inputs widened, each run
   std::vector<std::uint16_t> x16_, w16_, dy16_;

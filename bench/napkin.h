@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "models/net.h"
 
 namespace dlb::bench::napkin {

@@ -10,7 +10,7 @@
 #include "kernels/common/errors.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/onednn/onednn.h"
@@ -63,72 +63,6 @@ void fill_uniform_bound(float* p, std::size_t n, float bound, std::uint64_t seed
     const double u = double(z >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
     p[i] = static_cast<float>((2.0 * u - 1.0) * bound);
   }
-}
-
-// ---- fp64 reference convolution -------------------------------------------------------------------
-
-void conv2d_forward_ref(const Conv2dShape& s, const double* x, const double* w, const double* b, double* y) {
-  const int P = s.p(), Q = s.q();
-  for (int n = 0; n < s.n; ++n)
-    for (int k = 0; k < s.k; ++k)
-      for (int p = 0; p < P; ++p)
-        for (int q = 0; q < Q; ++q) {
-          double acc = b ? b[k] : 0.0;
-          for (int c = 0; c < s.c; ++c)
-            for (int r = 0; r < s.r; ++r) {
-              const int ih = p * s.stride_h - s.pad_h + r;
-              if (ih < 0 || ih >= s.h) continue;
-              for (int t = 0; t < s.s; ++t) {
-                const int iw = q * s.stride_w - s.pad_w + t;
-                if (iw < 0 || iw >= s.w) continue;
-                acc += x[((std::size_t(n) * s.c + c) * s.h + ih) * s.w + iw] *
-                       w[((std::size_t(k) * s.c + c) * s.r + r) * s.s + t];
-              }
-            }
-          y[((std::size_t(n) * s.k + k) * P + p) * Q + q] = acc;
-        }
-}
-
-void conv2d_backward_data_ref(const Conv2dShape& s, const double* dy, const double* w, double* dx) {
-  const int P = s.p(), Q = s.q();
-  std::fill(dx, dx + s.x_size(), 0.0);
-  for (int n = 0; n < s.n; ++n)
-    for (int k = 0; k < s.k; ++k)
-      for (int p = 0; p < P; ++p)
-        for (int q = 0; q < Q; ++q) {
-          const double g = dy[((std::size_t(n) * s.k + k) * P + p) * Q + q];
-          for (int c = 0; c < s.c; ++c)
-            for (int r = 0; r < s.r; ++r) {
-              const int ih = p * s.stride_h - s.pad_h + r;
-              if (ih < 0 || ih >= s.h) continue;
-              for (int t = 0; t < s.s; ++t) {
-                const int iw = q * s.stride_w - s.pad_w + t;
-                if (iw < 0 || iw >= s.w) continue;
-                dx[((std::size_t(n) * s.c + c) * s.h + ih) * s.w + iw] += g * w[((std::size_t(k) * s.c + c) * s.r + r) * s.s + t];
-              }
-            }
-        }
-}
-
-void conv2d_backward_filter_ref(const Conv2dShape& s, const double* x, const double* dy, double* dw, double* db) {
-  const int P = s.p(), Q = s.q();
-  for (int n = 0; n < s.n; ++n)
-    for (int k = 0; k < s.k; ++k)
-      for (int p = 0; p < P; ++p)
-        for (int q = 0; q < Q; ++q) {
-          const double g = dy[((std::size_t(n) * s.k + k) * P + p) * Q + q];
-          if (db) db[k] += g;
-          for (int c = 0; c < s.c; ++c)
-            for (int r = 0; r < s.r; ++r) {
-              const int ih = p * s.stride_h - s.pad_h + r;
-              if (ih < 0 || ih >= s.h) continue;
-              for (int t = 0; t < s.s; ++t) {
-                const int iw = q * s.stride_w - s.pad_w + t;
-                if (iw < 0 || iw >= s.w) continue;
-                dw[((std::size_t(k) * s.c + c) * s.r + r) * s.s + t] += g * x[((std::size_t(n) * s.c + c) * s.h + ih) * s.w + iw];
-              }
-            }
-        }
 }
 
 namespace {
@@ -273,13 +207,13 @@ void Conv2d::add_dw_scratch() {
 }
 
 void Conv2d::forward_ref(const Shape& in, const double* x, double* y) {
-  conv2d_forward_ref(conv_shape(in), x, weight.ref_value.data(), bias.ref_value.data(), y);
+  cpu::conv2d_forward_direct(conv_shape(in), x, weight.ref_value.data(), bias.ref_value.data(), y);
 }
 
 void Conv2d::backward_ref(const Shape& in, const double* x, const double*, const double* dy, double* dx) {
   const Conv2dShape s = conv_shape(in);
-  conv2d_backward_filter_ref(s, x, dy, weight.ref_grad.data(), bias.ref_grad.data());
-  if (dx) conv2d_backward_data_ref(s, dy, weight.ref_value.data(), dx);
+  cpu::conv2d_backward_filter_direct(s, x, dy, weight.ref_grad.data(), bias.ref_grad.data(), true);
+  if (dx) cpu::conv2d_backward_data_direct(s, dy, weight.ref_value.data(), dx);
 }
 
 // ---- ConvTranspose2d ------------------------------------------------------------------------------------
@@ -337,7 +271,7 @@ void ConvTranspose2d::backward(const Shape& in, const float* x, const float*, co
 
 void ConvTranspose2d::forward_ref(const Shape& in, const double* x, double* y) {
   const Conv2dShape s = conv_shape(in);
-  conv2d_backward_data_ref(s, x, weight.ref_value.data(), y);
+  cpu::conv2d_backward_data_direct(s, x, weight.ref_value.data(), y);
   const std::size_t hw = std::size_t(s.h) * s.w;
   for (int n = 0; n < s.n; ++n)
     for (int c = 0; c < out_c; ++c)
@@ -346,12 +280,12 @@ void ConvTranspose2d::forward_ref(const Shape& in, const double* x, double* y) {
 
 void ConvTranspose2d::backward_ref(const Shape& in, const double* x, const double*, const double* dy, double* dx) {
   const Conv2dShape s = conv_shape(in);
-  conv2d_backward_filter_ref(s, dy, x, weight.ref_grad.data(), nullptr);
+  cpu::conv2d_backward_filter_direct(s, dy, x, weight.ref_grad.data(), nullptr, true);
   const std::size_t hw = std::size_t(s.h) * s.w;
   for (int n = 0; n < s.n; ++n)
     for (int c = 0; c < out_c; ++c)
       for (std::size_t t = 0; t < hw; ++t) bias.ref_grad[c] += dy[(std::size_t(n) * out_c + c) * hw + t];
-  if (dx) conv2d_forward_ref(s, dy, weight.ref_value.data(), nullptr, dx);
+  if (dx) cpu::conv2d_forward_direct(s, dy, weight.ref_value.data(), nullptr, dx);
 }
 
 // ---- Linear ---------------------------------------------------------------------------------------------

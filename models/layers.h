@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 
 namespace dlb::models {
 
@@ -245,12 +245,6 @@ class Flatten final : public Layer {
   void forward_ref(const Shape& in, const double* x, double* y) override;
   void backward_ref(const Shape& in, const double* x, const double* y, const double* dy, double* dx) override;
 };
-
-// fp64 reference convolution (direct loops), used by Conv2d and ConvTranspose2d. Outputs overwritten;
-// dw/db accumulate.
-void conv2d_forward_ref(const Conv2dShape& s, const double* x, const double* w, const double* b, double* y);
-void conv2d_backward_data_ref(const Conv2dShape& s, const double* dy, const double* w, double* dx);
-void conv2d_backward_filter_ref(const Conv2dShape& s, const double* x, const double* dy, double* dw, double* db);
 
 // Deterministic uniform(-bound, bound) fill (splitmix64), so runs and devices agree.
 void fill_uniform_bound(float* p, std::size_t n, float bound, std::uint64_t seed);

@@ -9,7 +9,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/threads.h"
 
 using namespace dlb;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/common/verify.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cuda/conv2d.h"
 #include "kernels/cuda/cuda_util.h"

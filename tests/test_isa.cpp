@@ -17,7 +17,7 @@
 #include "kernels/common/verify.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/threads.h"

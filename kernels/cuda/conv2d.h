@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernels/common/verify.h"  // DType
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 
 namespace dlb::cuda {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 
 namespace dlb::cpu::onednn {
 
