@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/records.h"
 #include "harness/results.h"
 
 namespace dlb::bench {
@@ -66,7 +67,6 @@ struct TimingPolicy {
   double tiny_below_s = 1e-3;
 };
 
-struct Peaks;
 // One case end to end: make, set up, verify (a failure is recorded and never timed), time, build its
 // entries (per repetition + aggregates, or one failure entry). `record` receives the case's summary
 // entry (its median). Never throws for a case's own failure (out of memory, unsupported, errors).
@@ -99,21 +99,5 @@ WindowResult run_window(const std::vector<std::pair<const bench::CaseSpec*, std:
 // Returns the exit code: 0, 1 if any case failed verification, 130 if interrupted (SIGINT, SIGTERM,
 // SIGHUP: the current case finishes or, when it runs a child process, is abandoned and not recorded).
 int run_suites(const RunOptions& opts);
-
-// Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) for an iteration of `seconds`
-// doing the given work, and pct_of_peak when `peak` (same unit as the metric) is known (> 0).
-void add_throughput(nlohmann::json& entry, double seconds, double flops, double bytes, double items,
-                    const std::string& metric, double peak);
-
-// This run's ceilings: CPU peaks are measured (kernels/cpu/peak.h), GPU ones come from properties.
-struct Peaks {
-  double cpu_fp32_gflops = 0, cpu_mem_gb_per_s = 0;
-  std::string cpu_fma_isa;
-  int threads = 0;
-  bool measured = false;
-};
-Peaks measure_cpu_peaks();
-// The ceiling for an entry's metric on its device and dtype, or 0 when unknown.
-double peak_for(const nlohmann::json& entry, const std::string& metric, const Peaks& peaks);
 
 }  // namespace dlb::harness

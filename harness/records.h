@@ -1,0 +1,65 @@
+// A case's results entries (Google Benchmark's JSON keys plus ours): see records.cpp.
+#pragma once
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/case.h"
+#include "harness/meters.h"
+
+namespace dlb::harness {
+
+// Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) for an iteration of `seconds`
+// doing the given work, and pct_of_peak when `peak` (same unit as the metric) is known (> 0).
+void add_throughput(nlohmann::json& entry, double seconds, double flops, double bytes, double items,
+                    const std::string& metric, double peak);
+
+// This run's ceilings: CPU peaks are measured (kernels/cpu/peak.h), GPU ones come from properties.
+struct Peaks {
+  double cpu_fp32_gflops = 0, cpu_mem_gb_per_s = 0;
+  std::string cpu_fma_isa;
+  int threads = 0;
+  bool measured = false;
+};
+Peaks measure_cpu_peaks();
+// The ceiling for an entry's metric on its device and dtype, or 0 when unknown.
+double peak_for(const nlohmann::json& entry, const std::string& metric, const Peaks& peaks);
+
+const char* metric_key(bench::Metric m);  // "gflops", "gb_per_s" or "imgs_per_s"
+// The keys every entry of a case carries: names, suite, op, device, dtype, the sweep keys, cpu_isa.
+nlohmann::json base_entry(const bench::CaseId& id, std::size_t index);
+// An iteration entry that records a failure (never timed).
+nlohmann::json failure_entry(nlohmann::json e, const std::string& message);
+
+// Energy counters of a case's device now: RAPL (CPU cases) or NVML (GPU cases). Empty when not readable.
+struct EnergyMark {
+  RaplReading rapl;
+  std::optional<std::uint64_t> gpu_mj;
+  std::string why_not;
+};
+EnergyMark energy_mark(const std::string& device);
+// Keys for the records: energy_j per timed iteration and imgs_per_j (training cases), or energy_note
+// "not readable here (...)". RAPL counts the whole CPU package, other processes included.
+nlohmann::json energy_keys(const EnergyMark& a, const EnergyMark& b, double iterations, double items);
+
+bool out_of_memory(std::exception_ptr ep);  // OutOfMemory or std::bad_alloc
+// The record of a case that failed while it was made, set up, verified or timed.
+nlohmann::json failure_from(const nlohmann::json& base, std::exception_ptr ep);
+
+// A Google Benchmark run (a repetition or an aggregate) as a results entry.
+nlohmann::json run_entry(const nlohmann::json& base, const std::string& fn, const benchmark::BenchmarkReporter::Run& r,
+                         double foreign_cpu, const bench::Case& c, const Peaks& peaks);
+// The case's record for tables: the median, or the only repetition.
+nlohmann::json summary_record(const std::vector<nlohmann::json>& entries);
+// Google Benchmark's aggregates (mean, median, stddev, cv; sample stddev, cv = stddev / mean) of the
+// iteration entries, with the same keys its own aggregates get in run_entry.
+std::vector<nlohmann::json> aggregate_entries(const nlohmann::json& base, const std::string& fn,
+                                              const std::vector<nlohmann::json>& its, const bench::Case& c,
+                                              const Peaks& peaks);
+
+}  // namespace dlb::harness
