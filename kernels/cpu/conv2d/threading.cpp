@@ -78,6 +78,13 @@ void lay_out_filters(Filters f, const Conv2dShape& sh, const float* w, float* ds
 #endif
   }
 }
+// The filters in `row`'s layout for this call (the rotated ones for backward-data), laid out once per
+// thread and call; null for KCRS (the row reads w). One copy per thread serves both directions.
+const float* row_filters(const AlgoRow& row, std::uint64_t call, const Conv2dShape& sh, const float* w) {
+  thread_local FilterCopy fc;
+  if (row.filters == Filters::kcrs) return nullptr;
+  return filters_for_call(fc, call, sh.w_size(), [&](float* f) { lay_out_filters(row.filters, sh, w, f); });
+}
 // The direct and cols kernels' filter layouts: a task per image (their work per image is large).
 bool per_image_tasks(Filters f) {
   return f == Filters::crsk || f == Filters::rot_crsk || f == Filters::rot_cols16 || f == Filters::rot_cols8;
@@ -89,15 +96,10 @@ void conv2d_forward_im2col(const Conv2dShape& sh, const float* x, const float* w
   check_shape(sh);
   const AlgoRow& row = *resolve(algo, sh, ConvDir::forward, 0);
   const std::uint64_t call = ++g_filter_calls;
-  auto filters = [&]() -> const float* {  // the row's filter layout (filters_for_call), null for KCRS
-    thread_local FilterCopy fc;
-    if (row.filters == Filters::kcrs) return nullptr;
-    return filters_for_call(fc, call, sh.w_size(), [&](float* f) { lay_out_filters(row.filters, sh, w, f); });
-  };
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   auto run = [&](const Conv2dShape& s, long i0, std::vector<float>& tws) {
     ConvCall c;
-    c.sh = s, c.x = x + i0 * xi, c.w = w, c.bias = bias, c.out = y + i0 * yi, c.wt = filters(), c.ws = &tws;
+    c.sh = s, c.x = x + i0 * xi, c.w = w, c.bias = bias, c.out = y + i0 * yi, c.wt = row_filters(row, call, sh, w), c.ws = &tws;
     row.run(c);
   };
   if (!parallel_conv(sh)) return run(sh, 0, ws);
@@ -113,15 +115,10 @@ void conv2d_backward_data_im2col(const Conv2dShape& sh, const float* dy, const f
   check_shape(sh);
   const AlgoRow& row = *resolve(algo, sh, ConvDir::backward_data, 0);
   const std::uint64_t call = ++g_filter_calls;
-  auto filters = [&]() -> const float* {  // the rotated filters (filters_for_call), null for KCRS
-    thread_local FilterCopy fc;
-    if (row.filters == Filters::kcrs) return nullptr;
-    return filters_for_call(fc, call, sh.w_size(), [&](float* f) { lay_out_filters(row.filters, sh, w, f); });
-  };
   const std::size_t xi = std::size_t(sh.c) * sh.h * sh.w, yi = std::size_t(sh.k) * sh.p() * sh.q();
   auto run = [&](const Conv2dShape& s, long i0, std::vector<float>& tws) {
     ConvCall c;
-    c.sh = s, c.dy = dy + i0 * yi, c.w = w, c.out = dx + i0 * xi, c.wt = filters(), c.ws = &tws;
+    c.sh = s, c.dy = dy + i0 * yi, c.w = w, c.out = dx + i0 * xi, c.wt = row_filters(row, call, sh, w), c.ws = &tws;
     row.run(c);
   };
   if (!parallel_conv(sh)) return run(sh, 0, ws);
