@@ -41,24 +41,24 @@ class ReplicaStep {
   // (train_step itself when that is 1). The replicas are (re)made from `m` and `opt` whenever they may
   // differ: the first call, another model, optimizer or replica count, an optimizer step taken
   // elsewhere, or a parameter value changed in between (checked at a few elements per tensor).
-  float step(Sequential& m, Optimizer& opt, const Batch& b);
+  float step(Model& m, Optimizer& opt, const Batch& b);
 
   // For tests: the replicas besides the model (empty before the first replicated step).
-  std::vector<const Sequential*> replicas() const;
+  std::vector<const Model*> replicas() const;
 
  private:
   struct Replica {
-    std::unique_ptr<Sequential> model;
+    std::unique_ptr<Model> model;
     std::vector<Param*> params;
     std::vector<std::vector<float>> s1, s2;  // this replica's copy of the optimizer state
   };
   std::vector<Replica> reps_;  // replicas 1 .. R-1
-  const Sequential* model_ = nullptr;
+  const Model* model_ = nullptr;
   const Optimizer* opt_ = nullptr;
   long synced_step_ = -1;  // opt.steps() after this object's last step
 
-  bool in_sync(Sequential& m, Optimizer& opt, int replicas) const;
-  void sync(Sequential& m, Optimizer& opt, int replicas);
+  bool in_sync(Model& m, Optimizer& opt, int replicas) const;
+  void sync(Model& m, Optimizer& opt, int replicas);
 };
 
 }  // namespace dlb::models
