@@ -2,11 +2,10 @@
 //
 // Splitting every layer over the kernel threads (what train_step does) shares all data between the
 // cores: both threads read every weight, the parts' weight gradients are summed across threads, and a
-// task's images need not stay on one thread from layer to layer. A store to a cache line that the other
-// core has read first invalidates that copy; on the 2-vCPU VMs this project runs on that costs 6-10 ns
-// a line, and 28-38 ns in phases when the two vCPUs sit far apart, against ~1 ns for a line no other
-// core holds. At batch 4 the lecture net's step writes ~20k such lines; in the slow phases the second
-// core then gains nothing (2 threads ~2050 images/s, 1 thread ~2100).
+// task's images need not stay on one thread from layer to layer. A store to a cache line another core
+// has read invalidates that copy, several times the cost of a line no other core holds. At batch 4
+// the lecture net's step writes ~20k such lines, which can eat the second core's whole gain (the
+// measured costs: docs/notes/2026-11-26-models.md).
 //
 // Here thread k trains replica k (replica 0 is the model itself) on its share of the batch with every
 // kernel single-threaded, so weights, activations and scratch never leave its core. Then each thread
