@@ -38,15 +38,15 @@ void attention_forward_flash(const Attn& a, CView q, CView k, CView v, MView o, 
   // K^T of every head first (one transpose per head, shared by its query blocks), then the
   // (head, query block) pairs as tasks.
   const std::size_t kt_head = std::size_t(a.D) * a.Tk;
-  thread_local std::vector<float> kt;
+  thread_local std::vector<float> kt;  // the calling thread's: tasks reach it through kt_all
   kt.resize(kt_head * a.B * a.H);
+  float* const kt_all = kt.data();
   const auto transpose = DLB_ISA_PICK(transpose_keys);
   parallel_tasks(a.B * a.H, [&](int bh) {
-    transpose(k.at(bh / a.H, bh % a.H), k.st, 0, a.Tk, a.D, a.Tk, kt.data() + bh * kt_head);
+    transpose(k.at(bh / a.H, bh % a.H), k.st, 0, a.Tk, a.D, a.Tk, kt_all + bh * kt_head);
   });
   const int blocks = (a.Tq + kBr - 1) / kBr;
   const auto body = DLB_ISA_PICK(flash_forward_block);
-  float* const kt_all = kt.data();
   parallel_tasks(a.B * a.H * blocks, [&](int t) {
     const int bh = t / blocks, i0 = (t % blocks) * kBr, b = bh / a.H, h = bh % a.H;
     thread_local std::vector<float> ws;
