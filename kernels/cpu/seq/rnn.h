@@ -30,20 +30,27 @@ struct RnnShape {
   void check() const;  // throws std::invalid_argument unless every size is positive
 };
 
-// PyTorch's parameters of one layer; the biases may be null (bias=False).
-struct RnnWeights {
-  const float* w_ih = nullptr;
-  const float* w_hh = nullptr;
-  const float* b_ih = nullptr;
-  const float* b_hh = nullptr;
+// PyTorch's parameters of one layer (T = float; double for the references); the biases may be
+// null (bias=False). Their gradients, overwritten (null: not wanted); db_ih and db_hh are equal
+// (both sum dA).
+template <class T>
+struct RnnParams {
+  const T* w_ih = nullptr;
+  const T* w_hh = nullptr;
+  const T* b_ih = nullptr;
+  const T* b_hh = nullptr;
 };
-// Their gradients, overwritten (null: not wanted). db_ih and db_hh are equal (both sum dA).
-struct RnnGrads {
-  float* dw_ih = nullptr;
-  float* dw_hh = nullptr;
-  float* db_ih = nullptr;
-  float* db_hh = nullptr;
+template <class T>
+struct RnnParamGrads {
+  T* dw_ih = nullptr;
+  T* dw_hh = nullptr;
+  T* db_ih = nullptr;
+  T* db_hh = nullptr;
 };
+using RnnWeights = RnnParams<float>;
+using RnnGrads = RnnParamGrads<float>;
+using RnnWeightsRef = RnnParams<double>;
+using RnnGradsRef = RnnParamGrads<double>;
 
 // What forward keeps for backward: the activated gates (x's row order), h_0..h_T and (LSTM)
 // c_0..c_T, sequence-first.
@@ -59,18 +66,6 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
                   const RnnGrads& g);
 
 // fp64 references, the same arguments in double (backward recomputes the forward states).
-struct RnnWeightsRef {
-  const double* w_ih = nullptr;
-  const double* w_hh = nullptr;
-  const double* b_ih = nullptr;
-  const double* b_hh = nullptr;
-};
-struct RnnGradsRef {
-  double* dw_ih = nullptr;
-  double* dw_hh = nullptr;
-  double* db_ih = nullptr;
-  double* db_hh = nullptr;
-};
 void rnn_forward_ref(const RnnShape& s, const RnnWeightsRef& w, const double* x, const double* h0, const double* c0,
                      double* y, double* hn, double* cn);
 void rnn_backward_ref(const RnnShape& s, const RnnWeightsRef& w, const double* x, const double* h0, const double* c0,

@@ -67,6 +67,33 @@ __device__ __forceinline__ float dot_row(const float* row, const float* tile_row
   for (int d = 0; d < D; ++d) s += row[d] * tile_row[d];
   return s;
 }
+// Two tiles from rows [r0, r0 + kTile) of x and y, between barriers (the block's warps share them).
+template <class T>
+__device__ void load_tiles(const T* x, long xs, const T* y, long ys, int r0, int rows, int D, float* xt, float* yt) {
+  __syncthreads();
+  load_tile(x, xs, r0, rows, D, xt);
+  load_tile(y, ys, r0, rows, D, yt);
+  __syncthreads();
+}
+// acc[c] += sum over the tile's rows r of w_r (lane r's w) * tile[r][lane + 32 c].
+__device__ __forceinline__ void accumulate_rows(float* acc, float w, const float* tile, int D) {
+  const int lane = threadIdx.x % 32;
+  for (int r = 0; r < kTile; ++r) {
+    const float wr = __shfl_sync(0xffffffffu, w, r);
+    for (int c = 0; c < 4; ++c)
+      if (lane + 32 * c < D) acc[c] += wr * tile[r * (D + 1) + lane + 32 * c];
+  }
+}
+template <class T>
+__device__ __forceinline__ void store_row(T* dst, const float* acc, float scale, int D) {
+  const int lane = threadIdx.x % 32;
+  for (int c = 0; c < 4; ++c)
+    if (lane + 32 * c < D) stf(dst, lane + 32 * c, acc[c] * scale);
+}
+// Keys the block's query rows see: all, or (causal) up to its last row.
+__device__ __forceinline__ int key_end(const FlashArgs& a) {
+  return a.causal ? min(a.Tk, min(a.Tq - 1, int(blockIdx.x) * kWarps + kWarps - 1) + 1) : a.Tk;
+}
 
 template <class T>
 __global__ void flash_fwd_k(FlashArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
@@ -80,13 +107,8 @@ __global__ void flash_fwd_k(FlashArgs a, const T* q, const T* k, const T* v, T* 
   q = head(q, a.q, b, h), k = head(k, a.k, b, h), v = head(v, a.v, b, h), o = head(o, a.o, b, h);
   if (active) load_row(q + std::size_t(i) * a.q.st, D, a.scale, qrow);
   float acc[4] = {0.f, 0.f, 0.f, 0.f}, m = -INFINITY, l = 0.f;
-  const int last = min(a.Tq - 1, int(blockIdx.x) * kWarps + kWarps - 1);
-  const int jend = a.causal ? min(a.Tk, last + 1) : a.Tk;
-  for (int j0 = 0; j0 < jend; j0 += kTile) {
-    __syncthreads();
-    load_tile(k, a.k.st, j0, a.Tk, D, kt);
-    load_tile(v, a.v.st, j0, a.Tk, D, vt);
-    __syncthreads();
+  for (int j0 = 0, jend = key_end(a); j0 < jend; j0 += kTile) {
+    load_tiles(k, a.k.st, v, a.v.st, j0, a.Tk, D, kt, vt);
     if (!active) continue;
     const int j = j0 + lane;
     const bool vis = j < a.Tk && (!a.causal || j <= i);
@@ -96,16 +118,11 @@ __global__ void flash_fwd_k(FlashArgs a, const T* q, const T* k, const T* v, T* 
     const float p = vis ? expf(sj - mnew) : 0.f, corr = expf(m - mnew);
     l = l * corr + warp_sum(p);
     for (int c = 0; c < 4; ++c) acc[c] *= corr;
-    for (int jj = 0; jj < kTile; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
-      for (int c = 0; c < 4; ++c)
-        if (lane + 32 * c < D) acc[c] += pj * vt[jj * (D + 1) + lane + 32 * c];
-    }
+    accumulate_rows(acc, p, vt, D);
     m = mnew;
   }
   if (!active) return;
-  for (int c = 0; c < 4; ++c)
-    if (lane + 32 * c < D) stf(o, std::size_t(i) * a.o.st + lane + 32 * c, acc[c] / l);
+  store_row(o + std::size_t(i) * a.o.st, acc, 1.f / l, D);
   if (lane == 0) lse[std::size_t(bh) * a.Tq + i] = m + logf(l);
 }
 
@@ -144,13 +161,8 @@ __global__ void flash_dq_k(FlashArgs a, const T* q, const T* k, const T* v, cons
     li = lse[std::size_t(bh) * a.Tq + i], ri = rowdot[std::size_t(bh) * a.Tq + i];
   }
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int last = min(a.Tq - 1, int(blockIdx.x) * kWarps + kWarps - 1);
-  const int jend = a.causal ? min(a.Tk, last + 1) : a.Tk;
-  for (int j0 = 0; j0 < jend; j0 += kTile) {
-    __syncthreads();
-    load_tile(k, a.k.st, j0, a.Tk, D, kt);
-    load_tile(v, a.v.st, j0, a.Tk, D, vt);
-    __syncthreads();
+  for (int j0 = 0, jend = key_end(a); j0 < jend; j0 += kTile) {
+    load_tiles(k, a.k.st, v, a.v.st, j0, a.Tk, D, kt, vt);
     if (!active) continue;
     const int j = j0 + lane;
     const bool vis = j < a.Tk && (!a.causal || j <= i);
@@ -159,15 +171,9 @@ __global__ void flash_dq_k(FlashArgs a, const T* q, const T* k, const T* v, cons
       const float p = expf(dot_row(qrow, kt + lane * (D + 1), D) - li);
       ds = p * (dot_row(grow, vt + lane * (D + 1), D) - ri) * a.scale;
     }
-    for (int jj = 0; jj < kTile; ++jj) {
-      const float dj = __shfl_sync(0xffffffffu, ds, jj);
-      for (int c = 0; c < 4; ++c)
-        if (lane + 32 * c < D) acc[c] += dj * kt[jj * (D + 1) + lane + 32 * c];
-    }
+    accumulate_rows(acc, ds, kt, D);
   }
-  if (!active) return;
-  for (int c = 0; c < 4; ++c)
-    if (lane + 32 * c < D) stf(dq, std::size_t(i) * a.dq.st + lane + 32 * c, acc[c]);
+  if (active) store_row(dq + std::size_t(i) * a.dq.st, acc, 1.f, D);
 }
 
 // dK, dV: a warp per key row j, over query tiles: dv += p dO_i, dk += ds q_i.
@@ -193,15 +199,13 @@ __global__ void flash_dkv_k(FlashArgs a, const T* q, const T* k, const T* v, con
   float ak[4] = {0.f, 0.f, 0.f, 0.f}, av[4] = {0.f, 0.f, 0.f, 0.f};
   const int first = int(blockIdx.x) * kWarps;  // the block's first key: queries before it see none
   for (int i0 = a.causal ? first / kTile * kTile : 0; i0 < a.Tq; i0 += kTile) {
-    __syncthreads();
-    load_tile(q, a.q.st, i0, a.Tq, D, qt);
-    load_tile(g, a.g.st, i0, a.Tq, D, gt);
-    for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-      const bool in = i0 + r < a.Tq;
-      lt[r] = in ? lse[std::size_t(bh) * a.Tq + i0 + r] : 0.f;
-      rt[r] = in ? rowdot[std::size_t(bh) * a.Tq + i0 + r] : 0.f;
+    __syncthreads();  // every warp is done with the previous tile's lse / rowdot
+    if (threadIdx.x < kTile) {  // (read after load_tiles' second barrier)
+      const bool in = i0 + int(threadIdx.x) < a.Tq;
+      lt[threadIdx.x] = in ? lse[std::size_t(bh) * a.Tq + i0 + threadIdx.x] : 0.f;
+      rt[threadIdx.x] = in ? rowdot[std::size_t(bh) * a.Tq + i0 + threadIdx.x] : 0.f;
     }
-    __syncthreads();
+    load_tiles(q, a.q.st, g, a.g.st, i0, a.Tq, D, qt, gt);
     if (!active) continue;
     const int i = i0 + lane;
     const bool vis = i < a.Tq && (!a.causal || j <= i);
@@ -210,21 +214,12 @@ __global__ void flash_dkv_k(FlashArgs a, const T* q, const T* k, const T* v, con
       p = expf(dot_row(krow, qt + lane * (D + 1), D) - lt[lane]);
       ds = p * (dot_row(vrow, gt + lane * (D + 1), D) - rt[lane]) * a.scale;
     }
-    for (int ii = 0; ii < kTile; ++ii) {
-      const float pi = __shfl_sync(0xffffffffu, p, ii), di = __shfl_sync(0xffffffffu, ds, ii);
-      for (int c = 0; c < 4; ++c)
-        if (lane + 32 * c < D) {
-          av[c] += pi * gt[ii * (D + 1) + lane + 32 * c];
-          ak[c] += di * qt[ii * (D + 1) + lane + 32 * c];
-        }
-    }
+    accumulate_rows(av, p, gt, D);
+    accumulate_rows(ak, ds, qt, D);
   }
   if (!active) return;
-  for (int c = 0; c < 4; ++c)
-    if (lane + 32 * c < D) {
-      stf(dk, std::size_t(j) * a.dk.st + lane + 32 * c, ak[c]);
-      stf(dv, std::size_t(j) * a.dv.st + lane + 32 * c, av[c]);
-    }
+  store_row(dk + std::size_t(j) * a.dk.st, ak, 1.f, D);
+  store_row(dv + std::size_t(j) * a.dv.st, av, 1.f, D);
 }
 
 FlashArgs flash_args(const Attn& a) {
