@@ -36,8 +36,8 @@ void each_isa(F&& fn) {
 
 // max over the checked entries of |analytic - numeric| / max(max |analytic|, 1e-3): central
 // differences of loss() in each entry of `x` (every entry up to `max_checks`, else a stride).
-inline double gradcheck(std::vector<double>& x, const std::vector<double>& analytic, const std::function<double()>& loss,
-                        int max_checks = 64, double h = 1e-6) {
+inline double gradcheck(std::vector<double>& x, const std::vector<double>& analytic,
+                        const std::function<double()>& loss, int max_checks = 64, double h = 1e-6) {
   double scale = 1e-3;
   for (double a : analytic) scale = std::max(scale, std::abs(a));
   const std::size_t stride = std::max<std::size_t>(1, x.size() / max_checks);

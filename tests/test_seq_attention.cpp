@@ -103,8 +103,9 @@ TEST(SeqAttention, ReferenceGradcheck) {
     const auto g = to_d(pr.dout);
     auto loss = [&] {
       std::vector<double> o(g.size());
-      attention_forward_ref(a, bhtd<const double>(q.data(), a.H, a.Tq, a.D), bhtd<const double>(k.data(), a.H, a.Tk, a.D),
-                            bhtd<const double>(v.data(), a.H, a.Tk, a.D), bhtd<double>(o.data(), a.H, a.Tq, a.D));
+      attention_forward_ref(a, bhtd<const double>(q.data(), a.H, a.Tq, a.D),
+                            bhtd<const double>(k.data(), a.H, a.Tk, a.D), bhtd<const double>(v.data(), a.H, a.Tk, a.D),
+                            bhtd<double>(o.data(), a.H, a.Tq, a.D));
       return dot(o, g);
     };
     SCOPED_TRACE(pr.name());

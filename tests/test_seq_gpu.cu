@@ -165,7 +165,8 @@ TEST(SeqGpu, SoftmaxClassifierLayerNormMatchReferences) {
     std::vector<int> t(rows);
     for (long r = 0; r < rows; ++r) t[r] = r == 3 ? -100 : int(r * 97 % V);
     std::vector<double> rd(x.size()), rl(rows);
-    const double rloss = cs::classifier_forward_backward_ref(to_d(x).data(), t.data(), rows, V, ld, rl.data(), rd.data());
+    const double rloss =
+        cs::classifier_forward_backward_ref(to_d(x).data(), t.data(), rows, V, ld, rl.data(), rd.data());
     Dev<float> dl(x), losses(rows), loss(1);
     Dev<int> dt(t), scratch(1);
     gs::classifier_forward_backward(dl.p(), dt.p(), rows, V, ld, losses.p(), dl.p(), loss.p(), scratch.p(), nullptr);
@@ -179,7 +180,8 @@ TEST(SeqGpu, SoftmaxClassifierLayerNormMatchReferences) {
     const auto x = rand_f(rows * C, 11, 3.f), w = rand_f(C, 12), b = rand_f(C, 13), dy = rand_f(rows * C, 14);
     std::vector<double> ry(x.size()), rdx(x.size()), rdw(C), rdb(C);
     cs::layernorm_forward_ref(to_d(x).data(), to_d(w).data(), to_d(b).data(), ry.data(), rows, C);
-    cs::layernorm_backward_ref(to_d(dy).data(), to_d(x).data(), to_d(w).data(), rdx.data(), rdw.data(), rdb.data(), rows, C);
+    cs::layernorm_backward_ref(to_d(dy).data(), to_d(x).data(), to_d(w).data(), rdx.data(), rdw.data(), rdb.data(),
+                               rows, C);
     Dev<float> dx_(x), dw_(w), db_(b), ddy(dy), y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(C), db(C);
     Dev<char> scratch(gs::layernorm_backward_scratch_bytes(rows, C));
     gs::layernorm_forward(dx_.p(), dw_.p(), db_.p(), y.p(), mean.p(), rstd.p(), rows, C, cs::kLayerNormEps, nullptr);
@@ -203,15 +205,16 @@ TEST(SeqGpu, RnnLayersMatchReference) {
       const auto x = rand_f(s.rows() * s.I, 1), h0 = rand_f(BH, 2, 0.5f), c0 = rand_f(BH, 3, 0.5f);
       const auto wih = rand_f(GH * s.I, 4, 0.5f), whh = rand_f(GH * s.H, 5, 0.5f), bih = rand_f(GH, 6, 0.3f),
                  bhh = rand_f(GH, 7, 0.3f), dy = rand_f(s.rows() * s.H, 8), dhn = rand_f(BH, 9), dcn = rand_f(BH, 10);
-      std::vector<double> ry(s.rows() * s.H), rhn(BH), rcn(BH), rdx(s.rows() * s.I), rdh0(BH), rdc0(BH), rdwih(GH * s.I),
-          rdwhh(GH * s.H), rdb(GH), rdb2(GH);
+      std::vector<double> ry(s.rows() * s.H), rhn(BH), rcn(BH), rdx(s.rows() * s.I), rdh0(BH), rdc0(BH),
+          rdwih(GH * s.I), rdwhh(GH * s.H), rdb(GH), rdb2(GH);
       const auto X = to_d(x), H0 = to_d(h0), C0 = to_d(c0), WIH = to_d(wih), WHH = to_d(whh), BIH = to_d(bih),
                  BHH = to_d(bhh);
       const cs::RnnWeightsRef wr{WIH.data(), WHH.data(), BIH.data(), BHH.data()};
       cs::rnn_forward_ref(s, wr, X.data(), H0.data(), C0.data(), ry.data(), rhn.data(), rcn.data());
       cs::rnn_backward_ref(s, wr, X.data(), H0.data(), C0.data(), to_d(dy).data(), to_d(dhn).data(), to_d(dcn).data(),
                            rdx.data(), rdh0.data(), rdc0.data(), {rdwih.data(), rdwhh.data(), rdb.data(), rdb2.data()});
-      Dev<float> dx_(x), dh0_(h0), dc0_(c0), dwih_(wih), dwhh_(whh), dbih_(bih), dbhh_(bhh), ddy(dy), ddhn(dhn), ddcn(dcn);
+      Dev<float> dx_(x), dh0_(h0), dc0_(c0), dwih_(wih), dwhh_(whh), dbih_(bih), dbhh_(bhh), ddy(dy), ddhn(dhn),
+          ddcn(dcn);
       const cs::RnnWeights w{dwih_.p(), dwhh_.p(), dbih_.p(), dbhh_.p()};
       for (int impl = 0; impl < 2; ++impl) {  // 0 ours, 1 cuDNN
         Dev<float> y(ry.size()), hn(BH), cn(BH), dx(rdx.size()), dh0(BH), dc0(BH), gwih(GH * s.I), gwhh(GH * s.H),
@@ -220,14 +223,15 @@ TEST(SeqGpu, RnnLayersMatchReference) {
         if (impl == 0) {
           Dev<float> saved(gs::rnn_saved_floats(s)), scratch(gs::rnn_scratch_floats(s));
           gs::rnn_forward(s, w, dx_.p(), dh0_.p(), dc0_.p(), y.p(), hn.p(), cn.p(), saved.p(), scratch.p(), nullptr);
-          gs::rnn_backward(s, w, dx_.p(), ddy.p(), ddhn.p(), ddcn.p(), saved.p(), dx.p(), dh0.p(), dc0.p(), g, scratch.p(),
-                           nullptr);
+          gs::rnn_backward(s, w, dx_.p(), ddy.p(), ddhn.p(), ddcn.p(), saved.p(), dx.p(), dh0.p(), dc0.p(), g,
+                           scratch.p(), nullptr);
           DLB_CUDA_CHECK(cudaDeviceSynchronize());
         } else {
           gs::CudnnRnn rnn(s);
           rnn.set_weights(w, nullptr);
           rnn.forward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), hn.p(), cn.p(), true, nullptr);
-          rnn.backward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), ddy.p(), ddhn.p(), ddcn.p(), dx.p(), dh0.p(), dc0.p(), g, nullptr);
+          rnn.backward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), ddy.p(), ddhn.p(), ddcn.p(), dx.p(), dh0.p(), dc0.p(), g,
+                       nullptr);
         }
         SCOPED_TRACE(std::string(impl ? "cudnn " : "ours ") + (cell == cs::RnnCell::lstm ? "lstm" : "tanh") +
                      (bf ? " batch_first" : ""));
@@ -272,7 +276,8 @@ TEST(SeqGpu, AttentionMatchesReference) {
         {
           const std::size_t TT = std::size_t(a.B) * a.H * a.Tq * a.Tk;
           Dev<float> probs(2 * TT), scratch(TT);
-          gs::attention_forward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fm(o, a.Tq), probs.p(), nullptr);
+          gs::attention_forward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fm(o, a.Tq), probs.p(),
+                                        nullptr);
           gs::attention_backward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fc(dg, a.Tq), probs.p(),
                                          fm(dq, a.Tq), fm(dk, a.Tk), fm(dv, a.Tk), scratch.p(), nullptr);
           SCOPED_TRACE("unfused " + name);
@@ -287,8 +292,8 @@ TEST(SeqGpu, AttentionMatchesReference) {
         };
         auto am = [&](void* p, int T) { return gs::AnyMView{p, long(a.H) * T * D, long(T) * D, D}; };
         Dev<float> lse(std::size_t(a.B) * a.H * a.Tq), scratch(std::size_t(a.B) * a.H * a.Tq);
-        gs::attention_forward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), am(o.p(), a.Tq), lse.p(),
-                                    DType::fp32, nullptr);
+        gs::attention_forward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), am(o.p(), a.Tq),
+                                    lse.p(), DType::fp32, nullptr);
         gs::attention_backward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), av(o.p(), a.Tq),
                                      av(dg.p(), a.Tq), lse.p(), am(dq.p(), a.Tq), am(dk.p(), a.Tk), am(dv.p(), a.Tk),
                                      scratch.p(), DType::fp32, nullptr);
@@ -301,7 +306,8 @@ TEST(SeqGpu, AttentionMatchesReference) {
         }
         // bf16 storage: inputs rounded; the reference runs on the rounded inputs.
         const auto qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), gb = to_bf16(g);
-        const auto Qr = to_d(from_bf16(qb)), Kr = to_d(from_bf16(kb)), Vr = to_d(from_bf16(vb)), Gr = to_d(from_bf16(gb));
+        const auto Qr = to_d(from_bf16(qb)), Kr = to_d(from_bf16(kb)), Vr = to_d(from_bf16(vb)),
+                   Gr = to_d(from_bf16(gb));
         cs::attention_forward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), mv(ro, a.Tq));
         cs::attention_backward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), cv(Gr, a.Tq), mv(rdq, a.Tq),
                                    mv(rdk, a.Tk), mv(rdv, a.Tk));

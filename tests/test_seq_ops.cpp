@@ -126,7 +126,8 @@ TEST(SeqClassifier, FastMatchesReferenceAtEveryIsaInPlaceToo) {
 TEST(SeqLayerNorm, ReferenceGradcheck) {
   const long rows = 5;
   const int C = 11;
-  auto x = to_d(rand_f(rows * C, 8, 2.f)), w = to_d(rand_f(C, 9)), b = to_d(rand_f(C, 10)), r = to_d(rand_f(rows * C, 11));
+  auto x = to_d(rand_f(rows * C, 8, 2.f)), w = to_d(rand_f(C, 9)), b = to_d(rand_f(C, 10)),
+       r = to_d(rand_f(rows * C, 11));
   std::vector<double> y(x.size()), dx(x.size()), dw(C), db(C);
   layernorm_backward_ref(r.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), rows, C);
   auto loss = [&] {

@@ -72,7 +72,8 @@ void attention_forward_ref(const Attn& a, HeadsView<const double> q, HeadsView<c
       for (int i = 0; i < a.Tq; ++i)
         for (int d = 0; d < a.D; ++d) {
           double s = 0;
-          for (int j = 0; j < a.Tk; ++j) s += p[std::size_t(i) * a.Tk + j] * keep[std::size_t(i) * a.Tk + j] * vb[j * v.st + d];
+          for (int j = 0; j < a.Tk; ++j)
+            s += p[std::size_t(i) * a.Tk + j] * keep[std::size_t(i) * a.Tk + j] * vb[j * v.st + d];
           ob[i * o.st + d] = s;
         }
     }
@@ -92,7 +93,8 @@ void attention_backward_ref(const Attn& a, HeadsView<const double> q, HeadsView<
       for (int j = 0; j < Tk; ++j)
         for (int d = 0; d < D; ++d) {
           double s = 0;
-          for (int i = 0; i < Tq; ++i) s += p[std::size_t(i) * Tk + j] * keep[std::size_t(i) * Tk + j] * gb[i * dout.st + d];
+          for (int i = 0; i < Tq; ++i)
+            s += p[std::size_t(i) * Tk + j] * keep[std::size_t(i) * Tk + j] * gb[i * dout.st + d];
           dvb[j * dv.st + d] = s;
         }
       for (int i = 0; i < Tq; ++i) {
@@ -163,7 +165,8 @@ void attention_backward_unfused(const Attn& a, CView q, CView k, CView v, CView,
                                 MView dq, MView dk, MView dv) {
   a.check();
   const std::size_t TT = std::size_t(a.Tq) * a.Tk;
-  if (s.probs.size() != TT * a.B * a.H) throw std::invalid_argument("attention_backward_unfused: P is not this shape's");
+  if (s.probs.size() != TT * a.B * a.H)
+    throw std::invalid_argument("attention_backward_unfused: P is not this shape's");
   each_head(a, [&](int b, int h, int bh) {
     const float* p = s.probs.data() + bh * TT;
     thread_local std::vector<float> ws;  // dP [Tq, Tk], and P after dropout

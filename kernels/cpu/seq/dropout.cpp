@@ -33,7 +33,8 @@ void dropout_run(const float* x, float* y, std::uint8_t* mask, std::size_t n, fl
   const auto body = DLB_ISA_PICK(dropout_range);
   const std::uint64_t first_block = offset / 4, end_block = (offset + n + 3) / 4;
   parallel_rows(long(end_block - first_block), 4 * 3, [&](long lo, long hi) {
-    const std::uint64_t e0 = std::max(offset, (first_block + lo) * 4), e1 = std::min(offset + n, (first_block + hi) * 4);
+    const std::uint64_t e0 = std::max(offset, (first_block + lo) * 4),
+                        e1 = std::min(offset + n, (first_block + hi) * 4);
     const std::size_t i0 = e0 - offset;
     body(x + i0, y + i0, mask ? mask + i0 : nullptr, e1 - e0, p, scale, seed, e0);
   });

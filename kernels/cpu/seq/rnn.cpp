@@ -239,7 +239,8 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
   if (g.dw_hh) {
     if (!s.batch_first) gemm(true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);  // sum_t dA_t^T h_{t-1}
     else  // per sequence: dA rows b*T.. against h_{t-1} of b, rows B*H apart
-      for (int b = 0; b < B; ++b) gemm(true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
+      for (int b = 0; b < B; ++b)
+        gemm(true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) {
     float* db = g.db_ih ? g.db_ih : g.db_hh;

@@ -225,7 +225,8 @@ __global__ void flash_dkv_k(FlashArgs a, const T* q, const T* k, const T* v, con
 FlashArgs flash_args(const Attn& a) {
   a.check();
   if (a.dropout > 0) throw std::invalid_argument("attention: flash has no dropout (use unfused)");
-  if (a.D > kMaxD) throw Unsupported("attention: the GPU flash kernels take head dims up to 128, not " + std::to_string(a.D));
+  if (a.D > kMaxD)
+    throw Unsupported("attention: the GPU flash kernels take head dims up to 128, not " + std::to_string(a.D));
   FlashArgs f{};
   f.H = a.H, f.Tq = a.Tq, f.Tk = a.Tk, f.D = a.D, f.causal = a.causal, f.scale = a.sc();
   return f;

@@ -110,11 +110,11 @@ void CudnnRnn::forward(const float* x, const float* h0, const float* c0, float* 
                        cudaStream_t st) {
   Impl& m = *p_;
   const bool lstm = m.s.cell == RnnCell::lstm;
-  DLB_CUDNN_CHECK(cudnnRNNForward(cudnn_handle_on(st), m.rnn, train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                                  m.lengths.data(), m.xd, x, m.yd, y, m.hd, h0 ? h0 : m.zeros.data(), hn, m.hd,
-                                  lstm ? (c0 ? c0 : m.zeros.data()) : nullptr, lstm ? cn : nullptr, m.wbytes,
-                                  m.wspace.data(), m.work, m.workspace.data(), train ? m.reserve : 0,
-                                  train ? m.reservespace.data() : nullptr));
+  DLB_CUDNN_CHECK(
+      cudnnRNNForward(cudnn_handle_on(st), m.rnn, train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+                      m.lengths.data(), m.xd, x, m.yd, y, m.hd, h0 ? h0 : m.zeros.data(), hn, m.hd,
+                      lstm ? (c0 ? c0 : m.zeros.data()) : nullptr, lstm ? cn : nullptr, m.wbytes, m.wspace.data(),
+                      m.work, m.workspace.data(), train ? m.reserve : 0, train ? m.reservespace.data() : nullptr));
 }
 
 void CudnnRnn::backward(const float* x, const float* h0, const float* c0, const float* y, const float* dy,

@@ -22,7 +22,8 @@ void with_storage(DType t, const char* what, F&& f) {
 template <class T>
 __global__ void gelu_k(const T* x, const T* dy, T* out, std::size_t n) {
   const float s2pi = 0.7978845608f, c = 0.044715f;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(blockDim.x) * gridDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(blockDim.x) * gridDim.x) {
     const float v = ldf(x, i), t = tanhf(s2pi * (v + c * v * v * v));
     if (!dy) {
       stf(out, i, 0.5f * v * (1.f + t));
@@ -53,7 +54,8 @@ __global__ void dropout_k(const T* x, T* y, std::uint8_t* mask, std::size_t n, f
 
 __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::size_t n, float decay, float step_size,
                         float bc2s, float a1, float b2, float a2, float eps) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(blockDim.x) * gridDim.x) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(blockDim.x) * gridDim.x) {
     const float gi = g[i], mi = m[i] + a1 * (gi - m[i]), vi = b2 * v[i] + a2 * gi * gi;
     m[i] = mi, v[i] = vi;
     p[i] = p[i] * decay - step_size * mi / (sqrtf(vi) / bc2s + eps);
@@ -82,7 +84,8 @@ void gelu_forward(const void* x, void* y, std::size_t n, DType t, cudaStream_t s
 void gelu_backward(const void* x, const void* dy, void* dx, std::size_t n, DType t, cudaStream_t s) {
   with_storage(t, "gelu", [&](auto z) {
     using T = decltype(z);
-    gelu_k<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n);
+    gelu_k<T>
+        <<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n);
   });
   check_launch();
 }
