@@ -9,7 +9,7 @@
 namespace dlb::models {
 
 const Plan& Executor::plan(const Model& m, int n) {
-  if (planned_ && plan_.current(n, dtype_, Device::cpu)) return plan_;
+  if (planned_ && plan_.current(m, n, dtype_, Device::cpu)) return plan_;
   plan_ = make_plan(m, n, dtype_, Device::cpu);
   planned_ = true;
   const std::size_t values = plan_.shapes.size();

@@ -34,7 +34,6 @@ int Model::node(std::unique_ptr<Layer> l, std::vector<int> in) {
   const int out = int(producer_.size());
   producer_.push_back(int(nodes_.size()));
   nodes_.push_back(Node{std::move(l), std::move(in), out});
-  exec_.reset();  // plans were made for the old graph
   return out;
 }
 
@@ -42,7 +41,6 @@ int Model::add_input(Shape item, bool integer) {
   const int v = int(producer_.size());
   producer_.push_back(-1 - int(inputs_.size()));
   inputs_.push_back({item.with_batch(1), integer, v});
-  exec_.reset();
   return v;
 }
 

@@ -71,6 +71,7 @@ class Model {
   bool integer_value(int value) const;
   int producer(int value) const { return producer_.at(std::size_t(value)); }  // its node, -1 for an input
   int output_value() const { return int(producer_.size()) - 1; }              // the last value made
+  int revision() const { return int(producer_.size()); }  // changes as the graph grows (plans made before are stale)
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Layer*> layers() const;
   Shape input_shape(int n) const { return inputs_.front().item.with_batch(n); }

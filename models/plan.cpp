@@ -39,8 +39,8 @@ bool bf16_compute_native() {
   return cpu::isa_allows(cpu::Isa::avx512_bf16) && cpu::onednn::available() && cpu::onednn::bf16_native();
 }
 
-bool Plan::current(int n_, DType dtype_, Device device_) const {
-  return n == n_ && dtype == dtype_ && device == device_ && isa == cpu::isa_active() &&
+bool Plan::current(const Model& m, int n_, DType dtype_, Device device_) const {
+  return n == n_ && dtype == dtype_ && device == device_ && revision == m.revision() && isa == cpu::isa_active() &&
          threads == cpu::kernel_threads();
 }
 
@@ -194,7 +194,7 @@ Plan make_plan(const Model& m, int n, DType dtype, Device device) {
   if (n <= 0) throw UsageError("batch must be positive");
   Plan p;
   p.n = n, p.dtype = dtype, p.device = device;
-  p.isa = cpu::isa_active(), p.threads = cpu::kernel_threads();
+  p.isa = cpu::isa_active(), p.threads = cpu::kernel_threads(), p.revision = m.revision();
   p.bf16_native = device == Device::cpu && dtype == DType::bf16 && bf16_compute_native();
   p.shapes = m.value_shapes(n);
   Ctx c{m, p, std::vector<int>(p.shapes.size(), 0)};

@@ -69,12 +69,13 @@ struct Plan {
   bool bf16_native = false;  // bf16 on a CPU that computes it (bf16_compute_native())
   cpu::Isa isa = cpu::Isa::scalar;
   int threads = 1;
+  int revision = 0;              // the model's graph it was made for (Model::revision)
   std::vector<Shape> shapes;     // per value
   std::vector<char> stored;      // per value: written by a step (or an input), not inside one
   std::vector<char> cast_input;  // per model input: rounded in place by a step (the executor copies it first)
   std::vector<Step> steps;
-  // Still the plan for this call: the same n, dtype and device, ISA level and kernel threads.
-  bool current(int n, DType dtype, Device device) const;
+  // Still the plan for this call: the same graph, n, dtype and device, ISA level and kernel threads.
+  bool current(const Model& m, int n, DType dtype, Device device) const;
 };
 
 Plan make_plan(const Model& m, int n, DType dtype, Device device = Device::cpu);

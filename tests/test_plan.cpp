@@ -146,3 +146,13 @@ TEST(Plan, GradientsReadyOnceEachInReverse) {
                                       "fc1.bias",   "conv2.weight", "conv2.bias", "conv1.weight", "conv1.bias"};
   EXPECT_EQ(order, want);
 }
+
+// A model that grows after a step is planned again: the next step runs the new graph.
+TEST(Plan, GraphGrownAfterAStepIsPlannedAgain) {
+  Model m("t", {1, 6}, LossKind::mse);
+  m.add<Linear>("fc1", 6, 4);
+  std::vector<float> x(12, 0.5f);
+  EXPECT_EQ(m.predict(x.data(), 2).size(), 8u);
+  m.add<ReLU>().add<Linear>("fc2", 4, 3);
+  EXPECT_EQ(m.predict(x.data(), 2).size(), 6u);
+}
