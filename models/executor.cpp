@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/common/errors.h"
 #include "models/half.h"
 
 namespace dlb::models {
@@ -32,6 +33,7 @@ void Executor::run_forward(Model& m, const Batch& b, Profiler* p) {
   for (int k = 0; k < m.num_inputs(); ++k) {
     const auto v = std::size_t(m.input_value(k));
     data_[v] = b.input(k);
+    if (!data_[v]) throw UsageError("model " + m.name() + ": input " + std::to_string(k) + " not in the batch");
     if (!plan_.cast_input[std::size_t(k)]) continue;  // a step rounds it in place: work on a copy
     auto& c = copy_[std::size_t(k)];
     c.resize(plan_.shapes[v].size());

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/errors.h"
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn/onednn.h"
@@ -155,4 +156,18 @@ TEST(Plan, GraphGrownAfterAStepIsPlannedAgain) {
   EXPECT_EQ(m.predict(x.data(), 2).size(), 8u);
   m.add<ReLU>().add<Linear>("fc2", 4, 3);
   EXPECT_EQ(m.predict(x.data(), 2).size(), 6u);
+}
+
+// A model with a second input refuses a batch that does not carry it, naming the input.
+TEST(Plan, MissingInputIsAUsageError) {
+  Model m("t", {1, 4}, LossKind::mse);
+  const int b = m.add_input({1, 4});
+  m.node<Add>({0, b});
+  std::vector<float> x(8, 1.f), x2(8, 2.f), target(8, 0.f);
+  EXPECT_THROW(m.forward_backward(Batch{x.data(), nullptr, target.data(), 2}), UsageError);
+  const void* both[] = {x.data(), x2.data()};
+  Batch ok{x.data(), nullptr, target.data(), 2};
+  ok.inputs = both;
+  m.zero_grad();
+  EXPECT_FLOAT_EQ(m.forward_backward(ok), 9.f);  // (1 + 2 - 0)^2
 }
