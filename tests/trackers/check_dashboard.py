@@ -20,16 +20,10 @@ from html.parser import HTMLParser
 
 from PIL import Image
 
+from checklist import check, done  # noqa: E402  (beside this file)
+
 DLBENCH, WORK = sys.argv[1:3]
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
-
-
-def check(ok, what):
-    print(("ok: " if ok else "FAIL: ") + what)
-    if not ok:
-        failures.append(what)
-
 
 shutil.rmtree(WORK, ignore_errors=True)
 hist, out = os.path.join(WORK, "history"), os.path.join(WORK, "dashboard")
@@ -135,5 +129,4 @@ else:
     check(len(rgb.resize((320, 350)).getcolors(1 << 20) or []) >= 64, "the screenshot is a drawn page, not a blank one")
     check(near((0x2f, 0x6d, 0xb5)) > 2000, "the page's styling (heading blue) was applied")
     check(near((0xe6, 0x7e, 0x22)) > 200 and near((0x16, 0xa0, 0x85)) > 200, "each machine's line is drawn in its colour")
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+done()

@@ -24,17 +24,11 @@ import re
 import subprocess
 import sys
 
+from checklist import check, done  # noqa: E402  (beside this file)
+
 DLBENCH, RUN, WORK, SRC = sys.argv[1:5]
 VENV = os.environ.get("DLBENCH_TOOLS_VENV") or os.path.join(SRC, ".venv-tools")
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
-
-
-def check(ok, what):
-    print(("ok: " if ok else "FAIL: ") + what)
-    if not ok:
-        failures.append(what)
-
 
 os.makedirs(WORK, exist_ok=True)
 doc = json.load(open(os.path.join(RUN, "results.json")))
@@ -134,5 +128,4 @@ else:
     got = json.loads(p.stdout.strip().splitlines()[-1])
     check({n for n, _ in got} == timed and all(u in ("i/s", "B/s") for _, u in got),
           f"Conbench's adapter tracks every case by its throughput: units {sorted({u for _, u in got})}")
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+done()
