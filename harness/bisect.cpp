@@ -91,16 +91,22 @@ class Worktree {
     base_ = t;
     path_ = base_ + "/src";
     std::string out;
-    if (!ok(git(top_, {"worktree", "add", "--detach", "--quiet", path_, commit}, &out)))
+    if (!ok(git(top_, {"worktree", "add", "--detach", "--quiet", path_, commit}, &out))) {
+      std::error_code ec;
+      fs::remove_all(base_, ec);
       throw std::runtime_error("bisect: git worktree add failed: " + first_line(out));
+    }
   }
   ~Worktree() {
-    std::string out;
     if (keep_) return;
-    git(top_, {"worktree", "remove", "--force", path_}, &out);
-    std::error_code ec;
-    fs::remove_all(base_, ec);
-    git(top_, {"worktree", "prune"}, &out);
+    try {
+      std::string out;
+      git(top_, {"worktree", "remove", "--force", path_}, &out);
+      std::error_code ec;
+      fs::remove_all(base_, ec);
+      git(top_, {"worktree", "prune"}, &out);
+    } catch (const std::exception&) {  // git gone: nothing more to undo
+    }
   }
   Worktree(const Worktree&) = delete;
   Worktree& operator=(const Worktree&) = delete;
@@ -118,8 +124,7 @@ struct Probe {
 
 class Bisector {
  public:
-  Bisector(const BisectOptions& o, std::string top, std::string out, const Worktree& wt)
-      : o_(o), top_(std::move(top)), out_(std::move(out)), wt_(wt) {}
+  Bisector(const BisectOptions& o, std::string out, const Worktree& wt) : o_(o), out_(std::move(out)), wt_(wt) {}
 
   // Builds and runs `sha` (the k-th of the session) into OUT/<k>-<sha>/; its results document, or
   // null with *why set.
@@ -191,7 +196,7 @@ class Bisector {
 
  private:
   const BisectOptions& o_;
-  std::string top_, out_;
+  std::string out_;
   const Worktree& wt_;
 };
 
@@ -237,7 +242,7 @@ int run_bisect(const BisectOptions& o, std::ostream& out) {
 
   InterruptScope scope("\ndlbench: interrupted -- stopping bisect (again to quit now)\n");
   const Worktree wt(top, good, o.keep_worktree);
-  Bisector b(o, top, absdir, wt);
+  Bisector b(o, absdir, wt);
   auto subject = [&](const std::string& sha) {
     std::string s;
     git(top, {"log", "-1", "--format=%s", sha}, &s);
