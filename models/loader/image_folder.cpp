@@ -48,8 +48,10 @@ class FolderSource : public Source {
     const auto t0 = std::chrono::steady_clock::now();
     try {
       s.file = read_file_safely(files_[i], kMaxImageFile);
-    } catch (const InputError& e) {
-      throw InputError("dataset sample " + std::to_string(i) + ": " + e.what());
+    } catch (const InputError& e) {  // "PATH: why" -> "dataset file PATH (sample i): why"
+      std::string why = e.what();
+      if (why.compare(0, files_[i].size() + 2, files_[i] + ": ") == 0) why.erase(0, files_[i].size() + 2);
+      throw InputError("dataset file " + files_[i] + " (sample " + std::to_string(i) + "): " + why);
     }
     const auto t1 = std::chrono::steady_clock::now();
     if (t) t->read += std::chrono::duration<double>(t1 - t0).count();

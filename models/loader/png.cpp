@@ -78,11 +78,13 @@ bool read_header(png_structp png, png_infop info, PngIo* io, int want_w, int wan
     std::snprintf(io->message, sizeof io->message, "16-bit grayscale PNG (not supported: Pillow clips it, it does not scale it)");
     return false;
   }
-  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);  // tRNS ignored: Pillow's P -> RGB drops it
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);  // Pillow's P -> RGB ignores tRNS
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
   if (depth == 16) png_set_strip_16(png);  // the high byte, as Pillow's RGB;16B
-  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  // palette_to_rgb also turns a tRNS chunk into alpha: dropped with the rest
+  if ((color & PNG_COLOR_MASK_ALPHA) || (color == PNG_COLOR_TYPE_PALETTE && png_get_valid(png, info, PNG_INFO_tRNS)))
+    png_set_strip_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   if (png_get_rowbytes(png, info) != std::size_t(*w) * 3) {
