@@ -1,11 +1,12 @@
-// Host-to-device copies of the loader's batches (see device_feed.h), through the CUDA runtime and
-// kernels/cuda/cuda_util.h's tracked device buffers. A ring of `depth` device slots: a slot's new
+// Host-to-device copies of the loader's batches (see device_feed.h), through kernels/cuda/cuda_util.h
+// (tracked device buffers, a stream of our own, ordering-only events). A ring of `depth` device slots: a slot's new
 // copy waits (on the copy stream) for the work on its old batch, and its old host batch goes back to
 // the loader only once that batch's copy has finished. In a build without CUDA the constructor says so.
 #include "models/loader/device_feed.h"
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "kernels/common/errors.h"
@@ -24,12 +25,13 @@ struct DeviceFeed::Impl {
   struct Slot {
     cuda::DeviceBuffer<float> x;
     cuda::DeviceBuffer<std::int32_t> labels;
-    cudaEvent_t copied = nullptr, consumed = nullptr;
+    std::unique_ptr<cuda::Event> copied, consumed;
     BatchLease host;
     DeviceBatch batch;
   };
   Loader& loader;
-  cudaStream_t work = nullptr, copy = nullptr;
+  cudaStream_t work = nullptr;
+  std::unique_ptr<cuda::Stream> copy;
   bool non_blocking = true, ended = false;
   std::vector<Slot> slots;
   std::deque<int> free, queued;
@@ -40,32 +42,27 @@ struct DeviceFeed::Impl {
     std::string why;
     if (!cuda::device_available(&why)) throw Unsupported("device feed: no CUDA device (" + why + ")");
     DLB_CUDA_CHECK(cudaSetDevice(device));
-    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+    copy = std::make_unique<cuda::Stream>();
     const Source& s = l.source();
     const std::size_t item = std::size_t(s.channels()) * s.height() * s.width(), batch = static_cast<std::size_t>(l.options().batch);
     slots.resize(static_cast<std::size_t>(std::max(depth, 2)));
     for (std::size_t k = 0; k < slots.size(); ++k) {
       slots[k].x = cuda::DeviceBuffer<float>(batch * item);
       slots[k].labels = cuda::DeviceBuffer<std::int32_t>(batch);
-      DLB_CUDA_CHECK(cudaEventCreateWithFlags(&slots[k].copied, cudaEventDisableTiming));
-      DLB_CUDA_CHECK(cudaEventCreateWithFlags(&slots[k].consumed, cudaEventDisableTiming));
+      slots[k].copied = std::make_unique<cuda::Event>(false);
+      slots[k].consumed = std::make_unique<cuda::Event>(false);
       free.push_back(static_cast<int>(k));
     }
   }
   ~Impl() {
-    if (copy) cudaStreamSynchronize(copy);
-    for (auto& s : slots) {
-      s.host.reset();
-      if (s.copied) cudaEventDestroy(s.copied);
-      if (s.consumed) cudaEventDestroy(s.consumed);
-    }
-    if (copy) cudaStreamDestroy(copy);
+    if (copy) cudaStreamSynchronize(*copy);  // no copy still reading a host batch given back below
+    for (auto& s : slots) s.host.reset();
   }
 
   void issue(int k) {
     Slot& s = slots[static_cast<std::size_t>(k)];
     if (s.host) {  // its old batch: copied long ago (the work waited for it); back to the loader first
-      DLB_CUDA_CHECK(cudaEventSynchronize(s.copied));
+      DLB_CUDA_CHECK(cudaEventSynchronize(*s.copied));
       s.host.reset();
     }
     BatchLease b = loader.next();
@@ -75,12 +72,12 @@ struct DeviceFeed::Impl {
       return;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    DLB_CUDA_CHECK(cudaStreamWaitEvent(copy, s.consumed, 0));  // the work on the slot's old batch is done
+    DLB_CUDA_CHECK(cudaStreamWaitEvent(*copy, *s.consumed, 0));  // the work on the slot's old batch is done
     const std::size_t xb = std::size_t(b->n) * b->c * b->h * b->w * sizeof(float), yb = std::size_t(b->n) * sizeof(std::int32_t);
-    DLB_CUDA_CHECK(cudaMemcpyAsync(s.x.data(), b->x, xb, cudaMemcpyHostToDevice, copy));
-    DLB_CUDA_CHECK(cudaMemcpyAsync(s.labels.data(), b->labels, yb, cudaMemcpyHostToDevice, copy));
-    DLB_CUDA_CHECK(cudaEventRecord(s.copied, copy));
-    if (!non_blocking) DLB_CUDA_CHECK(cudaStreamSynchronize(copy));
+    DLB_CUDA_CHECK(cudaMemcpyAsync(s.x.data(), b->x, xb, cudaMemcpyHostToDevice, *copy));
+    DLB_CUDA_CHECK(cudaMemcpyAsync(s.labels.data(), b->labels, yb, cudaMemcpyHostToDevice, *copy));
+    DLB_CUDA_CHECK(cudaEventRecord(*s.copied, *copy));
+    if (!non_blocking) DLB_CUDA_CHECK(cudaStreamSynchronize(*copy));
     stats.enqueue_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats.bytes += xb + yb;
     stats.batches += 1;
@@ -91,7 +88,7 @@ struct DeviceFeed::Impl {
 
   const DeviceBatch* next() {
     if (handed >= 0) {  // everything the caller queued on its batch is behind this event
-      DLB_CUDA_CHECK(cudaEventRecord(slots[static_cast<std::size_t>(handed)].consumed, work));
+      DLB_CUDA_CHECK(cudaEventRecord(*slots[static_cast<std::size_t>(handed)].consumed, work));
       free.push_back(handed);
       handed = -1;
     }
@@ -107,7 +104,7 @@ struct DeviceFeed::Impl {
     handed = queued.front();
     queued.pop_front();
     Slot& s = slots[static_cast<std::size_t>(handed)];
-    DLB_CUDA_CHECK(cudaStreamWaitEvent(work, s.copied, 0));
+    DLB_CUDA_CHECK(cudaStreamWaitEvent(work, *s.copied, 0));
     while (!ended && !free.empty()) {  // the next copy starts now, behind the work just handed out
       const int k = free.front();
       free.pop_front();

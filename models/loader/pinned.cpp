@@ -1,5 +1,6 @@
-// Host buffers, page-locked through the CUDA runtime where a device is usable (see pinned.h). In a
-// build without CUDA, or on a machine without a usable device, they are plain aligned memory.
+// Host buffers, page-locked through kernels/cuda/cuda_util.h's PinnedBuffer where a device is usable
+// (see pinned.h). In a build without CUDA, or on a machine without a usable device, they are plain
+// aligned memory.
 #include "models/loader/pinned.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include "kernels/common/errors.h"
 
 #ifdef DLB_HAVE_CUDA
-#include <cuda_runtime.h>
+#include "kernels/cuda/cuda_util.h"
 #endif
 
 namespace dlb::models::loader {
@@ -35,12 +36,9 @@ HostBuffer::HostBuffer(std::size_t bytes, bool want_pinned) {
   const std::size_t n = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
 #ifdef DLB_HAVE_CUDA
   if (want_pinned && can_pin()) {
-    const cudaError_t e = cudaHostAlloc(&p_, n, cudaHostAllocDefault);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw OutOfMemory("cudaHostAlloc of " + std::to_string(n) + " bytes for a pinned batch (" + cudaGetErrorString(e) + ")");
-    }
-    pinned_ = true;
+    auto* b = new cuda::PinnedBuffer(n, false, "a pinned batch");
+    p_ = b->data();
+    pinned_ = b;
     return;
   }
 #else
@@ -53,14 +51,14 @@ HostBuffer::HostBuffer(std::size_t bytes, bool want_pinned) {
 HostBuffer::~HostBuffer() {
 #ifdef DLB_HAVE_CUDA
   if (pinned_) {
-    cudaFreeHost(p_);
+    delete static_cast<cuda::PinnedBuffer*>(pinned_);
     return;
   }
 #endif
   std::free(p_);
 }
 
-HostBuffer::HostBuffer(HostBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), pinned_(std::exchange(o.pinned_, false)) {}
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), pinned_(std::exchange(o.pinned_, nullptr)) {}
 
 HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
   std::swap(p_, o.p_);

@@ -19,11 +19,11 @@ class HostBuffer {
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
   void* data() const { return p_; }
-  bool pinned() const { return pinned_; }
+  bool pinned() const { return pinned_ != nullptr; }
 
  private:
   void* p_ = nullptr;
-  bool pinned_ = false;
+  void* pinned_ = nullptr;  // the cuda::PinnedBuffer holding p_ (kernels/cuda/cuda_util.h), when page-locked
 };
 
 // What pin=on gets here: "page-locked (cudaHostAlloc)", or "plain memory (<why not>)".
