@@ -283,9 +283,11 @@ int run_load(const LoadFlags& f, CLI::App* sub) {
     }
     rows.push_back(row);
   }
+  std::string common = ld::describe_options(base);
+  common = common.substr(common.find(",pin=") + 1);  // workers and mode are the rows'
   std::printf("loader: %s; %d round(s) of %d epoch(s) each, interleaved; medians; stage columns are us per image summed "
               "over workers; every epoch checked, first batch bit for bit\n",
-              ld::describe_options(base).c_str(), reps, epochs);
+              common.c_str(), reps, epochs);
   if (peer)
     for (const auto& c : configs)
       if (c.peer) {

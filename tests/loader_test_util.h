@@ -48,8 +48,10 @@ inline void make_set(const std::string& dir, std::vector<dlb::models::loader::Di
   for (auto f : forms) dlb::models::loader::make_cifar10(dir, f, n, n / 5, 7);
 }
 
-// Debian's python3 (numpy, Pillow), or "" when it is missing.
+// Debian's python3 (numpy, Pillow), or "" when it is missing; DLBENCH_TEST_PYTHON names another (a
+// venv with PyPI's Pillow, to compare the decoders with its bundled libjpeg-turbo).
 inline std::string python() {
+  if (const char* p = std::getenv("DLBENCH_TEST_PYTHON"); p && *p) return p;
   for (const char* p : {"/usr/bin/python3"})
     if (::access(p, X_OK) == 0) return p;
   return "";
