@@ -119,7 +119,10 @@ void run_task(BatchMaker& m, const SlotArena& slots, const Task& t, int worker, 
   try {
     if (fault.kind != Fault::none && fault.batch == t.batch) {
       if (in_process && fault.kind == Fault::exit_) ::_exit(3);
-      if (in_process && fault.kind == Fault::crash) ::raise(SIGSEGV);
+      if (in_process && fault.kind == Fault::crash) {  // a real death by SIGSEGV, also under a sanitizer's handler
+        ::signal(SIGSEGV, SIG_DFL);
+        ::raise(SIGSEGV);
+      }
       throw std::runtime_error("injected fault at batch " + std::to_string(t.batch) + " (DLBENCH_LOADER_FAULT)");
     }
     m.make(t.epoch, t.batch, slots.slot(t.slot));
