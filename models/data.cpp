@@ -279,24 +279,6 @@ int synth_image(SplitMix& rng, const std::vector<float>& patterns, unsigned char
   return k;
 }
 
-Dataset synth(std::size_t n, const std::vector<float>& patterns, std::uint64_t stream, const std::string& name) {
-  Dataset d = cifar_shell(name);
-  try {
-    d.labels.resize(n);
-    d.images.resize(n * kCifarPixels);
-  } catch (const std::bad_alloc&) {
-    throw OutOfMemory("synthetic dataset of " + std::to_string(n) + " images");
-  }
-  SplitMix rng{stream};
-  std::array<unsigned char, kCifarPixels> px;
-  for (std::size_t i = 0; i < n; ++i) {
-    d.labels[i] = synth_image(rng, patterns, px.data());
-    float* img = d.images.data() + i * kCifarPixels;
-    for (std::size_t j = 0; j < kCifarPixels; ++j) img[j] = cifar_normalize(px[j]);  // then the CIFAR normalization
-  }
-  return d;
-}
-
 ByteImages synth_bytes(std::size_t n, const std::vector<float>& patterns, std::uint64_t stream) {
   ByteImages b;
   try {
@@ -308,6 +290,20 @@ ByteImages synth_bytes(std::size_t n, const std::vector<float>& patterns, std::u
   SplitMix rng{stream};
   for (std::size_t i = 0; i < n; ++i) b.labels[i] = synth_image(rng, patterns, b.pixels.data() + i * kCifarPixels);
   return b;
+}
+
+// The float dataset: the same bytes, then the CIFAR normalization.
+Dataset synth(std::size_t n, const std::vector<float>& patterns, std::uint64_t stream, const std::string& name) {
+  const ByteImages b = synth_bytes(n, patterns, stream);
+  Dataset d = cifar_shell(name);
+  try {
+    d.images.resize(b.pixels.size());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("synthetic dataset of " + std::to_string(n) + " images");
+  }
+  d.labels = b.labels;
+  for (std::size_t j = 0; j < b.pixels.size(); ++j) d.images[j] = cifar_normalize(b.pixels[j]);
+  return d;
 }
 
 constexpr std::uint64_t train_stream(std::uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 1; }
