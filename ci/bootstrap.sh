@@ -24,7 +24,7 @@ pip_tools() {  # the PyPI tools of the test step, pinned, into TOOLS_VENV (Debia
 }
 
 declare -A PKGS=(
-  [build]="cmake make g++ ccache pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenmpi-dev openmpi-bin libdnnl-dev"
+  [build]="cmake make g++ ccache pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libdnnl-dev"
   [report]="python3 python3-matplotlib"
   [test]="python3 python3-matplotlib python3-pil chromium slurm-wlm munge iproute2 python3-venv libbenchmark-tools python3-scipy git"
   [asan]="clang libclang-rt-14-dev"

@@ -40,6 +40,7 @@ void add_report_command(CLI::App& app, int& rc);   // report
 void add_compare_command(CLI::App& app, int& rc);  // compare, baseline, history
 void add_export_command(CLI::App& app, int& rc);   // export, bisect
 void add_train_command(CLI::App& app, int& rc);    // train
+void add_data_command(CLI::App& app, int& rc);     // data make, data load
 
 // Writes the HTML report for `runs` into `out` (reports/report.py); returns its exit code.
 int generate_report(const std::vector<std::string>& runs, const std::string& out);
