@@ -53,6 +53,7 @@ int cli_main(int argc, char** argv) {
   add_info_command(app, rc);
   add_report_command(app, rc);
   add_compare_command(app, rc);
+  add_export_command(app, rc);
   add_train_command(app, rc);
   add_data_command(app, rc);
   try {

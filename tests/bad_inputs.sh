@@ -44,6 +44,8 @@ head -c 4096 /dev/urandom > "$T/mnist_garbage/train-images-idx3-ubyte"
 head -c 4096 /dev/urandom > "$T/cifar_garbage/data_batch_1.bin"
 head -c 700 "$D/base.json" > "$T/trunc.json"
 echo "hello" > "$T/file.txt"
+# a history folder with a good run and a FIFO beside it (history --html refuses it)
+mkdir -p "$T/hist_pipe/run1" && cp "$D/base.json" "$T/hist_pipe/run1/results.json" && mkfifo "$T/hist_pipe/pipe"
 { printf '{"context": {}, "benchmarks": ['; head -c 500000 /dev/zero | tr '\0' '['; head -c 500000 /dev/zero | tr '\0' ']'; printf ']}'; } > "$T/deep.json"
 head -c 2000000 /dev/zero | tr '\0' '[' > "$T/deep_open.json"
 mkdir -p "$T/dir_run/results.json" "$T/zero_link_run"
