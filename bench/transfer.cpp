@@ -127,73 +127,26 @@ HostKind parse_host(const std::string& s) {
 class HostMem {
  public:
   HostMem() = default;
-  HostMem(std::size_t n, HostKind kind, const std::string& what) : kind_(kind) {
+  HostMem(std::size_t n, HostKind kind, const std::string& what) {
     cpu::require_host_bytes(n, what);
     if (kind == HostKind::pageable) {
       pageable_ = cpu::host_alloc(n, what);
       p_ = pageable_.get();
-      return;
+    } else {
+      pinned_ = cuda::PinnedBuffer(n, kind == HostKind::pinned_wc, what);
+      p_ = pinned_.data();
     }
-    const unsigned flags = kind == HostKind::pinned_wc ? cudaHostAllocWriteCombined : cudaHostAllocDefault;
-    const cudaError_t e = cudaHostAlloc(&p_, std::max<std::size_t>(n, 1), flags);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      p_ = nullptr;
-      if (e == cudaErrorMemoryAllocation) throw OutOfMemory("host: cudaHostAlloc of " + std::to_string(n) + " bytes for " + what);
-      cuda::throw_cuda_error(e, "cudaHostAlloc", __FILE__, __LINE__);
-    }
-  }
-  ~HostMem() {
-    if (p_ && kind_ != HostKind::pageable) cudaFreeHost(p_);
-  }
-  HostMem(const HostMem&) = delete;
-  HostMem& operator=(const HostMem&) = delete;
-  HostMem(HostMem&& o) noexcept { *this = std::move(o); }
-  HostMem& operator=(HostMem&& o) noexcept {
-    std::swap(kind_, o.kind_), std::swap(p_, o.p_), std::swap(pageable_, o.pageable_);
-    return *this;
   }
   void* get() const { return p_; }
 
  private:
-  HostKind kind_ = HostKind::none;
   void* p_ = nullptr;
   cpu::HostPtr pageable_;
+  cuda::PinnedBuffer pinned_;
 };
 
-class Stream {
- public:
-  Stream() { DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~Stream() {
-    if (s_) cudaStreamDestroy(s_);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  operator cudaStream_t() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-class Event {
- public:
-  Event() { DLB_CUDA_CHECK(cudaEventCreate(&e_)); }
-  ~Event() {
-    if (e_) cudaEventDestroy(e_);
-  }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  operator cudaEvent_t() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
-double elapsed_s(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0;
-  DLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1e-3;
-}
+using cuda::Event;
+using cuda::Stream;
 
 // Refuses up front what cannot fit on the device (cudaMemGetInfo), so the case is "out of memory"
 // without a failed cudaMalloc in the driver's log.
@@ -340,7 +293,7 @@ class GpuCopy final : public Case {
     }
     DLB_CUDA_CHECK(cudaEventRecord(*stop_, *s0_));
     DLB_CUDA_CHECK(cudaEventSynchronize(*stop_));
-    return elapsed_s(*start_, *stop_);
+    return cuda::elapsed_seconds(*start_, *stop_);
   }
 
   int dev_;
@@ -439,8 +392,8 @@ class Overlap final : public Case {
     const double serial = pipeline(false, false);
     double tc = 0, tk = 0;
     for (std::size_t k = 0; k < batches_; ++k) {
-      tc += elapsed_s(*ev_[2 * k], *ev_[2 * k + 1]);
-      tk += elapsed_s(*ev_[2 * k + 1], *ev_[2 * k + 2]);
+      tc += cuda::elapsed_seconds(*ev_[2 * k], *ev_[2 * k + 1]);
+      tk += cuda::elapsed_seconds(*ev_[2 * k + 1], *ev_[2 * k + 2]);
     }
     const double over = pipeline(true, false);
     serial_.push_back(serial), overlapped_.push_back(over), copy_.push_back(tc), compute_.push_back(tk);
@@ -503,7 +456,7 @@ class Overlap final : public Case {
         DLB_CUDA_CHECK(cudaEventRecord(*ev_[2 * k + 2], sc_));
       }
       DLB_CUDA_CHECK(cudaEventSynchronize(*ev_[2 * batches_]));
-      return elapsed_s(*ev_[0], *ev_[2 * batches_]);
+      return cuda::elapsed_seconds(*ev_[0], *ev_[2 * batches_]);
     }
     DLB_CUDA_CHECK(cudaEventRecord(*ev_[0], sc_));
     DLB_CUDA_CHECK(cudaStreamWaitEvent(sk_, *ev_[0], 0));
@@ -518,7 +471,7 @@ class Overlap final : public Case {
     }
     DLB_CUDA_CHECK(cudaEventRecord(*ev_[1], sk_));  // after the last kernel, which follows every copy
     DLB_CUDA_CHECK(cudaEventSynchronize(*ev_[1]));
-    return elapsed_s(*ev_[0], *ev_[1]);
+    return cuda::elapsed_seconds(*ev_[0], *ev_[1]);
   }
 
   // Picks the kernel's FMA chain so one batch's compute takes about one batch's copy: that is where
@@ -530,14 +483,14 @@ class Overlap final : public Case {
       DLB_CUDA_CHECK(cudaMemcpyAsync(dbuf_[0].data(), host_.get(), n_, cudaMemcpyHostToDevice, sc_));
       DLB_CUDA_CHECK(cudaEventRecord(*ev_[1], sc_));
       DLB_CUDA_CHECK(cudaEventSynchronize(*ev_[1]));
-      return elapsed_s(*ev_[0], *ev_[1]);
+      return cuda::elapsed_seconds(*ev_[0], *ev_[1]);
     };
     auto time_kernel = [&] {
       DLB_CUDA_CHECK(cudaEventRecord(*ev_[0], sc_));
       cuda::overlap_compute(dbuf_[1].data(), nf_, probe, sums_.data(), nullptr, 1, sc_);
       DLB_CUDA_CHECK(cudaEventRecord(*ev_[1], sc_));
       DLB_CUDA_CHECK(cudaEventSynchronize(*ev_[1]));
-      return elapsed_s(*ev_[0], *ev_[1]);
+      return cuda::elapsed_seconds(*ev_[0], *ev_[1]);
     };
     DLB_CUDA_CHECK(cudaMemsetAsync(dbuf_[1].data(), 0, n_, sc_));
     time_copy(), time_kernel();  // warm-up

@@ -99,3 +99,40 @@ TEST(MemTrack, AThrownCudaErrorIsNotReportedAgainByTheNextLaunchCheck) {
   EXPECT_ANY_THROW(DLB_CUDA_CHECK(cudaMallocHost(&h, std::size_t(1) << 50)));
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
+
+TEST(CudaRaii, PinnedBufferGrowsAndRefusesTheImpossible) {
+  SKIP_WITHOUT_GPU();
+  cuda::PinnedBuffer b;
+  EXPECT_EQ(b.data(), nullptr);
+  b.ensure(4096);
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_EQ(b.bytes(), 4096u);
+  static_cast<char*>(b.data())[4095] = 1;  // host-writable
+  void* first = b.data();
+  b.ensure(1024);  // smaller: kept
+  EXPECT_EQ(b.data(), first);
+  b.ensure(1 << 20);
+  EXPECT_EQ(b.bytes(), std::size_t(1) << 20);
+  cuda::PinnedBuffer moved(std::move(b));
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_NE(moved.data(), nullptr);
+  EXPECT_THROW(cuda::PinnedBuffer(std::size_t(1) << 50, false, "a petabyte"), OutOfMemory);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaRaii, StreamAndEventsTimeACopy) {
+  SKIP_WITHOUT_GPU();
+  cuda::Stream s;
+  cuda::Event a, b, order(false);
+  cuda::PinnedBuffer h(1 << 20);
+  cuda::DeviceBuffer<unsigned char> d(1 << 20);
+  ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d.data(), h.data(), 1 << 20, cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(order, s), cudaSuccess);
+  EXPECT_GT(cuda::elapsed_seconds(a, b), 0.0);
+  // A timing-disabled event orders work but cannot be timed.
+  float ms = 0;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, order), cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+}

@@ -57,35 +57,24 @@ class NcclCollective : public Collective {
     if (count % std::size_t(n) && (op == Op::all_gather || op == Op::reduce_scatter))
       throw UsageError(std::string(op_name(op)) + " of " + std::to_string(count) + " elements: not a multiple of " + std::to_string(n) + " ranks");
     per_ = count / std::size_t(n);
-    cuda_check(cudaMalloc(&a_, count * sizeof(float)), "cudaMalloc");
-    if (!inplace) cuda_check(cudaMalloc(&b_, count * sizeof(float)), "cudaMalloc");
-    cuda_check(cudaEventCreate(&e0_), "cudaEventCreate");
-    cuda_check(cudaEventCreate(&e1_), "cudaEventCreate");
-  }
-  ~NcclCollective() override {
-    cudaFree(a_);
-    cudaFree(b_);
-    cudaEventDestroy(e0_);
-    cudaEventDestroy(e1_);
+    a_ = cuda::DeviceBuffer<float>(count);
+    if (!inplace) b_ = cuda::DeviceBuffer<float>(count);
   }
   void load(const std::vector<float>& in) override {
     const std::size_t at = inplace_ && op_ == Op::all_gather ? per_ * std::size_t(world().rank) : 0;
-    cuda_check(cudaMemcpy(a_ + at, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_check(cudaMemcpy(a_.data() + at, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   double run(int iters) override {
     cuda_check(cudaEventRecord(e0_, w_.stream), "cudaEventRecord");
     for (int i = 0; i < iters; ++i) once();
     cuda_check(cudaEventRecord(e1_, w_.stream), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(e1_), "cudaEventSynchronize");
-    float ms = 0;
-    cuda_check(cudaEventElapsedTime(&ms, e0_, e1_), "cudaEventElapsedTime");
-    return ms * 1e-3;
+    return cuda::elapsed_seconds(e0_, e1_);
   }
   std::vector<float> output() override {
     const std::size_t n = output_count(op_, count_, world().size);
     std::vector<float> out(n);
     // NCCL's in-place reduce-scatter leaves this rank's part at offset rank * count/ranks.
-    const float* src = inplace_ ? a_ + (op_ == Op::reduce_scatter ? per_ * std::size_t(world().rank) : 0) : b_;
+    const float* src = inplace_ ? a_.data() + (op_ == Op::reduce_scatter ? per_ * std::size_t(world().rank) : 0) : b_.data();
     cuda_check(cudaMemcpy(out.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
     return out;
   }
@@ -93,20 +82,21 @@ class NcclCollective : public Collective {
  private:
   void once() {
     const int rank = world().rank;
-    float* out = inplace_ ? a_ : b_;
+    float* a = a_.data();
+    float* out = inplace_ ? a : b_.data();
     switch (op_) {
       case Op::all_reduce:
-        nccl_check(ncclAllReduce(a_, out, count_, ncclFloat32, ncclSum, w_.comm, w_.stream), "ncclAllReduce");
+        nccl_check(ncclAllReduce(a, out, count_, ncclFloat32, ncclSum, w_.comm, w_.stream), "ncclAllReduce");
         break;
       case Op::all_gather:
-        nccl_check(ncclAllGather(inplace_ ? a_ + per_ * std::size_t(rank) : a_, out, per_, ncclFloat32, w_.comm, w_.stream), "ncclAllGather");
+        nccl_check(ncclAllGather(inplace_ ? a + per_ * std::size_t(rank) : a, out, per_, ncclFloat32, w_.comm, w_.stream), "ncclAllGather");
         break;
       case Op::reduce_scatter:
-        nccl_check(ncclReduceScatter(a_, inplace_ ? a_ + per_ * std::size_t(rank) : out, per_, ncclFloat32, ncclSum, w_.comm, w_.stream),
+        nccl_check(ncclReduceScatter(a, inplace_ ? a + per_ * std::size_t(rank) : out, per_, ncclFloat32, ncclSum, w_.comm, w_.stream),
                    "ncclReduceScatter");
         break;
       case Op::broadcast:
-        nccl_check(ncclBroadcast(a_, out, count_, ncclFloat32, 0, w_.comm, w_.stream), "ncclBroadcast");
+        nccl_check(ncclBroadcast(a, out, count_, ncclFloat32, 0, w_.comm, w_.stream), "ncclBroadcast");
         break;
     }
   }
@@ -114,9 +104,8 @@ class NcclCollective : public Collective {
   Op op_;
   std::size_t count_, per_ = 0;
   bool inplace_;
-  float* a_ = nullptr;
-  float* b_ = nullptr;
-  cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  cuda::DeviceBuffer<float> a_, b_;
+  cuda::Event e0_, e1_;  // made after w_ selected the rank's device
 };
 }  // namespace
 

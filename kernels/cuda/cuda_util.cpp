@@ -1,6 +1,7 @@
 // CUDA helpers (see cuda_util.h).
 #include "kernels/cuda/cuda_util.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -79,21 +80,49 @@ bool device_available(std::string* reason) {
   return true;
 }
 
-EventTimer::EventTimer() {
-  DLB_CUDA_CHECK(cudaEventCreate(&a_));
-  DLB_CUDA_CHECK(cudaEventCreate(&b_));
+PinnedBuffer::PinnedBuffer(std::size_t bytes, bool write_combined, const std::string& what) : wc_(write_combined) {
+  ensure(bytes, what);
 }
-EventTimer::~EventTimer() {
-  if (a_) cudaEventDestroy(a_);
-  if (b_) cudaEventDestroy(b_);
+
+void PinnedBuffer::ensure(std::size_t bytes, const std::string& what) {
+  if (bytes <= bytes_ && p_) return;
+  release();
+  const cudaError_t e = cudaHostAlloc(&p_, std::max<std::size_t>(bytes, 1), wc_ ? cudaHostAllocWriteCombined : cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it so the next call does not report it
+    p_ = nullptr;
+    if (e == cudaErrorMemoryAllocation) throw OutOfMemory("host: cudaHostAlloc of " + std::to_string(bytes) + " bytes for " + what);
+    throw_cuda_error(e, "cudaHostAlloc", __FILE__, __LINE__);
+  }
+  bytes_ = bytes;
 }
+
+void PinnedBuffer::release() noexcept {
+  if (p_) cudaFreeHost(p_);
+  p_ = nullptr, bytes_ = 0;
+}
+
+Stream::Stream() { DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+
+Event::Event(bool timing) { DLB_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming)); }
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+
+double elapsed_seconds(cudaEvent_t a, cudaEvent_t b) {
+  DLB_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  DLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1e-3;
+}
+
 void EventTimer::start(cudaStream_t s) { DLB_CUDA_CHECK(cudaEventRecord(a_, s)); }
 double EventTimer::stop_seconds(cudaStream_t s) {
   DLB_CUDA_CHECK(cudaEventRecord(b_, s));
-  DLB_CUDA_CHECK(cudaEventSynchronize(b_));
-  float ms = 0;
-  DLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
-  return ms * 1e-3;
+  return elapsed_seconds(a_, b_);
 }
 
 }  // namespace dlb::cuda

@@ -72,18 +72,71 @@ class DeviceBuffer {
   T* p_ = nullptr;
 };
 
-// Times work enqueued on a stream with CUDA events: start(); ...enqueue...; seconds() syncs.
+// Page-locked host memory (cudaHostAlloc), optionally write-combined (fast for the GPU to read,
+// slow for the CPU to read back). A refused allocation is dlb::OutOfMemory naming `what`.
+// ensure(bytes) grows it (contents not kept); an empty one holds nothing.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t bytes, bool write_combined = false, const std::string& what = "pinned host memory");
+  ~PinnedBuffer() { release(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), wc_(o.wc_) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(p_, o.p_), std::swap(bytes_, o.bytes_), std::swap(wc_, o.wc_);
+    return *this;
+  }
+  void ensure(std::size_t bytes, const std::string& what = "pinned host memory");
+  void release() noexcept;
+  void* data() const { return p_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool wc_ = false;
+};
+
+// A stream of our own: non-blocking (no implicit sync with the legacy default stream).
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  operator cudaStream_t() const { return s_; }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// An event; timing = false (cudaEventDisableTiming) for events that only order work across streams.
+class Event {
+ public:
+  explicit Event(bool timing = true);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  operator cudaEvent_t() const { return e_; }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// Seconds between two recorded events (a must be recorded before b; b is waited for).
+double elapsed_seconds(cudaEvent_t a, cudaEvent_t b);
+
+// Times work enqueued on a stream with CUDA events: start(); ...enqueue...; stop_seconds() syncs.
 class EventTimer {
  public:
-  EventTimer();
-  ~EventTimer();
-  EventTimer(const EventTimer&) = delete;
-  EventTimer& operator=(const EventTimer&) = delete;
   void start(cudaStream_t s = nullptr);
   double stop_seconds(cudaStream_t s = nullptr);  // records, synchronizes, returns elapsed seconds
 
  private:
-  cudaEvent_t a_ = nullptr, b_ = nullptr;
+  Event a_, b_;
 };
 
 }  // namespace dlb::cuda

@@ -49,46 +49,29 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-struct PinnedBuffer {
-  void* p = nullptr;
-  std::size_t bytes = 0;
-  void ensure(std::size_t b) {
-    if (b <= bytes) return;
-    release();
-    if (cudaMallocHost(&p, b) != cudaSuccess) {
-      (void)cudaGetLastError();
-      p = nullptr;
-      throw OutOfMemory(std::to_string(b) + " bytes of pinned host memory");
-    }
-    bytes = b;
-  }
-  void release() {
-    if (p) cudaFreeHost(p);
-    p = nullptr, bytes = 0;
-  }
-  ~PinnedBuffer() { release(); }
-};
-
 // Where each host Param lives in the flat device buffers.
 struct Slot {
   Param* host;
   std::size_t offset;
 };
 
+// The options checked (UsageError) and the case's device made current: the trainer's streams,
+// events and buffers are made on it.
+int checked_device(const OptimizerConfig& cfg, const TrainOptions& o) {
+  if (cfg.kind != "sgd" && cfg.kind != "adam") throw UsageError("optimizer '" + cfg.kind + "': expected sgd or adam");
+  if (o.dtype != DType::fp32 && o.dtype != DType::tf32 && !is_half(o.dtype))
+    throw UsageError(std::string("--dtype ") + dtype_name(o.dtype) + ": GPU training runs fp32, tf32, fp16 or bf16");
+  const int dev = o.device.find(':') == std::string::npos ? 0 : std::stoi(o.device.substr(o.device.find(':') + 1));
+  DLB_CUDA_CHECK(cudaSetDevice(dev));
+  return dev;
+}
+
 class GpuTrainer final : public Trainer {
  public:
   GpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o)
       : m_(m), cfg_(cfg), o_(o), dt_(o.dtype), st_(o.dtype == DType::tf32 ? DType::fp32 : o.dtype),
-        half_(is_half(o.dtype)), scaling_(o.dtype == DType::fp16 && o.scaler.enabled), esz_(half_ ? 2 : 4) {
-    if (cfg_.kind != "sgd" && cfg_.kind != "adam") throw UsageError("optimizer '" + cfg_.kind + "': expected sgd or adam");
-    if (dt_ != DType::fp32 && dt_ != DType::tf32 && !half_)
-      throw UsageError(std::string("--dtype ") + dtype_name(dt_) + ": GPU training runs fp32, tf32, fp16 or bf16");
-    const int dev = o.device.find(':') == std::string::npos ? 0 : std::stoi(o.device.substr(o.device.find(':') + 1));
-    DLB_CUDA_CHECK(cudaSetDevice(dev));
-    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-    for (auto& e : copied_) DLB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    for (auto& e : consumed_) DLB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        half_(is_half(o.dtype)), scaling_(o.dtype == DType::fp16 && o.scaler.enabled), esz_(half_ ? 2 : 4),
+        dev_(checked_device(cfg, o)) {
     cuda::reset_peak_device_bytes();
     const std::size_t before = cuda::current_device_bytes();
     // "model.to(device)": the parameters first, so model_device_bytes() matches the lecture's 0.48 MB.
@@ -126,13 +109,9 @@ class GpuTrainer final : public Trainer {
 
   ~GpuTrainer() override {
     // Work in flight reads the buffers freed after this body. (The shared cuBLAS/cuDNN handles may
-    // keep pointing at the streams destroyed below: every call site binds its own stream first.)
+    // keep pointing at the streams destroyed after it: every call site binds its own stream first.)
     cudaStreamSynchronize(stream_);
     for (auto& [n, g] : graphs_) cudaGraphExecDestroy(g);
-    for (auto& e : copied_) cudaEventDestroy(e);
-    for (auto& e : consumed_) cudaEventDestroy(e);
-    cudaStreamDestroy(copy_stream_);
-    cudaStreamDestroy(stream_);
   }
 
   std::string describe() const override {
@@ -253,7 +232,7 @@ class GpuTrainer final : public Trainer {
           break;
         case InputMode::pinned: {
           pinned_[0].ensure(std::size_t(batch) * (item * 4 + 4));
-          auto* px = static_cast<float*>(pinned_[0].p);
+          auto* px = static_cast<float*>(pinned_[0].data());
           auto* py = reinterpret_cast<std::int32_t*>(px + std::size_t(batch) * item);
           DLB_CUDA_CHECK(cudaEventSynchronize(consumed_[0]));  // the previous copy out of this buffer is done
           gather_batch(d, idx, first, n, px, py);
@@ -312,8 +291,9 @@ class GpuTrainer final : public Trainer {
   DType dt_, st_;       // autocast dtype; storage dtype of activations (fp32 for fp32 and tf32)
   bool half_, scaling_;  // fp16/bf16 storage; fp16 with the loss scaler
   std::size_t esz_;     // bytes per stored activation element
-  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
-  cudaEvent_t copied_[2] = {}, consumed_[2] = {};
+  int dev_;             // selected (cudaSetDevice) before the streams and events below are made on it
+  cuda::Stream stream_, copy_stream_;
+  cuda::Event copied_[2] = {cuda::Event(false), cuda::Event(false)}, consumed_[2] = {cuda::Event(false), cuda::Event(false)};
   std::vector<Slot> slots_;
   DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_, amp_, out32_;
   DeviceBuffer<std::uint16_t> vh_, gh_, xh_;  // half weights, half gradients, half input (fp16/bf16)
@@ -338,7 +318,7 @@ class GpuTrainer final : public Trainer {
   // Input pipelines.
   std::vector<float> host_x_;
   std::vector<std::int32_t> host_y_;
-  PinnedBuffer pinned_[2];
+  cuda::PinnedBuffer pinned_[2];
   DeviceBuffer<float> data_x_;
   DeviceBuffer<std::int32_t> data_y_;
   DeviceBuffer<std::uint32_t> idx_dev_;
@@ -474,7 +454,7 @@ class GpuTrainer final : public Trainer {
       }
     auto issue = [&](std::size_t s, std::size_t f, int nn) {
       const int k = int(s % 2);
-      auto* px = static_cast<float*>(pinned_[k].p);
+      auto* px = static_cast<float*>(pinned_[k].data());
       auto* py = reinterpret_cast<std::int32_t*>(px + std::size_t(batch) * item);
       DLB_CUDA_CHECK(cudaEventSynchronize(copied_[k]));  // the last upload out of pinned_[k] finished
       gather_batch(d, idx, f, nn, px, py);
