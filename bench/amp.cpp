@@ -102,20 +102,20 @@ std::string point_of(const json& r) {
   return p;
 }
 
-// speedup_vs_fp32 = the fp32 case's time / this case's at the same point, on each case's summary
-// entry (its median, or its only repetition): computed over the finished entries (Suite::derive).
+// speedup_vs_fp32 = the fp32 case's median time / this entry's time at the same point, on each
+// repetition and the median of the other dtypes: computed over the finished entries (Suite::derive).
 void derive_speedups(std::vector<json>& entries) {
-  auto summary = [](const json& e) {
-    const bool median = e.value("aggregate_name", "") == "median";
-    const bool single = e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1;
-    return (median || single) && !e.value("error_occurred", false) && e.value("real_time", 0.0) > 0;
+  auto ok = [](const json& e) { return !e.value("error_occurred", false) && e.value("real_time", 0.0) > 0; };
+  auto median = [](const json& e) {  // the case's summary: its median, or its only repetition
+    return e.value("aggregate_name", "") == "median" || (e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1);
   };
   std::map<std::string, double> fp32;
   for (const auto& e : entries)
-    if (summary(e) && e.value("dtype", "") == "fp32") fp32[point_of(e)] = e.at("real_time").get<double>();
-  for (auto& e : entries)
-    if (summary(e) && e.value("dtype", "") != "fp32")
-      if (auto it = fp32.find(point_of(e)); it != fp32.end()) e["speedup_vs_fp32"] = it->second / e.at("real_time").get<double>();
+    if (ok(e) && median(e) && e.value("dtype", "") == "fp32") fp32[point_of(e)] = e.at("real_time").get<double>();
+  for (auto& e : entries) {
+    if (!ok(e) || e.value("dtype", "") == "fp32" || !(median(e) || e.value("run_type", "") == "iteration")) continue;
+    if (auto it = fp32.find(point_of(e)); it != fp32.end()) e["speedup_vs_fp32"] = it->second / e.at("real_time").get<double>();
+  }
 }
 
 // How a train case is verified, from the same init on the same batches, the fp32 reference stepping

@@ -151,3 +151,22 @@ TEST(Suite, ToySuiteRunsEndToEnd) {
   EXPECT_EQ(medians, 2);
   std::filesystem::remove_all(dir);
 }
+
+// amp's speedup_vs_fp32 comes from the finished fp32 case at the same point, whichever ran first.
+TEST(Suite, AmpSpeedupIsDerivedAcrossCases) {
+  auto entry = [](const char* dtype, const char* agg, double us, const char* model = "mlp") {
+    json e = {{"suite", "amp"}, {"op", "train"}, {"device", "cpu"}, {"dtype", dtype}, {"model", model}, {"batch", 64},
+              {"real_time", us}, {"repetitions", 2}};
+    e["run_type"] = agg[0] ? "aggregate" : "iteration";
+    if (agg[0]) e["aggregate_name"] = agg;
+    return e;
+  };
+  std::vector<json> es = {entry("bf16", "", 40), entry("bf16", "median", 50), entry("bf16", "stddev", 3),
+                          entry("fp32", "", 90), entry("fp32", "median", 100), entry("bf16", "median", 25, "net128")};
+  bench::find_suite("amp")->derive(es);
+  EXPECT_DOUBLE_EQ(es[0].at("speedup_vs_fp32").get<double>(), 2.5);  // a repetition against fp32's median
+  EXPECT_DOUBLE_EQ(es[1].at("speedup_vs_fp32").get<double>(), 2.0);
+  EXPECT_FALSE(es[2].contains("speedup_vs_fp32"));  // not a time of the case
+  EXPECT_FALSE(es[4].contains("speedup_vs_fp32"));  // fp32 itself
+  EXPECT_FALSE(es[5].contains("speedup_vs_fp32"));  // no fp32 case for net128
+}
