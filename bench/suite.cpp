@@ -126,36 +126,35 @@ namespace flag {
 using P = FlagSpec::Parse;
 const FlagSpec& sizes() {
   static const FlagSpec f{"--sizes", "Override the size axis, e.g. 512,2048 (transfer: 1MB,256KiB; dist: 8B..1GiB)", "size", true,
-                          P::ints};
+                          P::ints, 0, {}};
   return f;
 }
+namespace {
+FlagSpec sizes_parsed_as(P parse) {
+  FlagSpec f = sizes();
+  f.parse = parse;
+  return f;
+}
+}  // namespace
 const FlagSpec& size_bytes() {
-  static const FlagSpec f = [] {
-    FlagSpec s = sizes();
-    s.parse = P::bytes;
-    return s;
-  }();
+  static const FlagSpec f = sizes_parsed_as(P::bytes);
   return f;
 }
 const FlagSpec& size_sweep() {
-  static const FlagSpec f = [] {
-    FlagSpec s = sizes();
-    s.parse = P::size_sweep;
-    return s;
-  }();
+  static const FlagSpec f = sizes_parsed_as(P::size_sweep);
   return f;
 }
 const FlagSpec& batch() {
-  static const FlagSpec f{"--batch", "Override the batch axis, e.g. 64,4,2", "batch", true, P::ints, 1 << 20};
+  static const FlagSpec f{"--batch", "Override the batch axis, e.g. 64,4,2", "batch", true, P::ints, 1 << 20, {}};
   return f;
 }
 const FlagSpec& images() {
   static const FlagSpec f{"--images", "Training suites: images per timed epoch (default 50000, --quick 1024)", "images", true,
-                          P::ints, 100000000};
+                          P::ints, 100000000, {}};
   return f;
 }
 const FlagSpec& dtype() {
-  static const FlagSpec f{"--dtype", "Restrict dtypes: fp32,tf32,fp16,bf16", "dtype", true, P::dtypes};
+  static const FlagSpec f{"--dtype", "Restrict dtypes: fp32,tf32,fp16,bf16", "dtype", true, P::dtypes, 0, {}};
   return f;
 }
 const FlagSpec& input() {
@@ -164,7 +163,7 @@ const FlagSpec& input() {
   return f;
 }
 const FlagSpec& cuda_graph() {
-  static const FlagSpec f{"--cuda-graph", "Capture the GPU training step in a CUDA graph", "cuda_graph", false, P::on};
+  static const FlagSpec f{"--cuda-graph", "Capture the GPU training step in a CUDA graph", "cuda_graph", false, P::on, 0, {}};
   return f;
 }
 const FlagSpec& peer() {
@@ -174,7 +173,7 @@ const FlagSpec& peer() {
 }
 const FlagSpec& profile() {
   static const FlagSpec f{"--profile", "Training suites: after timing, one more step per case recorded per layer (traces/<case>.json)",
-                          "profile", false, P::on};
+                          "profile", false, P::on, 0, {}};
   return f;
 }
 }  // namespace flag

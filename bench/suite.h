@@ -45,7 +45,7 @@ struct FlagSpec {
   bool axis = true;  // false: into SuiteOptions::extra
   Parse parse = Parse::ints;
   long long max = 0;
-  std::vector<std::string> choices;
+  std::vector<std::string> choices = {};
 };
 
 // The flags the suites share (a suite may declare its own FlagSpec too). Functions, not globals: the
