@@ -14,10 +14,11 @@ add_test(NAME smoke.isa_cap_recorded COMMAND bash -c
   bash ${DLB_CLI})
 set_tests_properties(smoke.isa_bad_value smoke.isa_cap_recorded PROPERTIES LABELS smoke TIMEOUT 120)
 
-# oneDNN once per ISA level (test_isa loops over the levels in one process), in fresh processes with DLB_CPU_ISA set (oneDNN reads
+# oneDNN once per ISA level (test_isa loops over the levels in one process; test_seq_rnn: its RNN
+# primitives), in fresh processes with DLB_CPU_ISA set (oneDNN reads
 # its cap once per process). Levels the CPU lacks are skipped by the tests with the reason.
 foreach(level scalar avx2 avx512 avx512_bf16)
-  foreach(t test_onednn)
+  foreach(t test_onednn test_seq_rnn)
     gtest_discover_tests(${t} TEST_PREFIX "isa_${level}." DISCOVERY_TIMEOUT 60
       PROPERTIES ENVIRONMENT "DLB_CPU_ISA=${level}" LABELS unit TIMEOUT 120
                  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

@@ -5,11 +5,52 @@
 // (GCC inlines an always_inline intrinsic only into a function of the same target, and a template
 // cannot carry a target attribute of its own: the pragma gives every instance in the region its
 // target). See kernels/cpu/conv2d/direct.cpp.
+// struct Scalar (1 float, plain C++) has the same operations, so a body also compiles for the
+// scalar ISA level. Beyond the FMA core: arithmetic, compare + select, masked tails (load_n /
+// store_n), horizontal sums and maxima, and ldexp; kernels/cpu/seq/vmath.inc builds exp, tanh and
+// sigmoid on them, once over V.
 #pragma once
+#include <cmath>
+#include <cstddef>
 #if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
-#include <cstddef>
+namespace dlb::cpu::simd {
+
+struct Scalar {
+  using vec = float;
+  using mask = bool;
+  static constexpr int L = 1;
+  static inline vec zero() { return 0.f; }
+  static inline vec set1(float x) { return x; }
+  static inline vec load(const float* p) { return *p; }
+  static inline void store(float* p, vec v) { *p = v; }
+  static inline vec bcast(const float* p) { return *p; }
+  static inline vec fma(vec a, vec b, vec c) { return a * b + c; }
+  static inline vec add(vec a, vec b) { return a + b; }
+  static inline vec sub(vec a, vec b) { return a - b; }
+  static inline vec mul(vec a, vec b) { return a * b; }
+  static inline vec div(vec a, vec b) { return a / b; }
+  static inline vec max(vec a, vec b) { return a > b ? a : b; }
+  static inline vec min(vec a, vec b) { return a < b ? a : b; }
+  static inline vec abs(vec a) { return std::fabs(a); }
+  static inline vec sqrt(vec a) { return std::sqrt(a); }
+  static inline mask lt(vec a, vec b) { return a < b; }
+  static inline vec select(mask m, vec a, vec b) { return m ? a : b; }  // m ? a : b per lane
+  static inline vec round(vec a) { return std::nearbyint(a); }         // to nearest even
+  static inline vec ldexp(vec a, vec n) { return std::ldexp(a, int(n)); }  // a * 2^n, n integral, normal range
+  static inline vec load_n(const float* p, int n, float fill) { return n > 0 ? *p : fill; }  // lanes >= n: fill
+  static inline void store_n(float* p, vec v, int n) {
+    if (n > 0) *p = v;
+  }
+  static inline float reduce_add(vec v) { return v; }
+  static inline float reduce_max(vec v) { return v; }
+};
+
+}  // namespace dlb::cpu::simd
+
+#if defined(__x86_64__)
 
 #define DLB_TARGET_AVX2 "avx2,fma"
 #define DLB_TARGET_AVX512 "avx512f,avx512vl,avx512bw,avx512dq,fma"
@@ -21,22 +62,78 @@ namespace dlb::cpu::simd {
 
 struct Avx2 {
   using vec = __m256;
+  using mask = __m256;  // all-ones lanes
   static constexpr int L = 8;  // floats a vector
   DLB_SIMD_AVX2 vec zero() { return _mm256_setzero_ps(); }
+  DLB_SIMD_AVX2 vec set1(float x) { return _mm256_set1_ps(x); }
   DLB_SIMD_AVX2 vec load(const float* p) { return _mm256_loadu_ps(p); }
   DLB_SIMD_AVX2 void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
   DLB_SIMD_AVX2 vec bcast(const float* p) { return _mm256_broadcast_ss(p); }
   DLB_SIMD_AVX2 vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }  // a*b + c
+  DLB_SIMD_AVX2 vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
+  DLB_SIMD_AVX2 vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+  DLB_SIMD_AVX2 vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+  DLB_SIMD_AVX2 vec div(vec a, vec b) { return _mm256_div_ps(a, b); }
+  DLB_SIMD_AVX2 vec max(vec a, vec b) { return _mm256_max_ps(a, b); }
+  DLB_SIMD_AVX2 vec min(vec a, vec b) { return _mm256_min_ps(a, b); }
+  DLB_SIMD_AVX2 vec abs(vec a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), a); }
+  DLB_SIMD_AVX2 vec sqrt(vec a) { return _mm256_sqrt_ps(a); }
+  DLB_SIMD_AVX2 mask lt(vec a, vec b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  DLB_SIMD_AVX2 vec select(mask m, vec a, vec b) { return _mm256_blendv_ps(b, a, m); }
+  DLB_SIMD_AVX2 vec round(vec a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  DLB_SIMD_AVX2 vec ldexp(vec a, vec n) {  // n integral in [-126, 127]: build 2^n's exponent field
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
+  }
+  DLB_SIMD_AVX2 __m256i lanes_below(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  DLB_SIMD_AVX2 vec load_n(const float* p, int n, float fill) {  // masked lanes are not read
+    const __m256i m = lanes_below(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  DLB_SIMD_AVX2 void store_n(float* p, vec v, int n) { _mm256_maskstore_ps(p, lanes_below(n), v); }
+  DLB_SIMD_AVX2 float reduce_add(vec v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  DLB_SIMD_AVX2 float reduce_max(vec v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
 };
 
 struct Avx512 {
   using vec = __m512;
+  using mask = __mmask16;
   static constexpr int L = 16;
   DLB_SIMD_AVX512 vec zero() { return _mm512_setzero_ps(); }
+  DLB_SIMD_AVX512 vec set1(float x) { return _mm512_set1_ps(x); }
   DLB_SIMD_AVX512 vec load(const float* p) { return _mm512_loadu_ps(p); }
   DLB_SIMD_AVX512 void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
   DLB_SIMD_AVX512 vec bcast(const float* p) { return _mm512_set1_ps(*p); }
   DLB_SIMD_AVX512 vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  DLB_SIMD_AVX512 vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+  DLB_SIMD_AVX512 vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  DLB_SIMD_AVX512 vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+  DLB_SIMD_AVX512 vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
+  DLB_SIMD_AVX512 vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+  DLB_SIMD_AVX512 vec min(vec a, vec b) { return _mm512_min_ps(a, b); }
+  DLB_SIMD_AVX512 vec abs(vec a) { return _mm512_abs_ps(a); }
+  DLB_SIMD_AVX512 vec sqrt(vec a) { return _mm512_sqrt_ps(a); }
+  DLB_SIMD_AVX512 mask lt(vec a, vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  DLB_SIMD_AVX512 vec select(mask m, vec a, vec b) { return _mm512_mask_blend_ps(m, b, a); }
+  DLB_SIMD_AVX512 vec round(vec a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  DLB_SIMD_AVX512 vec ldexp(vec a, vec n) { return _mm512_scalef_ps(a, n); }
+  DLB_SIMD_AVX512 mask lanes_below(int n) { return n >= 16 ? mask(0xFFFF) : mask((1u << (n > 0 ? n : 0)) - 1); }
+  DLB_SIMD_AVX512 vec load_n(const float* p, int n, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), lanes_below(n), p);
+  }
+  DLB_SIMD_AVX512 void store_n(float* p, vec v, int n) { _mm512_mask_storeu_ps(p, lanes_below(n), v); }
+  DLB_SIMD_AVX512 float reduce_add(vec v) { return _mm512_reduce_add_ps(v); }
+  DLB_SIMD_AVX512 float reduce_max(vec v) { return _mm512_reduce_max_ps(v); }
 };
 
 #undef DLB_SIMD_AVX2

@@ -19,9 +19,9 @@ import sys
 NAMES = {
     "cublas": (["cublas_api.h"], """
         cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSetMathMode cublasGetProperty
-        cublasGetStatusName cublasSgemm_v2 cublasGemmEx"""),
+        cublasGetStatusName cublasSgemm_v2 cublasGemmEx cublasSgemmStridedBatched"""),
     "cublaslt": (["cublasLt.h"], "cublasLtCreate cublasLtDestroy"),
-    "cudnn": (["cudnn_graph.h", "cudnn_ops.h", "cudnn_cnn.h"], """
+    "cudnn": (["cudnn_graph.h", "cudnn_ops.h", "cudnn_cnn.h", "cudnn_adv.h"], """
         cudnnGetVersion cudnnGetErrorString cudnnCreate cudnnDestroy cudnnSetStream cudnnGetStream
         cudnnCreateTensorDescriptor cudnnSetTensor4dDescriptor cudnnDestroyTensorDescriptor
         cudnnCreateFilterDescriptor cudnnSetFilter4dDescriptor cudnnDestroyFilterDescriptor
@@ -31,7 +31,12 @@ NAMES = {
         cudnnGetConvolutionBackwardFilterWorkspaceSize cudnnFindConvolutionForwardAlgorithmEx
         cudnnFindConvolutionBackwardDataAlgorithmEx cudnnFindConvolutionBackwardFilterAlgorithmEx
         cudnnConvolutionForward cudnnConvolutionBackwardData cudnnConvolutionBackwardFilter
-        cudnnConvolutionBackwardBias cudnnAddTensor"""),
+        cudnnConvolutionBackwardBias cudnnAddTensor
+        cudnnSetTensorNdDescriptor cudnnCreateDropoutDescriptor cudnnSetDropoutDescriptor
+        cudnnDestroyDropoutDescriptor cudnnCreateRNNDescriptor cudnnDestroyRNNDescriptor cudnnSetRNNDescriptor_v8
+        cudnnGetRNNWeightSpaceSize cudnnGetRNNWeightParams cudnnGetRNNTempSpaceSizes cudnnCreateRNNDataDescriptor
+        cudnnDestroyRNNDataDescriptor cudnnSetRNNDataDescriptor cudnnRNNForward cudnnRNNBackwardData_v8
+        cudnnRNNBackwardWeights_v8"""),
     # kernels/comm (suite dist); compiled only where nccl.h exists.
     "nccl": (["nccl.h"], """
         ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclGetErrorString

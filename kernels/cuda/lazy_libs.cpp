@@ -57,6 +57,12 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t 
       dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasGemmEx"));
   return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
 }
+extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A, int lda, long long int strideA, const float* B, int ldb, long long int strideB, const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
+  using Fn = cublasStatus_t(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A, int lda, long long int strideA, const float* B, int ldb, long long int strideB, const float* beta, float* C, int ldc, long long int strideC, int batchCount);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasSgemmStridedBatched"));
+  return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
+}
 
 extern "C" cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
   using Fn = cublasStatus_t(cublasLtHandle_t* lightHandle);
@@ -239,6 +245,102 @@ extern "C" cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
       dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnAddTensor"));
   return real(handle, alpha, aDesc, A, beta, cDesc, C);
 }
+extern "C" cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnDataType_t dataType, int nbDims, const int dimA[], const int strideA[]) {
+  using Fn = cudnnStatus_t(cudnnTensorDescriptor_t tensorDesc, cudnnDataType_t dataType, int nbDims, const int dimA[], const int strideA[]);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnSetTensorNdDescriptor"));
+  return real(tensorDesc, dataType, nbDims, dimA, strideA);
+}
+extern "C" cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t *dropoutDesc) {
+  using Fn = cudnnStatus_t(cudnnDropoutDescriptor_t *dropoutDesc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnCreateDropoutDescriptor"));
+  return real(dropoutDesc);
+}
+extern "C" cudnnStatus_t cudnnSetDropoutDescriptor(cudnnDropoutDescriptor_t dropoutDesc, cudnnHandle_t handle, float dropout, void *states, size_t stateSizeInBytes, unsigned long long seed) {
+  using Fn = cudnnStatus_t(cudnnDropoutDescriptor_t dropoutDesc, cudnnHandle_t handle, float dropout, void *states, size_t stateSizeInBytes, unsigned long long seed);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnSetDropoutDescriptor"));
+  return real(dropoutDesc, handle, dropout, states, stateSizeInBytes, seed);
+}
+extern "C" cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t dropoutDesc) {
+  using Fn = cudnnStatus_t(cudnnDropoutDescriptor_t dropoutDesc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnDestroyDropoutDescriptor"));
+  return real(dropoutDesc);
+}
+extern "C" cudnnStatus_t cudnnCreateRNNDescriptor(cudnnRNNDescriptor_t *rnnDesc) {
+  using Fn = cudnnStatus_t(cudnnRNNDescriptor_t *rnnDesc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnCreateRNNDescriptor"));
+  return real(rnnDesc);
+}
+extern "C" cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t rnnDesc) {
+  using Fn = cudnnStatus_t(cudnnRNNDescriptor_t rnnDesc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnDestroyRNNDescriptor"));
+  return real(rnnDesc);
+}
+extern "C" cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t rnnDesc, cudnnRNNAlgo_t algo, cudnnRNNMode_t cellMode, cudnnRNNBiasMode_t biasMode, cudnnDirectionMode_t dirMode, cudnnRNNInputMode_t inputMode, cudnnDataType_t dataType, cudnnDataType_t mathPrec, cudnnMathType_t mathType, int32_t inputSize, int32_t hiddenSize, int32_t projSize, int32_t numLayers, cudnnDropoutDescriptor_t dropoutDesc, uint32_t auxFlags) {
+  using Fn = cudnnStatus_t(cudnnRNNDescriptor_t rnnDesc, cudnnRNNAlgo_t algo, cudnnRNNMode_t cellMode, cudnnRNNBiasMode_t biasMode, cudnnDirectionMode_t dirMode, cudnnRNNInputMode_t inputMode, cudnnDataType_t dataType, cudnnDataType_t mathPrec, cudnnMathType_t mathType, int32_t inputSize, int32_t hiddenSize, int32_t projSize, int32_t numLayers, cudnnDropoutDescriptor_t dropoutDesc, uint32_t auxFlags);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnSetRNNDescriptor_v8"));
+  return real(rnnDesc, algo, cellMode, biasMode, dirMode, inputMode, dataType, mathPrec, mathType, inputSize, hiddenSize, projSize, numLayers, dropoutDesc, auxFlags);
+}
+extern "C" cudnnStatus_t cudnnGetRNNWeightSpaceSize(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, size_t *weightSpaceSize) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, size_t *weightSpaceSize);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnGetRNNWeightSpaceSize"));
+  return real(handle, rnnDesc, weightSpaceSize);
+}
+extern "C" cudnnStatus_t cudnnGetRNNWeightParams(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, int32_t pseudoLayer, size_t weightSpaceSize, const void *weightSpace, int32_t linLayerID, cudnnTensorDescriptor_t mDesc, void **mAddr, cudnnTensorDescriptor_t bDesc, void **bAddr) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, int32_t pseudoLayer, size_t weightSpaceSize, const void *weightSpace, int32_t linLayerID, cudnnTensorDescriptor_t mDesc, void **mAddr, cudnnTensorDescriptor_t bDesc, void **bAddr);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnGetRNNWeightParams"));
+  return real(handle, rnnDesc, pseudoLayer, weightSpaceSize, weightSpace, linLayerID, mDesc, mAddr, bDesc, bAddr);
+}
+extern "C" cudnnStatus_t cudnnGetRNNTempSpaceSizes(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnForwardMode_t fwdMode, cudnnRNNDataDescriptor_t xDesc, size_t *workSpaceSize, size_t *reserveSpaceSize) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnForwardMode_t fwdMode, cudnnRNNDataDescriptor_t xDesc, size_t *workSpaceSize, size_t *reserveSpaceSize);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnGetRNNTempSpaceSizes"));
+  return real(handle, rnnDesc, fwdMode, xDesc, workSpaceSize, reserveSpaceSize);
+}
+extern "C" cudnnStatus_t cudnnCreateRNNDataDescriptor(cudnnRNNDataDescriptor_t *rnnDataDesc) {
+  using Fn = cudnnStatus_t(cudnnRNNDataDescriptor_t *rnnDataDesc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnCreateRNNDataDescriptor"));
+  return real(rnnDataDesc);
+}
+extern "C" cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc) {
+  using Fn = cudnnStatus_t(cudnnRNNDataDescriptor_t rnnDataDesc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnDestroyRNNDataDescriptor"));
+  return real(rnnDataDesc);
+}
+extern "C" cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc, cudnnDataType_t dataType, cudnnRNNDataLayout_t layout, int maxSeqLength, int batchSize, int vectorSize, const int seqLengthArray[], void *paddingFill) {
+  using Fn = cudnnStatus_t(cudnnRNNDataDescriptor_t rnnDataDesc, cudnnDataType_t dataType, cudnnRNNDataLayout_t layout, int maxSeqLength, int batchSize, int vectorSize, const int seqLengthArray[], void *paddingFill);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnSetRNNDataDescriptor"));
+  return real(rnnDataDesc, dataType, layout, maxSeqLength, batchSize, vectorSize, seqLengthArray, paddingFill);
+}
+extern "C" cudnnStatus_t cudnnRNNForward(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnForwardMode_t fwdMode, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc, const void *x, cudnnRNNDataDescriptor_t yDesc, void *y, cudnnTensorDescriptor_t hDesc, const void *hx, void *hy, cudnnTensorDescriptor_t cDesc, const void *cx, void *cy, size_t weightSpaceSize, const void *weightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize, void *reserveSpace) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnForwardMode_t fwdMode, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc, const void *x, cudnnRNNDataDescriptor_t yDesc, void *y, cudnnTensorDescriptor_t hDesc, const void *hx, void *hy, cudnnTensorDescriptor_t cDesc, const void *cx, void *cy, size_t weightSpaceSize, const void *weightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize, void *reserveSpace);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnRNNForward"));
+  return real(handle, rnnDesc, fwdMode, devSeqLengths, xDesc, x, yDesc, y, hDesc, hx, hy, cDesc, cx, cy, weightSpaceSize, weightSpace, workSpaceSize, workSpace, reserveSpaceSize, reserveSpace);
+}
+extern "C" cudnnStatus_t cudnnRNNBackwardData_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t yDesc, const void *y, const void *dy, cudnnRNNDataDescriptor_t xDesc, void *dx, cudnnTensorDescriptor_t hDesc, const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cDesc, const void *cx, const void *dcy, void *dcx, size_t weightSpaceSize, const void *weightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize, void *reserveSpace) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t yDesc, const void *y, const void *dy, cudnnRNNDataDescriptor_t xDesc, void *dx, cudnnTensorDescriptor_t hDesc, const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cDesc, const void *cx, const void *dcy, void *dcx, size_t weightSpaceSize, const void *weightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize, void *reserveSpace);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardData_v8"));
+  return real(handle, rnnDesc, devSeqLengths, yDesc, y, dy, xDesc, dx, hDesc, hx, dhy, dhx, cDesc, cx, dcy, dcx, weightSpaceSize, weightSpace, workSpaceSize, workSpace, reserveSpaceSize, reserveSpace);
+}
+extern "C" cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnWgradMode_t addGrad, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc, const void *x, cudnnTensorDescriptor_t hDesc, const void *hx, cudnnRNNDataDescriptor_t yDesc, const void *y, size_t weightSpaceSize, void *dweightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize, void *reserveSpace) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnRNNDescriptor_t rnnDesc, cudnnWgradMode_t addGrad, const int32_t devSeqLengths[], cudnnRNNDataDescriptor_t xDesc, const void *x, cudnnTensorDescriptor_t hDesc, const void *hx, cudnnRNNDataDescriptor_t yDesc, const void *y, size_t weightSpaceSize, void *dweightSpace, size_t workSpaceSize, void *workSpace, size_t reserveSpaceSize, void *reserveSpace);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardWeights_v8"));
+  return real(handle, rnnDesc, addGrad, devSeqLengths, xDesc, x, hDesc, hx, yDesc, y, weightSpaceSize, dweightSpace, workSpaceSize, workSpace, reserveSpaceSize, reserveSpace);
+}
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -303,6 +405,7 @@ const std::vector<LazySymbolEntry>& lazy_symbols() {
     {dlb::cuda::LazyLib::cublas, "cublasGetStatusName"},
     {dlb::cuda::LazyLib::cublas, "cublasSgemm_v2"},
     {dlb::cuda::LazyLib::cublas, "cublasGemmEx"},
+    {dlb::cuda::LazyLib::cublas, "cublasSgemmStridedBatched"},
     {dlb::cuda::LazyLib::cublaslt, "cublasLtCreate"},
     {dlb::cuda::LazyLib::cublaslt, "cublasLtDestroy"},
     {dlb::cuda::LazyLib::cudnn, "cudnnGetVersion"},
@@ -333,6 +436,22 @@ const std::vector<LazySymbolEntry>& lazy_symbols() {
     {dlb::cuda::LazyLib::cudnn, "cudnnConvolutionBackwardFilter"},
     {dlb::cuda::LazyLib::cudnn, "cudnnConvolutionBackwardBias"},
     {dlb::cuda::LazyLib::cudnn, "cudnnAddTensor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnSetTensorNdDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnCreateDropoutDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnSetDropoutDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnDestroyDropoutDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnCreateRNNDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnDestroyRNNDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnSetRNNDescriptor_v8"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnGetRNNWeightSpaceSize"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnGetRNNWeightParams"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnGetRNNTempSpaceSizes"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnCreateRNNDataDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnDestroyRNNDataDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnSetRNNDataDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnRNNForward"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardData_v8"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardWeights_v8"},
 #if __has_include(<nccl.h>)
     {dlb::cuda::LazyLib::nccl, "ncclGetVersion"},
     {dlb::cuda::LazyLib::nccl, "ncclGetUniqueId"},

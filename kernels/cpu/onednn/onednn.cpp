@@ -2,6 +2,7 @@
 // oneDNN picks its blocked layouts and fastest kernel) plus the reorders between the callers' plain
 // layouts and those; an entry runs: input reorders, the primitive, output reorders.
 #include "kernels/cpu/onednn/onednn.h"
+#include "kernels/cpu/onednn/internal.h"
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
@@ -58,11 +59,7 @@ std::string last_impl() { return ""; }
 
 #else
 
-namespace {
-
-using dnnl::memory;
-using tag = memory::format_tag;
-using dt = memory::data_type;
+namespace detail {
 
 dnnl::engine& engine() {
   static dnnl::engine* e = [] {
@@ -84,6 +81,15 @@ dnnl::stream& stream() {
   return s;
 }
 
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
 std::mutex g_impl_mu;
 std::string g_last_impl;  // the last call's implementation, from whichever thread ran it
 
@@ -94,36 +100,6 @@ dt user_dt(Dt d) { return d == Dt::bf16 ? dt::bf16 : dt::f32; }
 // there, widened by the output reorder), fp32 otherwise.
 dt conv_out_dt(Dt d) { return d == Dt::f32_as_bf16 ? dt::bf16 : dt::f32; }
 const char* dt_name(Dt d) { return d == Dt::f32 ? "fp32" : d == Dt::bf16 ? "bf16" : "f32>bf16"; }
-
-// One tensor of an entry: the caller's plain layout, and (when oneDNN wants another) a buffer in
-// its layout plus the reorder between them.
-struct Tensor {
-  memory::desc user, prim;
-  bool reordered = false;
-  memory prim_mem;
-  dnnl::reorder to_prim, from_prim;
-  void init(const memory::desc& u, const memory::desc& p, bool input) {
-    user = u, prim = p;
-    reordered = !(u == p);
-    if (!reordered) return;
-    prim_mem = memory(p, engine());
-    memory um(u, engine(), DNNL_MEMORY_NONE);
-    if (input) to_prim = dnnl::reorder(um, prim_mem);
-    else from_prim = dnnl::reorder(prim_mem, um);
-  }
-  // The memory the primitive reads (input) or writes (output); inputs are reordered here.
-  memory before(const void* p, bool input) {
-    memory um(user, engine(), const_cast<void*>(p));
-    if (!reordered) return um;
-    if (input) to_prim.execute(stream(), um, prim_mem);
-    return prim_mem;
-  }
-  void after(void* p) {
-    if (!reordered) return;
-    memory um(user, engine(), p);
-    from_prim.execute(stream(), prim_mem, um);
-  }
-};
 
 struct Entry {
   dnnl::primitive prim;
@@ -150,27 +126,37 @@ memory weights_arg(Tensor& t, const void* w, const Weights* sw) {
 // 16 MiB per thread left, else refused as out of memory before oneDNN runs.
 constexpr std::size_t kRoomPerThread = std::size_t(16) << 20;
 
+}  // namespace
+
+void detail::build_guarded(const std::string& key, const std::function<void()>& make) {
+  // The other kernel threads may be building theirs at the same moment.
+  require_address_space(std::size_t(std::max(kernel_threads(), omp_get_max_threads())) * kRoomPerThread,
+                        "oneDNN (a new primitive's JIT kernels and buffers)");
+  try {
+    make();
+  } catch (const dnnl::error& err) {
+    if (err.status == dnnl_out_of_memory) throw OutOfMemory(std::string("oneDNN: ") + key + ": " + err.what());
+    throw Unsupported(std::string("oneDNN ") + version() + " has no " + key + " at ISA " + isa() + " (" + err.what() +
+                      ")");
+  }
+}
+
+void detail::note_impl(const std::string& impl) {
+  std::lock_guard<std::mutex> lk(g_impl_mu);
+  g_last_impl = impl;
+}
+
+namespace {
+
 Entry& cached(const std::string& key, const std::function<void(Entry&)>& make) {
   thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
   auto& e = cache[key];
   if (!e) {
-    // The other kernel threads may be building theirs at the same moment.
-    require_address_space(std::size_t(std::max(kernel_threads(), omp_get_max_threads())) * kRoomPerThread,
-                          "oneDNN (a new primitive's JIT kernels and buffers)");
     auto fresh = std::make_unique<Entry>();
-    try {
-      make(*fresh);
-    } catch (const dnnl::error& err) {
-      if (err.status == dnnl_out_of_memory) throw OutOfMemory(std::string("oneDNN: ") + key + ": " + err.what());
-      throw Unsupported(std::string("oneDNN ") + version() + " has no " + key + " at ISA " + isa() + " (" +
-                        err.what() + ")");
-    }
+    build_guarded(key, [&] { make(*fresh); });
     e = std::move(fresh);
   }
-  {
-    std::lock_guard<std::mutex> lk(g_impl_mu);
-    g_last_impl = e->impl;
-  }
+  note_impl(e->impl);
   return *e;
 }
 

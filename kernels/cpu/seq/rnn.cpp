@@ -1,0 +1,318 @@
+// Recurrent layers, tanh RNN and LSTM (see rnn.h): the fp64 reference, the fused cell bodies over the
+// vector width, and the dispatch around OpenBLAS GEMMs.
+#ifndef DLB_ISA_PASS
+#include "kernels/cpu/seq/rnn.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/seq/parallel.h"
+#include "kernels/cpu/simd.h"
+
+namespace dlb::cpu::seq {
+
+void RnnShape::check() const {
+  if (T <= 0 || B <= 0 || I <= 0 || H <= 0)
+    throw std::invalid_argument("rnn: sizes must be positive (T " + std::to_string(T) + ", B " + std::to_string(B) +
+                                ", I " + std::to_string(I) + ", H " + std::to_string(H) + ")");
+}
+
+std::size_t rnn_saved_floats(const RnnShape& s) {
+  const std::size_t states = std::size_t(s.T + 1) * s.B * s.H;
+  return std::size_t(s.rows()) * s.gates() * s.H + states * (s.cell == RnnCell::lstm ? 2 : 1);
+}
+
+// ---- fp64 reference ----
+namespace {
+double sigmoid(double a) { return 1 / (1 + std::exp(-a)); }
+
+// Every step's activated gates [T][B][G*H], h [T+1][B][H] and c [T+1][B][H].
+struct RefStates {
+  std::vector<double> gates, h, c;
+};
+
+RefStates ref_run(const RnnShape& s, const RnnWeightsRef& w, const double* x, const double* h0, const double* c0) {
+  s.check();
+  const int B = s.B, I = s.I, H = s.H, GH = s.gates() * H;
+  const bool lstm = s.cell == RnnCell::lstm;
+  RefStates st;
+  st.gates.assign(std::size_t(s.T) * B * GH, 0.0);
+  st.h.assign(std::size_t(s.T + 1) * B * H, 0.0);
+  st.c.assign(st.h.size(), 0.0);
+  if (h0) std::copy(h0, h0 + B * H, st.h.begin());
+  if (c0 && lstm) std::copy(c0, c0 + B * H, st.c.begin());
+  std::vector<double> a(GH);
+  for (int t = 0; t < s.T; ++t)
+    for (int b = 0; b < B; ++b) {
+      const double* xr = x + s.row(t, b) * I;
+      const double* hp = &st.h[(std::size_t(t) * B + b) * H];
+      for (int k = 0; k < GH; ++k) {
+        double v = (w.b_ih ? w.b_ih[k] : 0.0) + (w.b_hh ? w.b_hh[k] : 0.0);
+        for (int i = 0; i < I; ++i) v += w.w_ih[std::size_t(k) * I + i] * xr[i];
+        for (int j = 0; j < H; ++j) v += w.w_hh[std::size_t(k) * H + j] * hp[j];
+        a[k] = v;
+      }
+      double* g = &st.gates[(std::size_t(t) * B + b) * GH];
+      double* h = &st.h[(std::size_t(t + 1) * B + b) * H];
+      for (int j = 0; j < H; ++j) {
+        if (!lstm) {
+          h[j] = g[j] = std::tanh(a[j]);
+          continue;
+        }
+        g[j] = sigmoid(a[j]), g[H + j] = sigmoid(a[H + j]), g[2 * H + j] = std::tanh(a[2 * H + j]);
+        g[3 * H + j] = sigmoid(a[3 * H + j]);
+        const double c = g[H + j] * st.c[(std::size_t(t) * B + b) * H + j] + g[j] * g[2 * H + j];
+        st.c[(std::size_t(t + 1) * B + b) * H + j] = c;
+        h[j] = g[3 * H + j] * std::tanh(c);
+      }
+    }
+  return st;
+}
+}  // namespace
+
+void rnn_forward_ref(const RnnShape& s, const RnnWeightsRef& w, const double* x, const double* h0, const double* c0,
+                     double* y, double* hn, double* cn) {
+  const RefStates st = ref_run(s, w, x, h0, c0);
+  const std::size_t BH = std::size_t(s.B) * s.H;
+  for (int t = 0; t < s.T; ++t)
+    for (int b = 0; b < s.B; ++b)
+      std::copy_n(&st.h[(t + 1) * BH + std::size_t(b) * s.H], s.H, y + s.row(t, b) * s.H);
+  if (hn) std::copy_n(&st.h[s.T * BH], BH, hn);
+  if (cn && s.cell == RnnCell::lstm) std::copy_n(&st.c[s.T * BH], BH, cn);
+}
+
+void rnn_backward_ref(const RnnShape& s, const RnnWeightsRef& w, const double* x, const double* h0, const double* c0,
+                      const double* dy, const double* dhn, const double* dcn, double* dx, double* dh0, double* dc0,
+                      const RnnGradsRef& g) {
+  const RefStates st = ref_run(s, w, x, h0, c0);
+  const int B = s.B, I = s.I, H = s.H, GH = s.gates() * H;
+  const bool lstm = s.cell == RnnCell::lstm;
+  std::vector<double> dh(std::size_t(B) * H, 0.0), dc(dh.size(), 0.0), dhp(dh.size()), da(GH);
+  std::vector<double> dwih(std::size_t(GH) * I, 0.0), dwhh(std::size_t(GH) * H, 0.0), db(GH, 0.0);
+  if (dhn) std::copy_n(dhn, dh.size(), dh.begin());
+  if (dcn && lstm) std::copy_n(dcn, dc.size(), dc.begin());
+  for (int t = s.T - 1; t >= 0; --t) {
+    std::fill(dhp.begin(), dhp.end(), 0.0);
+    for (int b = 0; b < B; ++b) {
+      const long r = s.row(t, b);
+      const double* gt = &st.gates[(std::size_t(t) * B + b) * GH];
+      const double* hp = &st.h[(std::size_t(t) * B + b) * H];
+      for (int j = 0; j < H; ++j) {
+        const double dhj = dh[std::size_t(b) * H + j] + (dy ? dy[r * H + j] : 0.0);
+        if (!lstm) {
+          da[j] = dhj * (1 - gt[j] * gt[j]);
+          continue;
+        }
+        const double i = gt[j], f = gt[H + j], gg = gt[2 * H + j], o = gt[3 * H + j];
+        const double c = st.c[(std::size_t(t + 1) * B + b) * H + j], cp = st.c[(std::size_t(t) * B + b) * H + j];
+        const double tc = std::tanh(c), dct = dc[std::size_t(b) * H + j] + dhj * o * (1 - tc * tc);
+        da[j] = dct * gg * i * (1 - i);
+        da[H + j] = dct * cp * f * (1 - f);
+        da[2 * H + j] = dct * i * (1 - gg * gg);
+        da[3 * H + j] = dhj * tc * o * (1 - o);
+        dc[std::size_t(b) * H + j] = dct * f;
+      }
+      for (int k = 0; k < GH; ++k) {
+        db[k] += da[k];
+        for (int i = 0; i < I; ++i) dwih[std::size_t(k) * I + i] += da[k] * x[r * I + i];
+        for (int j = 0; j < H; ++j) {
+          dwhh[std::size_t(k) * H + j] += da[k] * hp[j];
+          dhp[std::size_t(b) * H + j] += da[k] * w.w_hh[std::size_t(k) * H + j];
+        }
+      }
+      if (dx)
+        for (int i = 0; i < I; ++i) {
+          double v = 0;
+          for (int k = 0; k < GH; ++k) v += da[k] * w.w_ih[std::size_t(k) * I + i];
+          dx[r * I + i] = v;
+        }
+    }
+    dh.swap(dhp);
+  }
+  if (dh0) std::copy(dh.begin(), dh.end(), dh0);
+  if (dc0 && lstm) std::copy(dc.begin(), dc.end(), dc0);
+  if (g.dw_ih) std::copy(dwih.begin(), dwih.end(), g.dw_ih);
+  if (g.dw_hh) std::copy(dwhh.begin(), dwhh.end(), g.dw_hh);
+  if (g.db_ih) std::copy(db.begin(), db.end(), g.db_ih);
+  if (g.db_hh) std::copy(db.begin(), db.end(), g.db_hh);
+}
+
+}  // namespace dlb::cpu::seq
+
+#define DLB_ISA_INCLUDE "kernels/cpu/seq/rnn.cpp"
+#include "kernels/cpu/seq/foreach_isa.h"
+
+// ---- the fast path ----
+namespace dlb::cpu::seq {
+namespace {
+// C = op(A) op(B) (+ C with beta 1), row-major with leading dimensions.
+void gemm(bool ta, bool tb, long m, long n, long k, const float* a, long lda, const float* b, long ldb, float beta,
+          float* c, long ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              1.f, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+}  // namespace
+
+void rnn_forward(const RnnShape& s, const RnnWeights& w, const float* x, const float* h0, const float* c0, float* y,
+                 float* hn, float* cn, std::vector<float>& saved) {
+  s.check();
+  const int B = s.B, H = s.H, GH = s.gates() * H;
+  const long N = s.rows(), BH = long(B) * H, rs = s.batch_first ? s.T : 1;  // rows between b and b+1 of a step
+  const bool lstm = s.cell == RnnCell::lstm;
+  saved.resize(rnn_saved_floats(s));
+  float* const gates = saved.data();
+  float* const hs = gates + N * GH;
+  float* const cs = lstm ? hs + (s.T + 1) * BH : nullptr;
+  thread_local std::vector<float> bsum;
+  bsum.assign(GH, 0.f);
+  for (int k = 0; k < GH; ++k) bsum[k] = (w.b_ih ? w.b_ih[k] : 0.f) + (w.b_hh ? w.b_hh[k] : 0.f);
+  const float* const bias = bsum.data();
+  if (h0) std::copy_n(h0, BH, hs);
+  else std::fill_n(hs, BH, 0.f);
+  if (lstm && c0) std::copy_n(c0, BH, cs);
+  else if (lstm) std::fill_n(cs, BH, 0.f);
+
+  gemm(false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH);  // every step's input part at once
+  const auto lstm_body = DLB_ISA_PICK(lstm_cell_forward);
+  const auto tanh_body = DLB_ISA_PICK(tanh_cell_forward);
+  for (int t = 0; t < s.T; ++t) {
+    float* const gt = gates + s.row(t, 0) * GH;
+    gemm(false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH);  // += W_hh h_{t-1}
+    parallel_rows(B, 3L * GH, [&](long lo, long hi) {
+      for (long b = lo; b < hi; ++b) {
+        float* const h = hs + (t + 1) * BH + b * H;
+        if (lstm) lstm_body(gt + b * rs * GH, bias, cs + t * BH + b * H, cs + (t + 1) * BH + b * H, h, H);
+        else tanh_body(gt + b * rs * GH, bias, h, H);
+        std::copy_n(h, H, y + s.row(t, int(b)) * H);
+      }
+    });
+  }
+  if (hn) std::copy_n(hs + s.T * BH, BH, hn);
+  if (cn && lstm) std::copy_n(cs + s.T * BH, BH, cn);
+}
+
+void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const float* dy, const float* dhn,
+                  const float* dcn, const std::vector<float>& saved, float* dx, float* dh0, float* dc0,
+                  const RnnGrads& g) {
+  s.check();
+  if (saved.size() != rnn_saved_floats(s)) throw std::invalid_argument("rnn_backward: `saved` is not this shape's");
+  const int B = s.B, H = s.H, GH = s.gates() * H;
+  const long N = s.rows(), BH = long(B) * H, rs = s.batch_first ? s.T : 1;
+  const bool lstm = s.cell == RnnCell::lstm;
+  const float* const gates = saved.data();
+  const float* const hs = gates + N * GH;
+  const float* const cs = lstm ? hs + (s.T + 1) * BH : nullptr;
+  thread_local std::vector<float> scratch;  // dA [N][GH] (x's row order), dh [B][H], dc [B][H]
+  scratch.resize(std::size_t(N) * GH + 2 * BH);
+  float* const da = scratch.data();
+  float* const dh = da + N * GH;
+  float* const dc = dh + BH;
+  if (dhn) std::copy_n(dhn, BH, dh);
+  else std::fill_n(dh, BH, 0.f);
+  if (dcn && lstm) std::copy_n(dcn, BH, dc);
+  else std::fill_n(dc, BH, 0.f);
+
+  const auto lstm_body = DLB_ISA_PICK(lstm_cell_backward);
+  const auto tanh_body = DLB_ISA_PICK(tanh_cell_backward);
+  for (int t = s.T - 1; t >= 0; --t) {
+    parallel_rows(B, 4L * GH, [&](long lo, long hi) {
+      for (long b = lo; b < hi; ++b) {
+        const long r = s.row(t, int(b));
+        const float* dyr = dy ? dy + r * H : nullptr;
+        if (lstm)
+          lstm_body(gates + r * GH, cs + t * BH + b * H, cs + (t + 1) * BH + b * H, dyr, dh + b * H, dc + b * H,
+                    da + r * GH, H);
+        else tanh_body(hs + (t + 1) * BH + b * H, dyr, dh + b * H, da + r * GH, H);
+      }
+    });
+    gemm(false, false, B, H, GH, da + s.row(t, 0) * GH, rs * GH, w.w_hh, H, 0.f, dh, H);  // dh_{t-1} = dA_t W_hh
+  }
+  if (dh0) std::copy_n(dh, BH, dh0);
+  if (dc0 && lstm) std::copy_n(dc, BH, dc0);
+  if (dx) gemm(false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I);
+  if (g.dw_ih) gemm(true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
+  if (g.dw_hh) {
+    if (!s.batch_first) gemm(true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);  // sum_t dA_t^T h_{t-1}
+    else  // per sequence: dA rows b*T.. against h_{t-1} of b, rows B*H apart
+      for (int b = 0; b < B; ++b)
+        gemm(true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
+  }
+  if (g.db_ih || g.db_hh) {
+    float* db = g.db_ih ? g.db_ih : g.db_hh;
+    parallel_rows(GH, N, [&](long lo, long hi) {  // columns, each summing the rows in order
+      std::fill(db + lo, db + hi, 0.f);
+      for (long r = 0; r < N; ++r)
+        for (long k = lo; k < hi; ++k) db[k] += da[r * GH + k];
+    });
+    if (g.db_ih && g.db_hh) std::copy_n(g.db_ih, GH, g.db_hh);
+  }
+}
+
+}  // namespace dlb::cpu::seq
+
+#else  // ---- bodies, once per ISA (foreach_isa.h) ----
+
+// One batch row of an LSTM step: a = [a_i a_f a_g a_o] (GEMMs' sums; + bias) -> the activated gates
+// in place; c = f cp + i g, h = o tanh(c).
+void lstm_cell_forward(float* a, const float* bias, const float* cp, float* c, float* h, int H) {
+  for (int j = 0; j < H; j += V::L) {
+    const int n = H - j < V::L ? H - j : V::L;
+    const vec i = vsigmoid(V::add(V::load_n(a + j, n, 0.f), V::load_n(bias + j, n, 0.f)));
+    const vec f = vsigmoid(V::add(V::load_n(a + H + j, n, 0.f), V::load_n(bias + H + j, n, 0.f)));
+    const vec g = vtanh(V::add(V::load_n(a + 2 * H + j, n, 0.f), V::load_n(bias + 2 * H + j, n, 0.f)));
+    const vec o = vsigmoid(V::add(V::load_n(a + 3 * H + j, n, 0.f), V::load_n(bias + 3 * H + j, n, 0.f)));
+    const vec cn = V::fma(f, V::load_n(cp + j, n, 0.f), V::mul(i, g));
+    V::store_n(a + j, i, n), V::store_n(a + H + j, f, n), V::store_n(a + 2 * H + j, g, n);
+    V::store_n(a + 3 * H + j, o, n);
+    V::store_n(c + j, cn, n);
+    V::store_n(h + j, V::mul(o, vtanh(cn)), n);
+  }
+}
+
+void tanh_cell_forward(float* a, const float* bias, float* h, int H) {
+  for (int j = 0; j < H; j += V::L) {
+    const int n = H - j < V::L ? H - j : V::L;
+    const vec v = vtanh(V::add(V::load_n(a + j, n, 0.f), V::load_n(bias + j, n, 0.f)));
+    V::store_n(a + j, v, n);
+    V::store_n(h + j, v, n);
+  }
+}
+
+// One batch row of an LSTM step backward. g: the activated gates; cp, c: c_{t-1}, c_t; dh: the
+// recurrent gradient (+ dy when given); dc: in dc_t from step t+1, out dc_{t-1}; da: dA of the step.
+void lstm_cell_backward(const float* g, const float* cp, const float* c, const float* dy, const float* dh, float* dc,
+                        float* da, int H) {
+  const vec one = V::set1(1.f);
+  for (int j = 0; j < H; j += V::L) {
+    const int n = H - j < V::L ? H - j : V::L;
+    vec d = V::load_n(dh + j, n, 0.f);
+    if (dy) d = V::add(d, V::load_n(dy + j, n, 0.f));
+    const vec i = V::load_n(g + j, n, 0.f), f = V::load_n(g + H + j, n, 0.f);
+    const vec gg = V::load_n(g + 2 * H + j, n, 0.f), o = V::load_n(g + 3 * H + j, n, 0.f);
+    const vec tc = vtanh(V::load_n(c + j, n, 0.f));
+    const vec dct = V::fma(V::mul(d, o), V::sub(one, V::mul(tc, tc)), V::load_n(dc + j, n, 0.f));
+    V::store_n(da + j, V::mul(V::mul(dct, gg), V::mul(i, V::sub(one, i))), n);
+    V::store_n(da + H + j, V::mul(V::mul(dct, V::load_n(cp + j, n, 0.f)), V::mul(f, V::sub(one, f))), n);
+    V::store_n(da + 2 * H + j, V::mul(V::mul(dct, i), V::sub(one, V::mul(gg, gg))), n);
+    V::store_n(da + 3 * H + j, V::mul(V::mul(d, tc), V::mul(o, V::sub(one, o))), n);
+    V::store_n(dc + j, V::mul(dct, f), n);
+  }
+}
+
+void tanh_cell_backward(const float* h, const float* dy, const float* dh, float* da, int H) {
+  const vec one = V::set1(1.f);
+  for (int j = 0; j < H; j += V::L) {
+    const int n = H - j < V::L ? H - j : V::L;
+    vec d = V::load_n(dh + j, n, 0.f);
+    if (dy) d = V::add(d, V::load_n(dy + j, n, 0.f));
+    const vec hv = V::load_n(h + j, n, 0.f);
+    V::store_n(da + j, V::mul(d, V::sub(one, V::mul(hv, hv))), n);
+  }
+}
+
+#endif

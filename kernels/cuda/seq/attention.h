@@ -1,0 +1,47 @@
+// Attention on the GPU, the twin of kernels/cpu/seq/attention.h (same Attn, same strided views, here
+// over device memory), checked against its fp64 reference:
+//   unfused  cuBLAS strided-batched GEMMs (a batch of heads per b) + our row softmax, P kept; Philox
+//            dropout on P as the CPU draws it; fp32
+//   flash    ours fused: one warp per query (or key) row, key (or query) tiles of 32 in shared memory,
+//            online softmax forward; backward as two kernels (dQ per query row, dK/dV per key row,
+//            each recomputing P from the row log-sum-exp: deterministic, no atomics); fp32 or bf16
+//            storage (DType::bf16, views of bf16 bits) with fp32 arithmetic; head dim <= 128
+// Napkin math: as the CPU's (4 B H Tq Tk D forward flops, half causal). This first flash version
+// runs on the FP32 pipes (no tensor-core MMA): a fraction of cuDNN's / FlashAttention-2's tensor-core
+// rate, there to be verified and measured, then improved.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/verify.h"  // DType
+#include "kernels/cpu/seq/attention.h"
+
+namespace dlb::cuda::seq {
+
+using cpu::seq::Attn;
+using CView = cpu::seq::HeadsView<const float>;
+using MView = cpu::seq::HeadsView<float>;
+
+// probs: B H Tq Tk device floats (kept for backward; twice that with dropout: P, then P after
+// dropout); backward's scratch: B H Tq Tk floats.
+void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o, float* probs, cudaStream_t s);
+void attention_backward_unfused(const Attn& a, CView q, CView k, CView v, CView dout, const float* probs, MView dq,
+                                MView dk, MView dv, float* scratch, cudaStream_t s);
+
+// Views of fp32 elements (t = fp32) or bf16 bits (t = bf16), as void* with element strides.
+struct AnyView {
+  const void* p = nullptr;
+  long sb = 0, sh = 0, st = 0;
+};
+struct AnyMView {
+  void* p = nullptr;
+  long sb = 0, sh = 0, st = 0;
+};
+// lse: B H Tq floats (kept for backward); backward's scratch: B H Tq floats.
+void attention_forward_flash(const Attn& a, AnyView q, AnyView k, AnyView v, AnyMView o, float* lse, DType t,
+                             cudaStream_t s);
+void attention_backward_flash(const Attn& a, AnyView q, AnyView k, AnyView v, AnyView o, AnyView dout, const float* lse,
+                              AnyMView dq, AnyMView dk, AnyMView dv, float* scratch, DType t, cudaStream_t s);
+
+}  // namespace dlb::cuda::seq

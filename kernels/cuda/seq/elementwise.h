@@ -1,0 +1,32 @@
+// The elementwise sequence kernels on the GPU, twins of kernels/cpu/seq/{gelu,dropout,adamw}.h and
+// checked against their references: GELU (tanh approximation), dropout drawing the same Philox mask
+// as the CPU (kernels/common/philox.h), AdamW. Device pointers, enqueued on `s`, fp32 (GELU and
+// dropout also bf16 storage: DType::bf16, fp32 arithmetic, one rounding on store).
+// Napkin math: memory-bound; GELU 8 / 12 bytes an element (fwd / bwd), dropout 8 (+1 mask),
+// AdamW 28 bytes a parameter.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/verify.h"  // DType
+#include "kernels/cpu/seq/adamw.h"  // AdamW (the hyper-parameters)
+
+namespace dlb::cuda::seq {
+
+void gelu_forward(const void* x, void* y, std::size_t n, DType t, cudaStream_t s);
+void gelu_backward(const void* x, const void* dy, void* dx, std::size_t n, DType t, cudaStream_t s);
+
+// As cpu::seq::dropout_forward / _backward: element i of (seed, offset) dropped iff
+// philox_uniform(word offset + i) < p; mask may be null.
+void dropout_forward(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
+                     std::uint64_t offset, DType t, cudaStream_t s);
+void dropout_backward(const void* dy, void* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
+                      DType t, cudaStream_t s);
+
+// As cpu::seq::adamw_step (the bias corrections from `step` on the host).
+void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, const cpu::seq::AdamW& o, long step,
+                cudaStream_t s);
+
+}  // namespace dlb::cuda::seq

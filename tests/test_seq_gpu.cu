@@ -1,0 +1,327 @@
+// The sequence kernels on the GPU (kernels/cuda/seq/) against the CPU's fp64 references
+// (kernels/cpu/seq/): GELU, Philox dropout (the CPU's mask, bit for bit), AdamW, embedding (and its
+// deterministic backward), softmax, the fused classifier, LayerNorm, our RNN/LSTM layer and cuDNN's,
+// attention unfused and flash (fp32 and bf16). Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/common/verify.h"
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/seq/adamw.h"
+#include "kernels/cpu/seq/attention.h"
+#include "kernels/cpu/seq/dropout.h"
+#include "kernels/cpu/seq/embedding.h"
+#include "kernels/cpu/seq/gelu.h"
+#include "kernels/cpu/seq/layernorm.h"
+#include "kernels/cpu/seq/rnn.h"
+#include "kernels/cpu/seq/softmax.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/seq/attention.h"
+#include "kernels/cuda/seq/cudnn_rnn.h"
+#include "kernels/cuda/seq/elementwise.h"
+#include "kernels/cuda/seq/embedding.h"
+#include "kernels/cuda/seq/rnn.h"
+#include "kernels/cuda/seq/rows.h"
+#include "tests/gpu_test.h"
+#include "tests/seq_test_util.h"
+
+using namespace dlb;
+using namespace seqtest;
+namespace cs = dlb::cpu::seq;
+namespace gs = dlb::cuda::seq;
+
+namespace {
+const double kTol = default_tolerance(DType::fp32);
+
+template <class T>
+struct Dev {
+  cuda::DeviceBuffer<T> b;
+  explicit Dev(std::size_t n) : b(n) {}
+  explicit Dev(const std::vector<T>& h) : b(h.size()) { b.upload(h.data(), h.size()); }
+  T* p() const { return b.data(); }
+  std::vector<T> get() const {
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(b.size());
+    b.download(h.data(), h.size());
+    return h;
+  }
+};
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = cpu::fp32_to_bf16_ref(v[i]);
+  return r;
+}
+std::vector<float> from_bf16(const std::vector<std::uint16_t>& v) {
+  std::vector<float> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = cpu::bf16_to_fp32_ref(v[i]);
+  return r;
+}
+}  // namespace
+
+TEST(SeqGpu, GeluMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t n = 4099;
+  const auto x = rand_f(n, 1, 6.f), dy = rand_f(n, 2);
+  std::vector<double> ry(n), rdx(n);
+  cs::gelu_forward_ref(to_d(x).data(), ry.data(), n);
+  cs::gelu_backward_ref(to_d(x).data(), to_d(dy).data(), rdx.data(), n);
+  Dev<float> dx_(x), ddy(dy), y(n), dx(n);
+  gs::gelu_forward(dx_.p(), y.p(), n, DType::fp32, nullptr);
+  gs::gelu_backward(dx_.p(), ddy.p(), dx.p(), n, DType::fp32, nullptr);
+  EXPECT_LT(max_rel_err(y.get().data(), ry.data(), n), kTol);
+  EXPECT_LT(max_rel_err(dx.get().data(), rdx.data(), n), kTol);
+  Dev<std::uint16_t> xb(to_bf16(x)), yb(n);
+  gs::gelu_forward(xb.p(), yb.p(), n, DType::bf16, nullptr);
+  std::vector<double> ryb(n);
+  cs::gelu_forward_ref(to_d(from_bf16(to_bf16(x))).data(), ryb.data(), n);
+  EXPECT_LT(max_rel_err(from_bf16(yb.get()).data(), ryb.data(), n), default_tolerance(DType::bf16));
+}
+
+TEST(SeqGpu, DropoutDrawsTheCpuMask) {
+  SKIP_WITHOUT_GPU();
+  const float p = 0.25f;
+  for (std::uint64_t offset : {0ull, 3ull, 1000001ull})
+    for (std::size_t n : {1ul, 7ul, 100003ul}) {
+      const auto x = rand_f(n, 3);
+      std::vector<std::uint8_t> ref(n);
+      cs::dropout_mask_ref(ref.data(), n, p, 42, offset);
+      Dev<float> dxin(x), y(n), back(n);
+      Dev<std::uint8_t> mask(n);
+      gs::dropout_forward(dxin.p(), y.p(), mask.p(), n, p, 42, offset, DType::fp32, nullptr);
+      gs::dropout_backward(dxin.p(), back.p(), n, p, 42, offset, DType::fp32, nullptr);
+      ASSERT_EQ(mask.get(), ref) << "offset " << offset << " n " << n;
+      std::vector<float> cpu_y(n);
+      cs::dropout_forward(x.data(), cpu_y.data(), nullptr, n, p, 42, offset);
+      EXPECT_EQ(y.get(), cpu_y);
+      EXPECT_EQ(back.get(), cpu_y);
+    }
+}
+
+TEST(SeqGpu, AdamWMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t n = 5000;
+  const cs::AdamW o{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  const auto p0 = rand_f(n, 4);
+  Dev<float> p(p0), m(std::vector<float>(n, 0.f)), v(std::vector<float>(n, 0.f));
+  std::vector<double> pr = to_d(p0), mr(n, 0.0), vr(n, 0.0);
+  for (long step = 1; step <= 3; ++step) {
+    const auto g = rand_f(n, 10 + step);
+    Dev<float> dg(g);
+    gs::adamw_step(p.p(), dg.p(), m.p(), v.p(), n, o, step, nullptr);
+    cs::adamw_step_ref(pr.data(), to_d(g).data(), mr.data(), vr.data(), n, o, step);
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  EXPECT_LT(max_rel_err(p.get().data(), pr.data(), n), kTol);
+}
+
+TEST(SeqGpu, EmbeddingMatchesReferenceAndIsDeterministic) {
+  SKIP_WITHOUT_GPU();
+  const int B = 4, T = 33, V = 50, C = 96;
+  std::vector<std::int32_t> tok(B * T);
+  for (int i = 0; i < B * T; ++i) tok[i] = (i * 7 + i / 5) % V;
+  const auto w = rand_f(V * C, 5), pos = rand_f(T * C, 6), dy = rand_f(B * T * C, 7);
+  std::vector<double> ry(B * T * C), rdw(V * C, 0.0), rdp(T * C, 0.0);
+  cs::embedding_forward_ref(tok.data(), B, T, to_d(w).data(), V, C, to_d(pos).data(), ry.data());
+  cs::embedding_backward_ref(tok.data(), B, T, to_d(dy).data(), V, C, rdw.data(), rdp.data());
+  Dev<std::int32_t> dt(tok);
+  Dev<float> dw_(w), dpos(pos), ddy(dy), y(B * T * C);
+  Dev<char> scratch(gs::embedding_backward_scratch_bytes(B, T));
+  gs::embedding_forward(dt.p(), B, T, dw_.p(), C, dpos.p(), y.p(), nullptr);
+  EXPECT_LT(max_rel_err(y.get().data(), ry.data(), ry.size()), kTol);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    Dev<float> dw(std::vector<float>(V * C, 0.f)), dp(std::vector<float>(T * C, 0.f));
+    gs::embedding_backward(dt.p(), B, T, ddy.p(), C, dw.p(), dp.p(), scratch.p(), nullptr);
+    const auto got = dw.get();
+    EXPECT_LT(max_rel_err(got.data(), rdw.data(), rdw.size()), kTol);
+    EXPECT_LT(max_rel_err(dp.get().data(), rdp.data(), rdp.size()), kTol);
+    if (run == 0) first = got;
+    else EXPECT_EQ(first, got);
+  }
+}
+
+TEST(SeqGpu, SoftmaxClassifierLayerNormMatchReferences) {
+  SKIP_WITHOUT_GPU();
+  for (int causal : {0, 7}) {
+    const long rows = 40;
+    const int cols = 300;
+    const auto x = rand_f(rows * cols, 8, 5.f), dy = rand_f(rows * cols, 9);
+    std::vector<double> ry(x.size()), rdx(x.size());
+    cs::softmax_forward_ref(to_d(x).data(), ry.data(), rows, cols, causal);
+    cs::softmax_backward_ref(ry.data(), to_d(dy).data(), rdx.data(), rows, cols, causal);
+    Dev<float> dx_(x), ddy(dy), y(x.size()), dx(x.size());
+    gs::softmax_forward(dx_.p(), y.p(), rows, cols, causal, nullptr);
+    gs::softmax_backward(y.p(), ddy.p(), dx.p(), rows, cols, causal, nullptr);
+    EXPECT_LT(max_rel_err(y.get().data(), ry.data(), ry.size()), kTol) << "causal " << causal;
+    EXPECT_LT(max_rel_err(dx.get().data(), rdx.data(), rdx.size()), 1e-4) << "causal " << causal;  // y rounded
+  }
+  {
+    const long rows = 20;
+    const int V = 5000, ld = 5008;
+    const auto x = rand_f(rows * ld, 10, 4.f);
+    std::vector<int> t(rows);
+    for (long r = 0; r < rows; ++r) t[r] = r == 3 ? -100 : int(r * 97 % V);
+    std::vector<double> rd(x.size()), rl(rows);
+    const double rloss =
+        cs::classifier_forward_backward_ref(to_d(x).data(), t.data(), rows, V, ld, rl.data(), rd.data());
+    Dev<float> dl(x), losses(rows), loss(1);
+    Dev<int> dt(t), scratch(1);
+    gs::classifier_forward_backward(dl.p(), dt.p(), rows, V, ld, losses.p(), dl.p(), loss.p(), scratch.p(), nullptr);
+    EXPECT_NEAR(loss.get()[0], rloss, kTol * rloss);
+    EXPECT_LT(max_rel_err(losses.get().data(), rl.data(), rows), kTol);
+    EXPECT_LT(max_rel_err(dl.get().data(), rd.data(), rd.size()), kTol);
+  }
+  {
+    const long rows = 70;
+    const int C = 200;
+    const auto x = rand_f(rows * C, 11, 3.f), w = rand_f(C, 12), b = rand_f(C, 13), dy = rand_f(rows * C, 14);
+    std::vector<double> ry(x.size()), rdx(x.size()), rdw(C), rdb(C);
+    cs::layernorm_forward_ref(to_d(x).data(), to_d(w).data(), to_d(b).data(), ry.data(), rows, C);
+    cs::layernorm_backward_ref(to_d(dy).data(), to_d(x).data(), to_d(w).data(), rdx.data(), rdw.data(), rdb.data(),
+                               rows, C);
+    Dev<float> dx_(x), dw_(w), db_(b), ddy(dy), y(x.size()), mean(rows), rstd(rows), dx(x.size()), dw(C), db(C);
+    Dev<char> scratch(gs::layernorm_backward_scratch_bytes(rows, C));
+    gs::layernorm_forward(dx_.p(), dw_.p(), db_.p(), y.p(), mean.p(), rstd.p(), rows, C, cs::kLayerNormEps, nullptr);
+    gs::layernorm_backward(ddy.p(), dx_.p(), dw_.p(), mean.p(), rstd.p(), dx.p(), dw.p(), db.p(), rows, C, scratch.p(),
+                           nullptr);
+    EXPECT_LT(max_rel_err(y.get().data(), ry.data(), ry.size()), kTol);
+    EXPECT_LT(max_rel_err(dx.get().data(), rdx.data(), rdx.size()), kTol);
+    EXPECT_LT(max_rel_err(dw.get().data(), rdw.data(), C), kTol);
+    EXPECT_LT(max_rel_err(db.get().data(), rdb.data(), C), kTol);
+  }
+}
+
+// Our GPU layer and cuDNN's against the CPU reference, both cells and layouts.
+TEST(SeqGpu, RnnLayersMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (cs::RnnCell cell : {cs::RnnCell::tanh, cs::RnnCell::lstm})
+    for (bool bf : {false, true}) {
+      cs::RnnShape s;
+      s.cell = cell, s.T = 7, s.B = 3, s.I = 10, s.H = 24, s.batch_first = bf;
+      const std::size_t GH = std::size_t(s.gates()) * s.H, BH = std::size_t(s.B) * s.H;
+      const auto x = rand_f(s.rows() * s.I, 1), h0 = rand_f(BH, 2, 0.5f), c0 = rand_f(BH, 3, 0.5f);
+      const auto wih = rand_f(GH * s.I, 4, 0.5f), whh = rand_f(GH * s.H, 5, 0.5f), bih = rand_f(GH, 6, 0.3f),
+                 bhh = rand_f(GH, 7, 0.3f), dy = rand_f(s.rows() * s.H, 8), dhn = rand_f(BH, 9), dcn = rand_f(BH, 10);
+      std::vector<double> ry(s.rows() * s.H), rhn(BH), rcn(BH), rdx(s.rows() * s.I), rdh0(BH), rdc0(BH),
+          rdwih(GH * s.I), rdwhh(GH * s.H), rdb(GH), rdb2(GH);
+      const auto X = to_d(x), H0 = to_d(h0), C0 = to_d(c0), WIH = to_d(wih), WHH = to_d(whh), BIH = to_d(bih),
+                 BHH = to_d(bhh);
+      const cs::RnnWeightsRef wr{WIH.data(), WHH.data(), BIH.data(), BHH.data()};
+      cs::rnn_forward_ref(s, wr, X.data(), H0.data(), C0.data(), ry.data(), rhn.data(), rcn.data());
+      cs::rnn_backward_ref(s, wr, X.data(), H0.data(), C0.data(), to_d(dy).data(), to_d(dhn).data(), to_d(dcn).data(),
+                           rdx.data(), rdh0.data(), rdc0.data(), {rdwih.data(), rdwhh.data(), rdb.data(), rdb2.data()});
+      Dev<float> dx_(x), dh0_(h0), dc0_(c0), dwih_(wih), dwhh_(whh), dbih_(bih), dbhh_(bhh), ddy(dy), ddhn(dhn),
+          ddcn(dcn);
+      const cs::RnnWeights w{dwih_.p(), dwhh_.p(), dbih_.p(), dbhh_.p()};
+      for (int impl = 0; impl < 2; ++impl) {  // 0 ours, 1 cuDNN
+        Dev<float> y(ry.size()), hn(BH), cn(BH), dx(rdx.size()), dh0(BH), dc0(BH), gwih(GH * s.I), gwhh(GH * s.H),
+            gbih(GH), gbhh(GH);
+        const cs::RnnGrads g{gwih.p(), gwhh.p(), gbih.p(), gbhh.p()};
+        if (impl == 0) {
+          Dev<float> saved(gs::rnn_saved_floats(s)), scratch(gs::rnn_scratch_floats(s));
+          gs::rnn_forward(s, w, dx_.p(), dh0_.p(), dc0_.p(), y.p(), hn.p(), cn.p(), saved.p(), scratch.p(), nullptr);
+          gs::rnn_backward(s, w, dx_.p(), ddy.p(), ddhn.p(), ddcn.p(), saved.p(), dx.p(), dh0.p(), dc0.p(), g,
+                           scratch.p(), nullptr);
+          DLB_CUDA_CHECK(cudaDeviceSynchronize());
+        } else {
+          gs::CudnnRnn rnn(s);
+          rnn.set_weights(w, nullptr);
+          rnn.forward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), hn.p(), cn.p(), true, nullptr);
+          rnn.backward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), ddy.p(), ddhn.p(), ddcn.p(), dx.p(), dh0.p(), dc0.p(), g,
+                       nullptr);
+        }
+        SCOPED_TRACE(std::string(impl ? "cudnn " : "ours ") + (cell == cs::RnnCell::lstm ? "lstm" : "tanh") +
+                     (bf ? " batch_first" : ""));
+        EXPECT_LT(max_rel_err(y.get().data(), ry.data(), ry.size()), kTol);
+        EXPECT_LT(max_rel_err(hn.get().data(), rhn.data(), BH), kTol);
+        EXPECT_LT(max_rel_err(dx.get().data(), rdx.data(), rdx.size()), kTol);
+        EXPECT_LT(max_rel_err(dh0.get().data(), rdh0.data(), BH), kTol);
+        EXPECT_LT(max_rel_err(gwih.get().data(), rdwih.data(), rdwih.size()), kTol);
+        EXPECT_LT(max_rel_err(gwhh.get().data(), rdwhh.data(), rdwhh.size()), kTol);
+        EXPECT_LT(max_rel_err(gbih.get().data(), rdb.data(), GH), kTol);
+        EXPECT_LT(max_rel_err(gbhh.get().data(), rdb.data(), GH), kTol);
+        if (cell == cs::RnnCell::lstm) {
+          EXPECT_LT(max_rel_err(cn.get().data(), rcn.data(), BH), kTol);
+          EXPECT_LT(max_rel_err(dc0.get().data(), rdc0.data(), BH), kTol);
+        }
+      }
+    }
+}
+
+// Unfused (fp32, with and without dropout) and flash (fp32, bf16) against the reference.
+TEST(SeqGpu, AttentionMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  for (int D : {64, 128, 20})
+    for (bool causal : {false, true})
+      for (float drop : {0.f, 0.2f}) {
+        cs::Attn a;
+        a.B = 2, a.H = 3, a.Tq = 70, a.Tk = D == 20 ? 45 : 70, a.D = D, a.causal = causal, a.dropout = drop;
+        a.seed = 7, a.offset = 11;
+        const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * D, nk = std::size_t(a.B) * a.H * a.Tk * D;
+        const auto q = rand_f(nq, 1), k = rand_f(nk, 2), v = rand_f(nk, 3), g = rand_f(nq, 4);
+        std::vector<double> ro(nq), rdq(nq), rdk(nk), rdv(nk);
+        const auto Q = to_d(q), K = to_d(k), Vv = to_d(v), G = to_d(g);
+        auto cv = [&](const std::vector<double>& x, int T) { return cs::bhtd<const double>(x.data(), a.H, T, D); };
+        auto mv = [&](std::vector<double>& x, int T) { return cs::bhtd<double>(x.data(), a.H, T, D); };
+        cs::attention_forward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), mv(ro, a.Tq));
+        cs::attention_backward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), cv(G, a.Tq), mv(rdq, a.Tq), mv(rdk, a.Tk),
+                                   mv(rdv, a.Tk));
+        const std::string name = "D" + std::to_string(D) + (causal ? " causal" : "") + (drop > 0 ? " dropout" : "");
+        Dev<float> dq_(q), dk_(k), dv_(v), dg(g), o(nq), dq(nq), dk(nk), dv(nk);
+        auto fc = [&](const Dev<float>& x, int T) { return cs::bhtd<const float>(x.p(), a.H, T, D); };
+        auto fm = [&](Dev<float>& x, int T) { return cs::bhtd<float>(x.p(), a.H, T, D); };
+        {
+          const std::size_t TT = std::size_t(a.B) * a.H * a.Tq * a.Tk;
+          Dev<float> probs(2 * TT), scratch(TT);
+          gs::attention_forward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fm(o, a.Tq), probs.p(),
+                                        nullptr);
+          gs::attention_backward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fc(dg, a.Tq), probs.p(),
+                                         fm(dq, a.Tq), fm(dk, a.Tk), fm(dv, a.Tk), scratch.p(), nullptr);
+          SCOPED_TRACE("unfused " + name);
+          EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
+          EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
+          EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
+          EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+        }
+        if (drop > 0) continue;  // flash has no dropout
+        auto av = [&](const void* p, int T) {
+          return gs::AnyView{p, long(a.H) * T * D, long(T) * D, D};
+        };
+        auto am = [&](void* p, int T) { return gs::AnyMView{p, long(a.H) * T * D, long(T) * D, D}; };
+        Dev<float> lse(std::size_t(a.B) * a.H * a.Tq), scratch(std::size_t(a.B) * a.H * a.Tq);
+        gs::attention_forward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), am(o.p(), a.Tq),
+                                    lse.p(), DType::fp32, nullptr);
+        gs::attention_backward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), av(o.p(), a.Tq),
+                                     av(dg.p(), a.Tq), lse.p(), am(dq.p(), a.Tq), am(dk.p(), a.Tk), am(dv.p(), a.Tk),
+                                     scratch.p(), DType::fp32, nullptr);
+        {
+          SCOPED_TRACE("flash fp32 " + name);
+          EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
+          EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
+          EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
+          EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+        }
+        // bf16 storage: inputs rounded; the reference runs on the rounded inputs.
+        const auto qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), gb = to_bf16(g);
+        const auto Qr = to_d(from_bf16(qb)), Kr = to_d(from_bf16(kb)), Vr = to_d(from_bf16(vb)),
+                   Gr = to_d(from_bf16(gb));
+        cs::attention_forward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), mv(ro, a.Tq));
+        cs::attention_backward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), cv(Gr, a.Tq), mv(rdq, a.Tq),
+                                   mv(rdk, a.Tk), mv(rdv, a.Tk));
+        Dev<std::uint16_t> bq(qb), bk(kb), bv(vb), bg(gb), bo(nq), bdq(nq), bdk(nk), bdv(nk);
+        gs::attention_forward_flash(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), am(bo.p(), a.Tq), lse.p(),
+                                    DType::bf16, nullptr);
+        gs::attention_backward_flash(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), av(bo.p(), a.Tq),
+                                     av(bg.p(), a.Tq), lse.p(), am(bdq.p(), a.Tq), am(bdk.p(), a.Tk), am(bdv.p(), a.Tk),
+                                     scratch.p(), DType::bf16, nullptr);
+        SCOPED_TRACE("flash bf16 " + name);
+        const double tb = 2 * default_tolerance(DType::bf16);  // O rounded to bf16 feeds rowdot
+        EXPECT_LT(max_rel_err(from_bf16(bo.get()).data(), ro.data(), nq), tb);
+        EXPECT_LT(max_rel_err(from_bf16(bdq.get()).data(), rdq.data(), nq), tb);
+        EXPECT_LT(max_rel_err(from_bf16(bdk.get()).data(), rdk.data(), nk), tb);
+        EXPECT_LT(max_rel_err(from_bf16(bdv.get()).data(), rdv.data(), nk), tb);
+      }
+}
