@@ -70,40 +70,22 @@ void expect_keys(const json& doc, const std::vector<std::pair<std::string, T>>& 
   }
 }
 
-class ResultsFormat : public ::testing::Test {
- protected:
-  // One quick CPU run of two suites, two metrics (GFLOP/s, GB/s), two repetitions per case.
-  static void SetUpTestSuite() {
-    dir_ = new std::string(std::filesystem::temp_directory_path().string() + "/dlb_results_format_" + std::to_string(getpid()));
-    std::filesystem::remove_all(*dir_);
-    const std::string cmd = std::string("'") + DLB_CLI_PATH + "' run --suite matmul,transfer --device cpu --quick --sizes 64 " +
-                            "--filter 'impl=blocked/|memcpy' --repetitions 2 --no-report --out '" + *dir_ + "' >/dev/null 2>&1";
-    const int st = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd;
-    doc_ = new json(dlb::harness::load_results(*dir_ + "/results.json"));
-  }
-  static void TearDownTestSuite() {
-    if (dir_) std::filesystem::remove_all(*dir_);
-    delete dir_, delete doc_;
-    dir_ = nullptr, doc_ = nullptr;
-  }
-  static std::string* dir_;
-  static json* doc_;
-};
-std::string* ResultsFormat::dir_ = nullptr;
-json* ResultsFormat::doc_ = nullptr;
-
-}  // namespace
-
-TEST_F(ResultsFormat, TopLevel) {
-  ASSERT_TRUE(doc_);
-  EXPECT_TRUE(doc_->at("context").is_object());
-  EXPECT_TRUE(doc_->at("benchmarks").is_array());
+// One quick CPU run of two suites, two metrics (GFLOP/s, GB/s), two repetitions per case: its folder.
+std::string quick_run() {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/dlb_results_format_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string cmd = std::string("'") + DLB_CLI_PATH + "' run --suite matmul,transfer --device cpu --quick --sizes 64 " +
+                          "--filter 'impl=blocked/|memcpy' --repetitions 2 --no-report --out '" + dir + "' >/dev/null 2>&1";
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd;
+  return dir;
 }
 
-TEST_F(ResultsFormat, ContextKeys) {
-  ASSERT_TRUE(doc_);
-  const json& c = doc_->at("context");
+void check_context(const json& doc) {
+  EXPECT_TRUE(doc.at("context").is_object());
+  EXPECT_TRUE(doc.at("benchmarks").is_array());
+
+  const json& c = doc.at("context");
   // Google Benchmark's context keys (its compare.py and CI actions read them).
   expect_keys(c, {{"date", T::str}, {"host_name", T::str}, {"executable", T::str}, {"num_cpus", T::integer},
                   {"mhz_per_cpu", T::integer}, {"cpu_scaling_enabled", T::boolean}, {"caches", T::array},
@@ -137,8 +119,7 @@ TEST_F(ResultsFormat, ContextKeys) {
   EXPECT_EQ(c.at("run").at("cases").get<std::size_t>(), c.at("run").at("planned").size());
 }
 
-TEST_F(ResultsFormat, EntryKeys) {
-  ASSERT_TRUE(doc_);
+void check_entries(const json& doc) {
   // Every entry: Google Benchmark's keys, then ours (the case's identity and verification).
   const std::vector<std::pair<std::string, T>> every = {
       {"name", T::str}, {"run_name", T::str}, {"run_type", T::str}, {"family_index", T::integer},
@@ -147,7 +128,7 @@ TEST_F(ResultsFormat, EntryKeys) {
       {"suite", T::str}, {"op", T::str}, {"device", T::str}, {"dtype", T::str}, {"cpu_isa", T::str},
       {"verified", T::boolean}, {"max_rel_err", T::number}, {"tolerance", T::number}, {"size", T::integer},
       {"host_peak_rss_bytes", T::integer}, {"host_peak_rss_scope", T::str}, {"energy_note", T::str}};
-  for (const auto& e : doc_->at("benchmarks")) {
+  for (const auto& e : doc.at("benchmarks")) {
     const std::string where = e.value("name", "?");
     expect_keys(e, every, where);
     EXPECT_EQ(e.value("time_unit", ""), "us") << where;
@@ -169,11 +150,10 @@ TEST_F(ResultsFormat, EntryKeys) {
   }
 }
 
-TEST_F(ResultsFormat, RowsPerCase) {
-  ASSERT_TRUE(doc_);
+void check_rows(const json& doc) {
   std::map<std::string, std::vector<const json*>> rows;  // run_name -> its entries, in order
-  for (const auto& e : doc_->at("benchmarks")) rows[e.at("run_name").get<std::string>()].push_back(&e);
-  EXPECT_EQ(rows.size(), doc_->at("context").at("run").at("planned").size());
+  for (const auto& e : doc.at("benchmarks")) rows[e.at("run_name").get<std::string>()].push_back(&e);
+  EXPECT_EQ(rows.size(), doc.at("context").at("run").at("planned").size());
   for (const auto& [name, es] : rows) {
     ASSERT_EQ(es.size(), 2u + 4u) << name;  // --repetitions 2: two iterations, four aggregates
     for (int k = 0; k < 2; ++k) {
@@ -196,9 +176,8 @@ TEST_F(ResultsFormat, RowsPerCase) {
   }
 }
 
-TEST_F(ResultsFormat, JsonlHoldsTheSameEntries) {
-  ASSERT_TRUE(doc_);
-  std::ifstream in(*dir_ + "/results.jsonl");
+void check_jsonl(const std::string& dir, const json& doc) {
+  std::ifstream in(dir + "/results.jsonl");
   std::string line;
   std::size_t entries = 0, headers = 0;
   while (std::getline(in, line)) {
@@ -207,5 +186,30 @@ TEST_F(ResultsFormat, JsonlHoldsTheSameEntries) {
     else ++entries;
   }
   EXPECT_EQ(headers, 1u);
-  EXPECT_EQ(entries, doc_->at("benchmarks").size());
+  EXPECT_EQ(entries, doc.at("benchmarks").size());
+}
+
+}  // namespace
+
+// One run, then each part of the shape (one test: the run is the slow part).
+TEST(ResultsFormat, QuickRunHasTheShape) {
+  const std::string dir = quick_run();
+  const json doc = dlb::harness::load_results(dir + "/results.json");
+  {
+    SCOPED_TRACE("context");
+    check_context(doc);
+  }
+  {
+    SCOPED_TRACE("entries");
+    check_entries(doc);
+  }
+  {
+    SCOPED_TRACE("rows per case");
+    check_rows(doc);
+  }
+  {
+    SCOPED_TRACE("results.jsonl");
+    check_jsonl(dir, doc);
+  }
+  std::filesystem::remove_all(dir);
 }
