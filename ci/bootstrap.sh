@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # ci/bootstrap.sh [build|report|test|asan|dataset-fashion-mnist]...: installs the Debian packages a step
 # needs, only those missing, and says which (once). Used by ./dlbench and by CI.
-# Step test also gets check-jsonschema (PyPI only: validates .github/workflows) in the venv .venv-tools/
-# (git ignores it; DLBENCH_TOOLS_VENV moves it).
+# Step test also gets, from PyPI only, check-jsonschema (validates .github/workflows and the Bencher
+# export) and benchadapt (Conbench's Google Benchmark adapter, which tests/trackers reads results.json
+# with) in the venv .venv-tools/ (git ignores it; DLBENCH_TOOLS_VENV moves it).
 set -euo pipefail
 TOOLS_VENV=${DLBENCH_TOOLS_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv-tools}
 pip_tools() {  # the PyPI tools of the test step, pinned, into TOOLS_VENV (Debian's python3 -m venv)
   [[ " $* " == *" test "* ]] || return 0
-  local want="check-jsonschema==0.39.0" log
-  "$TOOLS_VENV/bin/check-jsonschema" --version 2>/dev/null | grep -q " 0\.39\.0$" && return 0
+  local want="check-jsonschema==0.39.0 benchadapt==2024.3.20" log
+  "$TOOLS_VENV/bin/check-jsonschema" --version 2>/dev/null | grep -q " 0\.39\.0$" &&
+    "$TOOLS_VENV/bin/pip" show benchadapt 2>/dev/null | grep -q "^Version: 2024\.3\.20$" && return 0
   echo "dlbench: installing $want (PyPI) into $TOOLS_VENV" >&2
   log=$(mktemp)
   if ! { /usr/bin/python3 -m venv "$TOOLS_VENV" &&
-         "$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check "$want"; } >"$log" 2>&1; then
+         "$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check $want; } >"$log" 2>&1; then
     tail -20 "$log" >&2
     echo "dlbench: error: could not install $want into $TOOLS_VENV (log above)" >&2
     rm -f "$log"
@@ -22,9 +24,9 @@ pip_tools() {  # the PyPI tools of the test step, pinned, into TOOLS_VENV (Debia
 }
 
 declare -A PKGS=(
-  [build]="cmake make g++ ccache pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenmpi-dev openmpi-bin libdnnl-dev"
+  [build]="cmake make g++ ccache pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libdnnl-dev"
   [report]="python3 python3-matplotlib"
-  [test]="python3 python3-matplotlib python3-pil chromium slurm-wlm munge iproute2 python3-venv"
+  [test]="python3 python3-matplotlib python3-pil chromium slurm-wlm munge iproute2 python3-venv libbenchmark-tools python3-scipy git"
   [asan]="clang libclang-rt-14-dev"
   [dataset-fashion-mnist]="dataset-fashion-mnist"
 )

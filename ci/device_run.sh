@@ -262,8 +262,9 @@ find_tool() {  # find_tool NAME: PATH, then the toolkit's and Nsight's usual fol
 STEP_TIMED_OUT=0
 run_cmd() {  # run_cmd LOG CMD...: in the background under the step's deadline (so traps stay live)
   local log=$1; shift
-  local left=$((step_deadline - SECONDS))
-  [ -n "${RUN_CAP:-}" ] && [ "$RUN_CAP" -lt "$left" ] && left=$RUN_CAP  # one binary must not starve the rest
+  local left=$((step_deadline - SECONDS)) capped=0
+  # one binary must not starve the rest
+  [ -n "${RUN_CAP:-}" ] && [ "$RUN_CAP" -lt "$left" ] && left=$RUN_CAP capped=1
   if [ $left -le 0 ]; then echo "+ (no time left in the step) $*" >>"$log"; STEP_TIMED_OUT=1; return 124; fi
   echo "+ $*" >>"$log"
   timeout -k 30 "$left" "$@" >>"$log" 2>&1 </dev/null &
@@ -272,8 +273,11 @@ run_cmd() {  # run_cmd LOG CMD...: in the background under the step's deadline (
   local rc=$?
   cur_pid=""
   if [ $rc = 124 ] || [ $rc = 137 ] || { [ $rc != 0 ] && [ $SECONDS -ge $step_deadline ]; }; then
-    STEP_TIMED_OUT=1 STEP_LIMIT_HIT=$left
-    echo "+ stopped at its limit of $left s" >>"$log"
+    # The limit that stopped it: the per-binary cap, else the step's own (STEP_LIMIT_HIT as the step
+    # set it), not the seconds this command had left of it (earlier commands took the rest).
+    STEP_TIMED_OUT=1
+    [ $capped = 1 ] && STEP_LIMIT_HIT=$RUN_CAP
+    echo "+ stopped at its limit of $STEP_LIMIT_HIT s ($left s were left for this command)" >>"$log"
   fi
   echo "+ exit $rc" >>"$log"
   return $rc

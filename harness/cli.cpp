@@ -53,7 +53,9 @@ int cli_main(int argc, char** argv) {
   add_info_command(app, rc);
   add_report_command(app, rc);
   add_compare_command(app, rc);
+  add_export_command(app, rc);
   add_train_command(app, rc);
+  add_data_command(app, rc);
   try {
     try {
       app.parse(argc, argv);
@@ -73,6 +75,11 @@ int cli_main(int argc, char** argv) {
       else if (std::string(argv[1]) == "baseline" && (argc < 3 || (std::string(argv[2]) != "save" && std::string(argv[2]) != "check")))
         msg = argc < 3 ? "baseline: expected save or check (try: dlbench baseline --help)"
                        : std::string("baseline: unknown subcommand '") + argv[2] + "' (expected save or check)";
+      else if (std::string(argv[1]) == "data" && (argc < 3 || (std::string(argv[2]) != "make" && std::string(argv[2]) != "load")))
+        msg = argc < 3 ? "data: expected make or load (try: dlbench data --help)"
+                       : std::string("data: unknown subcommand '") + argv[2] + "' (expected make or load)";
+      else if (std::string(argv[1]) == "data" && argc == 3)
+        msg = std::string("data ") + argv[2] + ": " + (std::string(argv[2]) == "make" ? "expected: data make cifar10 DIR" : "expected: data load DATASET");
       std::cerr << "dlbench: error: " << msg << "\n";
       return 2;
     }

@@ -13,6 +13,7 @@
 #include "harness/baseline.h"
 #include "harness/commands.h"
 #include "harness/compare.h"
+#include "harness/dashboard.h"
 #include "harness/history.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
@@ -20,21 +21,7 @@
 
 namespace dlb::harness {
 
-namespace {
-
-constexpr int kExitInconclusive = 3;  // README "Exit codes"
-
-struct CompareFlags {
-  std::string threshold = "5%";
-  std::string alpha = "0.05";
-  std::string time = "real";
-  std::string max_busy = "10%";
-  std::string noise_floor;
-  bool json = false;
-  bool allow_incomplete = false;
-};
-
-void add_compare_flags(CLI::App* sub, CompareFlags& f) {
+void add_verdict_flags(CLI::App* sub, VerdictFlags& f) {
   sub->add_option("--threshold", f.threshold, "Change of the median that matters: 5% or 0.05")->capture_default_str();
   sub->add_option("--alpha", f.alpha, "Significance level of the Mann-Whitney U test")->capture_default_str();
   sub->add_option("--time", f.time, "Which time to compare: real (wall clock) or cpu (less sensitive to a loaded machine)")
@@ -46,27 +33,9 @@ void add_compare_flags(CLI::App* sub, CompareFlags& f) {
   sub->add_option("--noise-floor", f.noise_floor,
                   "A change within this is NOISY, never SLOWER: 20%, or a folder of 3+ earlier runs of this machine "
                   "(history layout) from which each case's floor is learned (the spread of its medians)");
-  sub->add_flag("--json", f.json, "Print the comparison as JSON");
-  sub->add_flag("--allow-incomplete", f.allow_incomplete,
-                "Compare runs that did not finish (interrupted or killed) instead of failing (exit 1)");
 }
 
-// A run that did not finish all its planned cases is a failure (exit 1, one line naming it and how
-// far it got) unless --allow-incomplete; then a note says so. Returns true when it was refused.
-bool refuse_incomplete(const nlohmann::json& doc, const std::string& label, const CompareFlags& f, int& rc) {
-  const RunState st = run_state(doc);
-  if (st.complete()) return false;
-  if (f.allow_incomplete) {
-    std::cerr << "dlbench: note: " << label << " is an incomplete run (" << st.describe() << ")\n";
-    return false;
-  }
-  std::cerr << "dlbench: error: " << label << ": incomplete run (" << st.describe()
-            << "); finish it with dlbench run --resume, or pass --allow-incomplete\n";
-  rc = 1;
-  return true;
-}
-
-CompareOptions to_options(const CompareFlags& f) {
+CompareOptions verdict_options(const VerdictFlags& f) {
   CompareOptions o;
   o.threshold = parse_threshold(f.threshold);
   o.alpha = parse_alpha(f.alpha);
@@ -85,6 +54,37 @@ CompareOptions to_options(const CompareFlags& f) {
     }
   }
   return o;
+}
+
+namespace {
+
+constexpr int kExitInconclusive = 3;  // README "Exit codes"
+
+struct CompareFlags : VerdictFlags {
+  bool json = false;
+  bool allow_incomplete = false;
+};
+
+void add_compare_flags(CLI::App* sub, CompareFlags& f) {
+  add_verdict_flags(sub, f);
+  sub->add_flag("--json", f.json, "Print the comparison as JSON");
+  sub->add_flag("--allow-incomplete", f.allow_incomplete,
+                "Compare runs that did not finish (interrupted or killed) instead of failing (exit 1)");
+}
+
+// A run that did not finish all its planned cases is a failure (exit 1, one line naming it and how
+// far it got) unless --allow-incomplete; then a note says so. Returns true when it was refused.
+bool refuse_incomplete(const nlohmann::json& doc, const std::string& label, const CompareFlags& f, int& rc) {
+  const RunState st = run_state(doc);
+  if (st.complete()) return false;
+  if (f.allow_incomplete) {
+    std::cerr << "dlbench: note: " << label << " is an incomplete run (" << st.describe() << ")\n";
+    return false;
+  }
+  std::cerr << "dlbench: error: " << label << ": incomplete run (" << st.describe()
+            << "); finish it with dlbench run --resume, or pass --allow-incomplete\n";
+  rc = 1;
+  return true;
 }
 
 // --dir of baseline save/check: a folder, or a path that does not exist yet (save creates it); never a
@@ -126,7 +126,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     sub->add_option("runs", *files, "BASE NEW (results folders, results.json or results.jsonl)")->expected(2)->required();
     add_compare_flags(sub, *flags);
     sub->callback([files, flags, &rc] {
-      const CompareOptions opts = to_options(*flags);
+      const CompareOptions opts = verdict_options(*flags);
       const auto base = load_results(files->at(0));
       const auto neu = load_results(files->at(1));
       if (refuse_incomplete(base, files->at(0), *flags, rc) || refuse_incomplete(neu, files->at(1), *flags, rc)) return;
@@ -174,7 +174,7 @@ void add_compare_command(CLI::App& app, int& rc) {
     check->add_flag("--require", *require, "No baseline for this machine is an error (exit 2) instead of a note");
     check->add_flag("--save-missing", *save_missing, "No baseline for this machine: save RUN as its baseline");
     check->callback([check_run, check_dir, flags, require, save_missing, &rc] {
-      const CompareOptions opts = to_options(*flags);
+      const CompareOptions opts = verdict_options(*flags);
       if (*require && *save_missing) throw UsageError("baseline check: --require and --save-missing contradict each other");
       check_baseline_dir(*check_dir);
       const auto doc = load_results(*check_run);
@@ -216,17 +216,27 @@ void add_compare_command(CLI::App& app, int& rc) {
     auto time = std::make_shared<std::string>("real");
     auto min_segment = std::make_shared<std::string>("3");
     auto as_json = std::make_shared<bool>(false);
-    CLI::App* sub = app.add_subcommand("history", "Trend over many runs of one machine, with a step flag for sustained shifts");
+    auto html = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand("history", "Trend over many runs of one machine, with a step flag for sustained shifts; "
+                                                  "--html: a dashboard of every machine's runs");
     sub->add_option("dir", *dir, "Folder holding one results folder per run")->required();
     sub->add_option("--threshold", *threshold, "Smallest shift flagged as a step: 5% or 0.05")->capture_default_str();
     sub->add_option("--min-segment", *min_segment, "Runs on each side of a step")->capture_default_str();
     sub->add_option("--time", *time, "real or cpu")->capture_default_str();
     sub->add_flag("--json", *as_json, "Print the history as JSON");
-    sub->callback([dir, threshold, time, min_segment, as_json, &rc] {
+    sub->add_option("--html", *html, "Write a static dashboard of every machine's history to this folder (OUT/index.html)");
+    sub->callback([dir, threshold, time, min_segment, as_json, html, &rc] {
       HistoryOptions o;
       o.threshold = parse_threshold(*threshold);
       o.time = parse_time_field(*time);
       o.min_segment = static_cast<std::size_t>(parse_int(*min_segment, "--min-segment", 1, 1000));
+      if (!html->empty()) {
+        const DashboardSummary d = write_dashboard(*dir, o, *html);
+        std::cout << "dashboard: " << *html << "/index.html (" << d.runs << " runs of " << d.machines << " machine(s), " << d.cases
+                  << " cases, " << d.regressions << " current regression(s))\n";
+        rc = 0;
+        return;
+      }
       const History h = load_history(*dir, o);
       if (*as_json) std::cout << history_json(h).dump(2) << "\n";
       else print_history(std::cout, h, o);

@@ -21,11 +21,26 @@ void check_python_env();
 // The same, and when DLBENCH_PYTHON is set, that it imports matplotlib (before a run, not after).
 void check_python_runs_report();
 
+struct CompareOptions;
+// The flags that set compare's verdicts (--threshold, --alpha, --time, --max-busy, --noise-floor),
+// shared by compare, baseline check and bisect; verdict_options parses them (UsageError on bad ones).
+struct VerdictFlags {
+  std::string threshold = "5%";
+  std::string alpha = "0.05";
+  std::string time = "real";
+  std::string max_busy = "10%";
+  std::string noise_floor;
+};
+void add_verdict_flags(CLI::App* sub, VerdictFlags& f);
+CompareOptions verdict_options(const VerdictFlags& f);
+
 void add_run_command(CLI::App& app, int& rc);      // run, list
 void add_info_command(CLI::App& app, int& rc);     // info
 void add_report_command(CLI::App& app, int& rc);   // report
 void add_compare_command(CLI::App& app, int& rc);  // compare, baseline, history
+void add_export_command(CLI::App& app, int& rc);   // export, bisect
 void add_train_command(CLI::App& app, int& rc);    // train
+void add_data_command(CLI::App& app, int& rc);     // data make, data load
 
 // Writes the HTML report for `runs` into `out` (reports/report.py); returns its exit code.
 int generate_report(const std::vector<std::string>& runs, const std::string& out);

@@ -17,10 +17,6 @@ namespace dlb::harness {
 
 using json = nlohmann::json;
 
-namespace {
-
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // Google Benchmark writes time_unit ns | us | ms | s; everything here is in microseconds.
 double to_us(double t, const std::string& unit, const std::string& where) {
   if (unit == "us" || unit.empty()) return t;
@@ -29,6 +25,10 @@ double to_us(double t, const std::string& unit, const std::string& where) {
   if (unit == "s") return t * 1e6;
   throw InputError(where + ": unknown time_unit '" + unit + "'");
 }
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string fmt_pct(double v) {  // 0.018 -> "1.8%"
   char buf[32];
@@ -79,6 +79,21 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
+std::string entry_case_name(const json& e) {
+  if (!e.is_object()) return "";
+  if (e.contains("run_name") && e["run_name"].is_string()) return e["run_name"].get<std::string>();
+  if (!e.contains("name") || !e["name"].is_string()) return "";
+  std::string name = e["name"].get<std::string>();
+  // Old Google Benchmark files: aggregates are only told apart by a "_median" suffix.
+  const std::string agg_name = e.contains("aggregate_name") && e["aggregate_name"].is_string() ? e["aggregate_name"].get<std::string>() : "";
+  const std::string suffix = "_" + agg_name;
+  const bool agg = e.contains("run_type") && e["run_type"] == "aggregate";
+  if (agg && !agg_name.empty() && name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
+  return name;
+}
+
 std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, TimeField field) {
   const char* time_key = field == TimeField::cpu ? "cpu_time" : "real_time";
   std::vector<std::string> order;
@@ -91,19 +106,8 @@ std::vector<CaseRun> extract_cases(const json& doc, const std::string& label, Ti
       if (!e.is_object()) throw InputError(where + " is not an object (not a results file)");
       const std::string run_type = e.contains("run_type") && e["run_type"].is_string() ? e["run_type"].get<std::string>() : "iteration";
       const std::string agg_name = e.contains("aggregate_name") && e["aggregate_name"].is_string() ? e["aggregate_name"].get<std::string>() : "";
-      std::string name;
-      if (e.contains("run_name") && e["run_name"].is_string()) {
-        name = e["run_name"].get<std::string>();
-      } else if (e.contains("name") && e["name"].is_string()) {
-        name = e["name"].get<std::string>();
-        // Old Google Benchmark files: aggregates are only told apart by a "_median" suffix.
-        const std::string suffix = "_" + agg_name;
-        if (run_type == "aggregate" && !agg_name.empty() && name.size() > suffix.size() &&
-            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-          name.resize(name.size() - suffix.size());
-      } else {
-        throw InputError(where + " has no name (not a results file)");
-      }
+      const std::string name = entry_case_name(e);
+      if (name.empty()) throw InputError(where + " has no name (not a results file)");
       auto [it, fresh] = acc.try_emplace(name);
       Accum& a = it->second;
       if (fresh) {

@@ -58,6 +58,13 @@ struct CaseRun {
   double foreign_cpu = std::numeric_limits<double>::quiet_NaN();
 };
 
+// A time in Google Benchmark's time_unit (ns, us, ms, s; none: us) in microseconds; InputError naming
+// `where` for another unit.
+double to_us(double t, const std::string& unit, const std::string& where);
+
+// The case an entry belongs to: run_name, else name less an aggregate's "_median" suffix; "" if none.
+std::string entry_case_name(const nlohmann::json& entry);
+
 // The cases of a loaded results document (load_results), in file order. `label` names the source in
 // errors: an entry that is not an object, a timed entry without a numeric time, or a case name that
 // appears twice (a repetition_index or aggregate seen again, or more repetitions than its entries

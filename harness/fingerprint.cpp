@@ -127,6 +127,8 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
   fp["caches"] = caches;
   fp["load_avg"] = ci.load_avg;
   fp["library_build_type"] = std::string(DLB_BUILD_TYPE) == "Debug" ? "debug" : "release";
+  fp["library_version"] = "v" + std::string(DLB_GBENCH_VERSION);  // Google Benchmark's, in its own form
+  fp["json_schema_version"] = 1;  // the version of Google Benchmark's JSON layout its readers check for
 
   fp["dlbench_version"] = DLB_VERSION;
   fp["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;

@@ -115,17 +115,23 @@ bool is_run_candidate(const fs::directory_entry& ent) {
 
 }  // namespace
 
-History load_history(const std::string& dir, const HistoryOptions& opts) {
+namespace {
+
+// Every run in `dir` with a date, sorted by it; what was left out goes to *warnings (strict: an entry
+// that is no folder or file, or a run that does not load, is an InputError instead).
+std::vector<Loaded> load_runs(const std::string& dir, const HistoryOptions& opts, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (dir.empty()) throw UsageError("history: empty folder name");
   if (!fs::exists(dir, ec)) throw InputError(dir + ": no such folder");
   if (!fs::is_directory(dir, ec)) throw InputError(dir + ": not a folder (history reads a folder of results folders)");
   std::vector<fs::path> candidates;
-  for (const auto& ent : fs::directory_iterator(dir, ec))
+  for (const auto& ent : fs::directory_iterator(dir, ec)) {
     if (is_run_candidate(ent)) candidates.push_back(ent.path());
+    else if (opts.strict && !ent.is_directory(ec) && !ent.is_regular_file(ec))
+      throw InputError(ent.path().string() + ": not a results folder or file (a FIFO, socket or device) in the history folder");
+  }
   std::sort(candidates.begin(), candidates.end());
 
-  History h;
   std::vector<Loaded> runs;
   for (const auto& p : candidates) {
     try {
@@ -136,9 +142,9 @@ History load_history(const std::string& dir, const HistoryOptions& opts) {
       r.date = ctx.contains("date") && ctx["date"].is_string() ? ctx["date"].get<std::string>() : "";
       r.when = parse_date(r.date);
       if (!std::isfinite(r.when)) {
-        h.warnings.push_back(r.path + (r.date.empty() ? std::string(": no context.date")
-                                                      : ": context.date '" + r.date.substr(0, 40) + "' is not a valid date") +
-                             "; left out");
+        warnings->push_back(r.path + (r.date.empty() ? std::string(": no context.date")
+                                                     : ": context.date '" + r.date.substr(0, 40) + "' is not a valid date") +
+                            "; left out");
         continue;
       }
       r.key = machine_key_or_empty(doc);
@@ -147,28 +153,24 @@ History load_history(const std::string& dir, const HistoryOptions& opts) {
       r.cases = extract_cases(doc, r.path, opts.time);
       runs.push_back(std::move(r));
     } catch (const InputError& e) {
-      h.warnings.push_back(std::string(e.what()) + "; left out");
+      if (opts.strict) throw;
+      warnings->push_back(std::string(e.what()) + "; left out");
     }
   }
   if (runs.empty())  // the first reason a run was left out is the one to fix
     throw InputError(dir + ": no readable results folders (with results.json and a date) in this folder" +
-                     (h.warnings.empty() ? std::string() : "; " + h.warnings.front()));
+                     (warnings->empty() ? std::string() : "; " + warnings->front()));
   std::stable_sort(runs.begin(), runs.end(), [](const Loaded& a, const Loaded& b) { return a.when < b.when; });
+  return runs;
+}
 
-  // One machine: the latest run's.
-  h.key = runs.back().key;
-  std::size_t others = 0;
-  std::vector<Loaded> mine;
-  for (auto& r : runs) {
-    if (r.key == h.key) mine.push_back(std::move(r));
-    else ++others;
-  }
-  if (others)
-    h.warnings.push_back(std::to_string(others) + " run(s) of other machines left out (history follows the latest run's machine)");
-
+// The trend of one machine's runs (sorted by date).
+History build_history(std::string key, std::vector<Loaded> mine, const HistoryOptions& opts) {
+  History h;
+  h.key = std::move(key);
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < mine.size(); ++i) {
-    h.runs.push_back({mine[i].path, mine[i].date, mine[i].git});
+    h.runs.push_back({mine[i].path, mine[i].date, mine[i].git, mine[i].when});
     for (const auto& c : mine[i].cases) {
       auto [it, fresh] = index.try_emplace(c.name, h.cases.size());
       if (fresh) h.cases.push_back(CaseTrend{c.name, {}, {}, {}, {}, false});
@@ -184,6 +186,40 @@ History load_history(const std::string& dir, const HistoryOptions& opts) {
   }
   for (auto& t : h.cases) t.step = detect_step(t.medians_us, t.noise, opts.min_segment, opts.threshold);
   return h;
+}
+
+}  // namespace
+
+History load_history(const std::string& dir, const HistoryOptions& opts) {
+  std::vector<std::string> warnings;
+  std::vector<Loaded> runs = load_runs(dir, opts, &warnings);
+  // One machine: the latest run's.
+  const std::string key = runs.back().key;
+  std::size_t others = 0;
+  std::vector<Loaded> mine;
+  for (auto& r : runs) {
+    if (r.key == key) mine.push_back(std::move(r));
+    else ++others;
+  }
+  if (others)
+    warnings.push_back(std::to_string(others) + " run(s) of other machines left out (history follows the latest run's machine)");
+  History h = build_history(key, std::move(mine), opts);
+  h.warnings = std::move(warnings);
+  return h;
+}
+
+std::vector<History> load_histories(const std::string& dir, const HistoryOptions& opts) {
+  std::vector<std::string> warnings;
+  std::vector<Loaded> runs = load_runs(dir, opts, &warnings);
+  std::map<std::string, std::vector<Loaded>> by_key;
+  std::vector<std::string> order;  // machines by their latest run, newest first
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it)
+    if (by_key.find(it->key) == by_key.end()) order.push_back(it->key), by_key[it->key];
+  for (auto& r : runs) by_key[r.key].push_back(std::move(r));
+  std::vector<History> out;
+  for (const auto& k : order) out.push_back(build_history(k, std::move(by_key[k]), opts));
+  out.front().warnings = std::move(warnings);
+  return out;
 }
 
 void print_history(std::ostream& out, const History& h, const HistoryOptions& opts) {

@@ -38,10 +38,14 @@ struct HistoryOptions {
   double threshold = 0.05;
   std::size_t min_segment = 3;
   TimeField time = TimeField::real;
+  // An entry of the folder that is no folder or file (a FIFO), or a run that does not load, is an
+  // InputError instead of a run left out with a warning (the published dashboard hides nothing).
+  bool strict = false;
 };
 
 struct HistoryRun {
   std::string path, date, git;
+  double when = 0;  // date in seconds since the epoch
 };
 
 struct CaseTrend {
@@ -64,6 +68,10 @@ struct History {
 // to load or carry no date are skipped with a warning; runs of other machines than the latest run's
 // are left out with a warning. InputError when `dir` is missing or holds no usable run.
 History load_history(const std::string& dir, const HistoryOptions& opts);
+
+// Every machine's history in `dir`: one History per machine key, the machine of the latest run first;
+// the warnings go with the first.
+std::vector<History> load_histories(const std::string& dir, const HistoryOptions& opts);
 
 void print_history(std::ostream& out, const History& h, const HistoryOptions& opts);
 nlohmann::json history_json(const History& h);

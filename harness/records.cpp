@@ -39,6 +39,27 @@ void note_peak_clock(json& e) {
 }
 }  // namespace
 
+const std::vector<MetricInfo>& metric_table() {
+  static const std::vector<MetricInfo> t = {
+      {"imgs_per_s", "images/s", "items_per_second", 1},
+      {"gb_per_s", "GB/s", "bytes_per_second", 1e9},
+      {"gflops", "GFLOP/s", "items_per_second", 1e9},
+  };
+  return t;
+}
+
+const MetricInfo* metric_info(const std::string& key) {
+  for (const auto& m : metric_table())
+    if (key == m.key) return &m;
+  return nullptr;
+}
+
+const MetricInfo* entry_metric(const json& e) {
+  for (const auto& m : metric_table())
+    if (e.contains(m.key) && e[m.key].is_number()) return &m;
+  return nullptr;
+}
+
 const char* metric_key(bench::Metric m) {
   switch (m) {
     case bench::Metric::gflops: return "gflops";
@@ -116,6 +137,7 @@ void add_throughput(json& e, double seconds, double flops, double bytes, double 
   else if (metric == "gb_per_s") v = bytes / seconds * 1e-9;
   else v = items / seconds;
   e[metric] = v;
+  if (const MetricInfo* m = metric_info(metric)) e[m->counter] = v * m->per_second;
   if (flops > 0 && metric != "gflops") e["gflops"] = flops / seconds * 1e-9;
   if (peak > 0) e["pct_of_peak"] = 100.0 * v / peak;
 }

@@ -14,8 +14,24 @@
 
 namespace dlb::harness {
 
-// Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) for an iteration of `seconds`
-// doing the given work, and pct_of_peak when `peak` (same unit as the metric) is known (> 0).
+// A suite's throughput metric: its results key and unit, and the Google Benchmark counter that
+// carries it for other tools (items_per_second: images or FLOP per second; bytes_per_second: GB/s of
+// transfers and collectives), `per_second` counter units in one of ours. Conbench's adapter and
+// Google Benchmark's tools read bytes_per_second, else items_per_second, else the time.
+struct MetricInfo {
+  const char* key;      // "gflops"
+  const char* unit;     // "GFLOP/s"
+  const char* counter;  // "items_per_second"
+  double per_second;    // 1e9 FLOP/s per GFLOP/s
+};
+// Every metric, in the order an entry's headline throughput is looked for (a training entry carries
+// imgs_per_s and gflops: images/s is its headline; a transfer with FLOPs reports GB/s first).
+const std::vector<MetricInfo>& metric_table();
+const MetricInfo* metric_info(const std::string& key);         // nullptr: not a metric
+const MetricInfo* entry_metric(const nlohmann::json& entry);    // the headline metric it carries, or nullptr
+
+// Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) and its counter for an iteration
+// of `seconds` doing the given work, and pct_of_peak when `peak` (same unit as the metric) is known (> 0).
 void add_throughput(nlohmann::json& entry, double seconds, double flops, double bytes, double items,
                     const std::string& metric, double peak);
 

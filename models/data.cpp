@@ -263,43 +263,66 @@ std::vector<float> class_patterns(std::uint64_t seed) {
   return p;
 }
 
-Dataset synth(std::size_t n, const std::vector<float>& patterns, std::uint64_t stream, const std::string& name) {
-  Dataset d = cifar_shell(name);
+// One synthetic image's 8-bit pixels (CHW) and label from the stream `rng`.
+int synth_image(SplitMix& rng, const std::vector<float>& patterns, unsigned char* px) {
+  const int k = static_cast<int>(rng.next() % kCifarClasses);
+  const float* pat = patterns.data() + std::size_t(k) * kCifarPixels;
+  for (std::size_t j = 0; j < kCifarPixels; j += 4) {
+    // One 64-bit draw gives four 16-bit noise values in [-0.6, 0.6).
+    std::uint64_t z = rng.next();
+    for (std::size_t q = 0; q < 4; ++q, z >>= 16) {
+      const float noise = (static_cast<float>(z & 0xFFFF) * (1.0f / 65536.0f) - 0.5f) * 1.2f;
+      const float v = std::clamp(pat[j + q] + noise, -1.0f, 1.0f);  // to 8-bit pixels like a real image
+      px[j + q] = static_cast<unsigned char>(std::nearbyint((v + 1.0f) * 127.5f));
+    }
+  }
+  return k;
+}
+
+ByteImages synth_bytes(std::size_t n, const std::vector<float>& patterns, std::uint64_t stream) {
+  ByteImages b;
   try {
-    d.labels.resize(n);
-    d.images.resize(n * kCifarPixels);
+    b.labels.resize(n);
+    b.pixels.resize(n * kCifarPixels);
   } catch (const std::bad_alloc&) {
     throw OutOfMemory("synthetic dataset of " + std::to_string(n) + " images");
   }
   SplitMix rng{stream};
-  for (std::size_t i = 0; i < n; ++i) {
-    const int k = static_cast<int>(rng.next() % kCifarClasses);
-    d.labels[i] = k;
-    const float* pat = patterns.data() + std::size_t(k) * kCifarPixels;
-    float* img = d.images.data() + i * kCifarPixels;
-    for (std::size_t j = 0; j < kCifarPixels; j += 4) {
-      // One 64-bit draw gives four 16-bit noise values in [-0.6, 0.6).
-      std::uint64_t z = rng.next();
-      for (std::size_t q = 0; q < 4; ++q, z >>= 16) {
-        const float noise = (static_cast<float>(z & 0xFFFF) * (1.0f / 65536.0f) - 0.5f) * 1.2f;
-        // to 8-bit pixels like a real image, then the CIFAR normalization
-        const float v = std::clamp(pat[j + q] + noise, -1.0f, 1.0f);
-        const float byte = std::nearbyint((v + 1.0f) * 127.5f);
-        img[j + q] = cifar_normalize(byte);
-      }
-    }
+  for (std::size_t i = 0; i < n; ++i) b.labels[i] = synth_image(rng, patterns, b.pixels.data() + i * kCifarPixels);
+  return b;
+}
+
+// The float dataset: the same bytes, then the CIFAR normalization.
+Dataset synth(std::size_t n, const std::vector<float>& patterns, std::uint64_t stream, const std::string& name) {
+  const ByteImages b = synth_bytes(n, patterns, stream);
+  Dataset d = cifar_shell(name);
+  try {
+    d.images.resize(b.pixels.size());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("synthetic dataset of " + std::to_string(n) + " images");
   }
+  d.labels = b.labels;
+  for (std::size_t j = 0; j < b.pixels.size(); ++j) d.images[j] = cifar_normalize(b.pixels[j]);
   return d;
 }
+
+constexpr std::uint64_t train_stream(std::uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 1; }
+constexpr std::uint64_t test_stream(std::uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull; }
 
 }  // namespace
 
 Split synthetic_cifar10(std::size_t n_train, std::size_t n_test, std::uint64_t seed) {
   const auto patterns = class_patterns(seed);
   Split s;
-  s.train = synth(n_train, patterns, seed * 0x9E3779B97F4A7C15ull + 1, "synthetic-cifar10");
-  s.test = synth(n_test, patterns, seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull, "synthetic-cifar10");
+  s.train = synth(n_train, patterns, train_stream(seed), "synthetic-cifar10");
+  s.test = synth(n_test, patterns, test_stream(seed), "synthetic-cifar10");
   return s;
+}
+
+void synthetic_cifar10_bytes(std::size_t n_train, std::size_t n_test, std::uint64_t seed, ByteImages* train, ByteImages* test) {
+  const auto patterns = class_patterns(seed);
+  if (train) *train = synth_bytes(n_train, patterns, train_stream(seed));
+  if (test) *test = synth_bytes(n_test, patterns, test_stream(seed));
 }
 
 Split load_cifar10(const std::string& dir) {

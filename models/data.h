@@ -28,6 +28,16 @@ struct Split {
 // model can learn it (well above 10% accuracy) but not in one step.
 Split synthetic_cifar10(std::size_t n_train, std::size_t n_test, std::uint64_t seed);
 
+// The same images as their 8-bit pixels, as the CIFAR-10 files hold them (per image 3072 bytes: the
+// planes R, G, B of 32x32), for writing datasets to disk (models/loader/make.h): synthetic_cifar10's
+// floats are these bytes normalized. A null pointer skips that split.
+struct ByteImages {
+  std::vector<std::uint8_t> pixels;  // size() * 3072
+  std::vector<std::int32_t> labels;
+  std::size_t size() const { return labels.size(); }
+};
+void synthetic_cifar10_bytes(std::size_t n_train, std::size_t n_test, std::uint64_t seed, ByteImages* train, ByteImages* test);
+
 // CIFAR-10 binary version: dir/data_batch_1.bin .. data_batch_5.bin and dir/test_batch.bin, each a
 // sequence of 3073-byte records (label byte, then 3x32x32 pixel bytes, channel planes R, G, B).
 Split load_cifar10(const std::string& dir);

@@ -44,6 +44,8 @@ head -c 4096 /dev/urandom > "$T/mnist_garbage/train-images-idx3-ubyte"
 head -c 4096 /dev/urandom > "$T/cifar_garbage/data_batch_1.bin"
 head -c 700 "$D/base.json" > "$T/trunc.json"
 echo "hello" > "$T/file.txt"
+# a history folder with a good run and a FIFO beside it (history --html refuses it)
+mkdir -p "$T/hist_pipe/run1" && cp "$D/base.json" "$T/hist_pipe/run1/results.json" && mkfifo "$T/hist_pipe/pipe"
 { printf '{"context": {}, "benchmarks": ['; head -c 500000 /dev/zero | tr '\0' '['; head -c 500000 /dev/zero | tr '\0' ']'; printf ']}'; } > "$T/deep.json"
 head -c 2000000 /dev/zero | tr '\0' '[' > "$T/deep_open.json"
 mkdir -p "$T/dir_run/results.json" "$T/zero_link_run"
@@ -115,6 +117,29 @@ ln "$T/cifar_big/data_batch_1.bin" "$T/cifar_big/test_batch.bin"
   for f in "$T"/bl_keyfifo/*/key.txt; do rm -f "$f"; mkfifo "$f"; done
 "$cli" baseline save "$D/base.json" --dir "$T/bl_keyzero" >/dev/null 2>&1 &&
   for f in "$T"/bl_keyzero/*/key.txt; do rm -f "$f"; ln -s /dev/zero "$f"; done
+
+# The data loader's datasets (dlbench data load): each made by `data make`, then spoiled one way.
+# ld_empty: no class folders; ld_noimg: a class folder without images; ld_label: a binary batch with
+# label 12; ld_pylabel: a python batch with label 10; ld_corrupt / ld_trunc / ld_unreadable: the
+# first image of class cat flipped in the middle / cut in half / a dangling link; ld_bmp: a .bmp file.
+mkdir -p "$T/ld_empty" "$T/ld_noimg/cat"
+echo "not an image" > "$T/ld_noimg/cat/readme.txt"
+for d in ld_label ld_pylabel ld_corrupt ld_trunc ld_unreadable ld_bmp; do
+  "$cli" data make cifar10 "$T/$d" --format binary,python,png --images 100 >/dev/null 2>&1
+done
+printf '\x0c' | dd of="$T/ld_label/cifar-10-batches-bin/data_batch_1.bin" bs=1 seek=$((3073 * 4)) conv=notrunc 2>/dev/null
+/usr/bin/python3 - "$T/ld_pylabel/cifar-10-batches-py/data_batch_2" <<'PY' 2>/dev/null
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"), encoding="latin1")
+d["labels"][3] = 10
+pickle.dump(d, open(sys.argv[1], "wb"), protocol=2)
+PY
+first_cat() { find "$T/$1/cifar10-png/train/cat" -name '*.png' | sort | head -1; }
+f=$(first_cat ld_corrupt) && size=$(stat -c %s "$f") &&
+  printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+f=$(first_cat ld_trunc) && truncate -s 200 "$f"
+f=$(first_cat ld_unreadable) && rm -f "$f" && ln -s "$T/ld_unreadable/nowhere.png" "$f"
+head -c 100 /dev/urandom > "$T/ld_bmp/cifar10-png/train/cat/0.bmp"
 
 # ---- the table ----
 n=0 bad=0 tried=0

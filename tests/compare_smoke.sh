@@ -57,7 +57,7 @@ for e in doc["benchmarks"]:
     if e.get("aggregate_name") != "cv":  # cv is a ratio: unchanged by scaling
         for k in ("real_time", "cpu_time"):
             if k in e: e[k] *= f
-    for k in ("gflops", "gb_per_s", "imgs_per_s", "pct_of_peak"):
+    for k in ("gflops", "gb_per_s", "imgs_per_s", "pct_of_peak", "items_per_second", "bytes_per_second"):
         if k in e: e[k] /= f
 os.makedirs(dst, exist_ok=True)
 json.dump(doc, open(os.path.join(dst, "results.json"), "w"), indent=1)

@@ -96,7 +96,9 @@ has peer '^lecture +FAIL .*PEER UNAVAILABLE'
 run_dev budget DLB_DRY_RUN=0 DLB_DEVICE=cpu DLB_CALL_BUDGET=60 DLB_TIMEOUT_MATMUL_FULL=20 -- matmul-full transfer; rc=$?
 [ $rc = 1 ] && ok "budget: exit 1" || fail "budget: exit $rc"
 two_files budget
-has budget '^matmul-full +TIMEOUT +124 .*stopped at its limit of 20 s'
+# Its limit is DLB_TIMEOUT_MATMUL_FULL=20, or less where the call's budget had less left when it
+# started (under load the bundle's unpacking takes seconds): 10..20 s (below 10 a step is NOT RUN).
+has budget '^matmul-full +TIMEOUT +124 .*stopped at its limit of (20|1[0-9]) s'
 has budget '^transfer +NOT RUN .*budget is spent'
 if tar -tzf "$out"/budget/dlbench-device-*.tar.gz | grep -q 'results/matmul-full/results.jsonl'; then ok "budget: the stopped suite's results.jsonl is in the archive"
 else fail "budget: no results/matmul-full/results.jsonl in the archive"; fi

@@ -89,7 +89,8 @@ void check_context(const json& doc) {
   // Google Benchmark's context keys (its compare.py and CI actions read them).
   expect_keys(c, {{"date", T::str}, {"host_name", T::str}, {"executable", T::str}, {"num_cpus", T::integer},
                   {"mhz_per_cpu", T::integer}, {"cpu_scaling_enabled", T::boolean}, {"caches", T::array},
-                  {"load_avg", T::array}, {"library_build_type", T::str}},
+                  {"load_avg", T::array}, {"library_build_type", T::str}, {"library_version", T::str},
+                  {"json_schema_version", T::integer}},
               "context");
   // The fingerprint (harness/fingerprint.cpp).
   expect_keys(c, {{"dlbench_version", T::str}, {"os", T::str}, {"compiler", T::str}, {"cuda_compiler", T::str},
@@ -144,8 +145,15 @@ void check_entries(const json& doc) {
     }
     // The counters: the throughput of the case's metric where a time is (iterations, mean, median).
     const bool timed = !agg || e.value("aggregate_name", "") == "mean" || e.value("aggregate_name", "") == "median";
-    const std::string metric = e.value("suite", "") == "matmul" ? "gflops" : "gb_per_s";
-    if (timed) expect_keys(e, {{metric, T::number}, {"pct_of_peak", T::number}}, where);
+    const bool matmul = e.value("suite", "") == "matmul";
+    const std::string metric = matmul ? "gflops" : "gb_per_s";
+    const std::string counter = matmul ? "items_per_second" : "bytes_per_second";  // Google Benchmark's
+    if (timed) {
+      expect_keys(e, {{metric, T::number}, {"pct_of_peak", T::number}, {counter, T::number}}, where);
+      if (e.contains(metric) && e.contains(counter)) {
+        EXPECT_NEAR(e.at(counter).get<double>(), e.at(metric).get<double>() * 1e9, 1e-6 * e.at(counter).get<double>()) << where;
+      }
+    }
     if (e.value("suite", "") == "matmul") expect_keys(e, {{"impl", T::str}, {"m", T::integer}, {"n", T::integer}, {"k", T::integer}}, where);
   }
 }

@@ -3,7 +3,8 @@
 # workflow schema (check-jsonschema --builtin-schema vendor.github-workflows: the schema ships inside
 # the package, no network needed), a deliberately broken one (tests/data/workflows/broken.yml) is
 # rejected naming its mistake, and the GPU job keeps its two rules: it runs only where a GPU runner is
-# registered (vars.DLBENCH_GPU_RUNNER) and it runs what the GPU machine runs (ci/device_run.sh).
+# registered (vars.DLBENCH_GPU_RUNNER) and it runs what the GPU machine runs (ci/device_run.sh); the
+# trackers' example exports for github-action-benchmark and stores history, the nightly job draws it.
 # check-jsonschema comes from `ci/bootstrap.sh test` (.venv-tools/, or DLBENCH_TOOLS_VENV).
 set -u
 src=$1
@@ -37,5 +38,11 @@ runs=$(grep -vE '^\s*#' "$gpu")
 if grep -E 'dlbench test' <<<"$runs" | grep -vq -- '-LE gpu' || grep -qE 'ctest .*-j' <<<"$runs"; then
   echo "FAIL: gpu.yml runs the gpu tests under ctest -j"; bad=1
 fi
+# The trackers' example (issue 32): the export the action reads, the history it stores, the nightly dashboard.
+bm=$src/.github/workflows/benchmarks.yml db=$src/.github/workflows/dashboard.yml
+grep -q "dlbench export .* --format github-action-benchmark-bigger" "$bm" && grep -q "tool: customBiggerIsBetter" "$bm" &&
+  grep -q "ci/history_store.sh" "$bm" || { echo "FAIL: benchmarks.yml lost its export, its tool or its history store"; bad=1; }
+grep -q "dlbench history .* --html" "$db" && grep -q "actions/upload-artifact" "$db" ||
+  { echo "FAIL: dashboard.yml does not draw and upload the dashboard"; bad=1; }
 [ -e "$src/ci/workflows" ] && { echo "FAIL: ci/workflows/ is back: GitHub reads only .github/workflows/"; bad=1; }
 exit $bad

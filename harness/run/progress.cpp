@@ -8,6 +8,7 @@
 
 #include "bench/profile.h"
 #include "bench/suite.h"
+#include "harness/records.h"
 #include "harness/tables.h"
 
 namespace dlb::harness {
@@ -15,10 +16,8 @@ namespace dlb::harness {
 using json = nlohmann::json;
 
 std::string throughput_text(const json& r) {
-  static const std::pair<const char*, const char*> units[] = {{"gflops", "GFLOP/s"}, {"gb_per_s", "GB/s"}, {"imgs_per_s", "imgs/s"}};
-  for (const auto& [key, unit] : units)
-    if (r.contains(key)) return fmt_number(r.at(key).get<double>()) + " " + unit;
-  return "";
+  const MetricInfo* m = entry_metric(r);  // records.h: the one table of metrics and units
+  return m ? fmt_number(r.at(m->key).get<double>()) + " " + m->unit : "";
 }
 
 Progress::Progress(std::size_t total, std::size_t kept) : total_(total), kept_(kept) {}

@@ -15,7 +15,7 @@ struct Suite;
 
 namespace dlb::harness {
 
-// A record's throughput as text, "812.3 GFLOP/s", "1.2 GB/s", "3915 imgs/s"; "" when it has none.
+// A record's headline throughput as text, "812.3 GFLOP/s", "1.2 GB/s", "3915 images/s"; "" when none.
 std::string throughput_text(const nlohmann::json& record);
 
 class Progress {

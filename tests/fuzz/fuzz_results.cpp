@@ -1,8 +1,8 @@
 // libFuzzer target for the results readers: the bytes become a results.json on disk (a results.jsonl
 // when they start like one: '{"', where Google Benchmark's pretty JSON starts with '{' and a newline), then go through everything `compare`, `baseline check` and
 // `history` do with a file they did not write: load_results, extract_cases (real and cpu time),
-// compare_runs against itself with the table and JSON output, the baseline key, and load_history over
-// a folder holding it. The contract: a bad file throws InputError; anything else escaping (another
+// compare_runs against itself with the table and JSON output, the baseline key, every export format,
+// and load_history / the dashboard's data over a folder holding it. The contract: a bad file throws InputError; anything else escaping (another
 // exception, a crash, a sanitizer finding, a hang, unbounded memory) is a finding.
 #include <unistd.h>
 
@@ -17,6 +17,8 @@
 
 #include "harness/baseline.h"
 #include "harness/compare.h"
+#include "harness/dashboard.h"
+#include "harness/export.h"
 #include "harness/history.h"
 #include "harness/results.h"
 #include "kernels/common/errors.h"
@@ -60,6 +62,12 @@ void exercise(const std::string& path) {
   } catch (const dlb::InputError&) {
   }
   (void)describe_run(doc);
+  try {
+    const auto cases = export_cases(doc, "doc");
+    for (ExportFormat f : {ExportFormat::gab_bigger, ExportFormat::gab_smaller, ExportFormat::bencher, ExportFormat::csv})
+      (void)export_text(cases, f, doc);
+  } catch (const dlb::InputError&) {
+  }
 }
 
 }  // namespace
@@ -82,6 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ostringstream out;
     print_history(out, h, o);
     (void)history_json(h).dump();
+    (void)dashboard_json(load_histories((work_dir() / "runs").string(), o), o, (work_dir() / "site").string()).dump();
   } catch (const dlb::InputError&) {
   }
   return 0;

@@ -1,0 +1,345 @@
+// `dlbench data make cifar10 DIR [--format ...] [--images N] [--seed S]`: a seeded synthetic CIFAR-10 in
+// the forms users have the real one (models/loader/make.h). `dlbench data load DATASET [loader flags]`:
+// the loader alone (models/loader/loader.h), each configuration (workers x mode) run for --repetitions
+// rounds, a fresh loader per round (workers started, one or more epochs), interleaved with the other
+// configurations and with the PyTorch peer (--peer pytorch, bench/peers/pytorch_loader.py) in the same
+// rounds; every epoch checked (each sample exactly once) and the first batch compared bit for bit with
+// the reference transform before any figure is printed.
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/markdown.h"
+#include "harness/build_info.h"
+#include "harness/commands.h"
+#include "harness/sweep.h"
+#include "kernels/common/child.h"
+#include "kernels/common/errors.h"
+#include "models/loader/loader.h"
+#include "models/loader/make.h"
+
+namespace dlb::harness {
+
+namespace ld = dlb::models::loader;
+
+namespace {
+
+struct MakeFlags {
+  std::string what, dir, formats = "python", images = "50000", test_images, seed = "0";
+};
+
+int run_make(const MakeFlags& f) {
+  if (f.what != "cifar10") throw UsageError("data make '" + f.what + "': expected cifar10");
+  const auto n = static_cast<std::size_t>(parse_int(f.images, "--images", 1, 1 << 22));
+  const auto n_test = static_cast<std::size_t>(f.test_images.empty() ? n / 5 : parse_int(f.test_images, "--test-images", 0, 1 << 22));
+  const auto seed = static_cast<std::uint64_t>(parse_int(f.seed, "--seed", 0, 1LL << 62));
+  std::vector<ld::DiskFormat> forms;
+  for (const auto& w : parse_words(f.formats, "--format")) forms.push_back(ld::parse_disk_format(w));
+  for (const auto form : forms) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const ld::MakeReport r = ld::make_cifar10(f.dir, form, n, n_test, seed);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: %zu files, %.1f MB (%zu train + %zu test images, seed %llu, %.1f s)\n", r.folder.c_str(), r.files,
+                r.bytes / 1e6, n, n_test, static_cast<unsigned long long>(seed), s);
+  }
+  return 0;
+}
+
+struct LoadFlags {
+  std::string dataset, loader, workers, mode, pin, prefetch, decode, augment, batch, seed, limit, split;
+  std::string epochs = "1", reps = "1", peer;
+};
+
+// One loader lifetime: started, `epochs` epochs, stopped. CPU time: this process and its reaped
+// children (process workers are reaped when the loader stops), as the peer measures its own.
+struct Round {
+  std::size_t images = 0;
+  double seconds = 0, first_batch_s = 0, cpu_s = 0;
+  ld::LoaderStats stats;
+};
+
+double cpu_now() {
+  rusage s{}, c{};
+  getrusage(RUSAGE_SELF, &s);
+  getrusage(RUSAGE_CHILDREN, &c);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return sec(s.ru_utime) + sec(s.ru_stime) + sec(c.ru_utime) + sec(c.ru_stime);
+}
+
+// Every epoch visits each sample exactly once; the first batch of the first round equals the
+// reference transform of the same indices, bit for bit. Throws (exit 1) otherwise.
+Round run_round(const std::shared_ptr<const ld::Source>& src, const ld::LoaderOptions& o, int epochs, bool check_first) {
+  Round r;
+  const double c0 = cpu_now();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ld::Loader loader(src, o);
+    for (int e = 0; e < epochs; ++e) {
+      std::vector<unsigned char> seen(src->size(), 0);
+      std::size_t in_epoch = 0;
+      while (ld::BatchLease b = loader.next()) {
+        if (check_first) {
+          ld::MakerConfig cfg;
+          cfg.batch = static_cast<std::size_t>(o.batch), cfg.shuffle = o.shuffle, cfg.seed = o.seed;
+          cfg.transform.augment = o.augment;
+          std::vector<float> x;
+          std::vector<std::int32_t> y;
+          std::vector<std::uint32_t> idx;
+          ld::reference_batch(*src, cfg, b->epoch, b->index, &x, &y, &idx);
+          if (std::memcmp(x.data(), b->x, x.size() * sizeof(float)) != 0 || std::memcmp(y.data(), b->labels, y.size() * 4) != 0 ||
+              std::memcmp(idx.data(), b->indices, idx.size() * 4) != 0 || static_cast<std::size_t>(b->n) != idx.size())
+            throw std::runtime_error("loader verification failed: batch 0 differs from the reference transform (" +
+                                     ld::describe_options(o) + ")");
+          check_first = false;
+        }
+        for (int k = 0; k < b->n; ++k) {
+          const std::uint32_t i = b->indices[k];
+          if (i >= seen.size() || seen[i]++) throw std::runtime_error("loader verification failed: sample " + std::to_string(i) + " twice in an epoch");
+        }
+        in_epoch += static_cast<std::size_t>(b->n);
+      }
+      const std::size_t want = o.drop_last ? src->size() / o.batch * o.batch : src->size();
+      if (in_epoch != want)
+        throw std::runtime_error("loader verification failed: an epoch gave " + std::to_string(in_epoch) + " samples, not " + std::to_string(want));
+      r.images += in_epoch;
+    }
+    r.stats = loader.stats();
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_s = cpu_now() - c0;
+  r.first_batch_s = r.stats.first_batch_s;
+  return r;
+}
+
+// The PyTorch peer for one configuration (a child serving an epoch per request), or why not.
+class Peer {
+ public:
+  Peer(const ld::Source& src, const ld::LoaderOptions& o, std::string* why) {
+    if (src.format() == ld::Format::cifar_binary) {
+      *why = "torchvision reads no CIFAR-10 binary batches";
+      return;
+    }
+    const std::string script = std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_loader.py";
+    const char* env = std::getenv("DLBENCH_PEER_PYTHON");
+    const std::string py = env && *env ? env : "python3";
+    std::vector<std::string> args = {py, script, "--format", src.format() == ld::Format::cifar_python ? "python" : "folder",
+                                     "--path", src.path(), "--split", o.split, "--batch", std::to_string(o.batch),
+                                     "--workers", std::to_string(o.workers), "--pin", o.pin ? "on" : "off",
+                                     "--prefetch", std::to_string(o.prefetch), "--augment", ld::augment_name(o.augment),
+                                     "--seed", std::to_string(o.seed), "--limit", std::to_string(o.limit)};
+    try {
+      child_ = std::make_unique<LineChild>(args);
+      const nlohmann::json ready = record();
+      if (!ready.value("ready", false)) throw std::runtime_error(ready.dump());
+      version_ = ready.value("torch", "") + " / torchvision " + ready.value("torchvision", "");
+    } catch (const std::exception& e) {
+      *why = std::string("the PyTorch peer did not start (") + e.what() + "; DLBENCH_PEER_PYTHON names a python with torch and torchvision)";
+      child_.reset();
+    }
+  }
+  explicit operator bool() const { return child_ != nullptr; }
+  const std::string& version() const { return version_; }
+  Round epoch() {
+    if (!child_->send("epoch")) throw std::runtime_error("the PyTorch peer stopped reading");
+    const nlohmann::json j = record();
+    Round r;
+    r.images = j.value("images", std::size_t(0));
+    r.seconds = j.value("seconds", 0.0);
+    r.first_batch_s = j.value("first_batch_s", 0.0);
+    r.cpu_s = j.value("cpu_s", 0.0);
+    return r;
+  }
+
+ private:
+  nlohmann::json record() {
+    std::string line, all;
+    while (child_->read_line(&line)) {
+      if (interrupt_requested()) throw Interrupted("peer interrupted");
+      if (!line.empty() && line[0] == '{') {
+        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_discarded()) return j;
+      }
+      all += line + " ";
+    }
+    if (interrupt_requested()) throw Interrupted("peer interrupted");
+    throw std::runtime_error("the PyTorch peer ended: " + all.substr(0, 300));
+  }
+  std::unique_ptr<LineChild> child_;
+  std::string version_;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+int run_load(const LoadFlags& f, CLI::App* sub) {
+  // The options: --loader SPEC, then each flag given (the flags win), workers and mode as lists.
+  std::string spec = f.loader;
+  auto add = [&](const char* flag, const char* key, const std::string& v) {
+    if (sub->count(flag)) spec += std::string(spec.empty() ? "" : ",") + key + "=" + v;
+  };
+  add("--pin", "pin", f.pin), add("--prefetch", "prefetch", f.prefetch), add("--decode", "decode", f.decode);
+  add("--augment", "augment", f.augment), add("--batch", "batch", f.batch), add("--seed", "seed", f.seed);
+  add("--limit", "limit", f.limit), add("--split", "split", f.split);
+  ld::LoaderOptions base = ld::parse_loader_options(spec);
+  base.dataset = f.dataset;
+  std::vector<int> workers = {base.workers};
+  if (sub->count("--workers")) {
+    workers.clear();
+    for (const auto& w : parse_words(f.workers, "--workers")) workers.push_back(static_cast<int>(parse_int(w, "--workers", 0, 256)));
+  }
+  std::vector<ld::WorkerMode> modes = {base.mode};
+  if (sub->count("--mode")) {
+    modes.clear();
+    for (const auto& m : parse_words(f.mode, "--mode")) modes.push_back(ld::parse_worker_mode(m));
+  }
+  const int epochs = static_cast<int>(parse_int(f.epochs, "--epochs", 1, 1000000));
+  const int reps = static_cast<int>(parse_int(f.reps, "--repetitions", 1, 1000));
+  if (!f.peer.empty() && f.peer != "pytorch") throw UsageError("--peer '" + f.peer + "': expected pytorch");
+
+  ld::SourceOptions so;
+  so.decode = base.decode, so.split = base.split;
+  std::shared_ptr<ld::Source> opened = ld::open_source(base.dataset, so);
+  if (base.limit) opened->truncate(base.limit);
+  const std::shared_ptr<const ld::Source> src = opened;
+
+  struct Config {
+    ld::LoaderOptions o;
+    std::vector<Round> ours, theirs;
+    std::unique_ptr<Peer> peer;
+    std::string peer_why;
+  };
+  std::vector<Config> configs;
+  for (const auto m : modes)
+    for (const int w : workers) {
+      if (w == 0 && m != modes.front()) continue;  // no workers: the mode does not matter
+      Config c;
+      c.o = base;
+      c.o.workers = w, c.o.mode = m;
+      configs.push_back(std::move(c));
+    }
+  InterruptScope scope("dlbench: interrupted; stopping the loader's workers\n");
+  std::printf("dataset: %s %s, %zu samples of %dx%dx%d, decode %s\n", ld::format_name(src->format()), src->path().c_str(),
+              src->size(), src->channels(), src->height(), src->width(), src->decode().c_str());
+  std::fflush(stdout);
+  if (!f.peer.empty())
+    for (auto& c : configs) {
+      c.peer = std::make_unique<Peer>(*src, c.o, &c.peer_why);
+      if (!*c.peer) c.peer.reset();
+    }
+  for (int r = 0; r < reps; ++r)
+    for (auto& c : configs) {
+      c.ours.push_back(run_round(src, c.o, epochs, r == 0));
+      if (c.peer)
+        for (int e = 0; e < epochs; ++e) c.theirs.push_back(c.peer->epoch());
+    }
+  std::vector<std::vector<std::string>> rows = {{"mode", "workers", "pin", "imgs/s", "first batch ms", "CPU us/img", "read",
+                                                 "decode", "transform", "collate", "pin us/img"}};
+  const bool peer = !f.peer.empty();
+  if (peer) rows[0].insert(rows[0].end(), {"PyTorch imgs/s", "PyTorch first ms", "PyTorch CPU us/img", "ours / PyTorch"});
+  std::string peer_notes;
+  for (const auto& c : configs) {
+    std::vector<double> rate, first, cpu;
+    ld::StageTimes st;
+    std::size_t images = 0;
+    for (const auto& r : c.ours) {
+      rate.push_back(r.images / r.seconds), first.push_back(r.first_batch_s), cpu.push_back(r.cpu_s / r.images);
+      st += r.stats.stages;
+      images += r.images;
+    }
+    const double per = 1e6 / static_cast<double>(images);
+    std::vector<std::string> row = {c.o.workers ? ld::worker_mode_name(c.o.mode) : "-", std::to_string(c.o.workers),
+                                    c.o.pin ? "on" : "off", fmt("%.0f", median(rate)), fmt("%.1f", 1e3 * median(first)),
+                                    fmt("%.1f", 1e6 * median(cpu)), fmt("%.2f", st.read * per), fmt("%.2f", st.decode * per),
+                                    fmt("%.2f", st.transform * per), fmt("%.3f", st.collate * per), fmt("%.2f", st.pin * per)};
+    if (peer) {
+      if (c.theirs.empty()) {
+        row.insert(row.end(), {"-", "-", "-", "-"});
+        peer_notes += "PyTorch peer for workers=" + std::to_string(c.o.workers) + ": " + c.peer_why + "\n";
+      } else {
+        std::vector<double> tr, tf, tc;
+        for (const auto& r : c.theirs) tr.push_back(r.images / r.seconds), tf.push_back(r.first_batch_s), tc.push_back(r.cpu_s / r.images);
+        // ratio of medians over the same interleaved rounds
+        row.insert(row.end(), {fmt("%.0f", median(tr)), fmt("%.1f", 1e3 * median(tf)), fmt("%.1f", 1e6 * median(tc)),
+                               fmt("%.2fx", median(rate) / median(tr))});
+      }
+    }
+    rows.push_back(row);
+  }
+  std::string common = ld::describe_options(base);
+  common = common.substr(common.find(",pin=") + 1);  // workers and mode are the rows'
+  std::printf("loader: %s; %d round(s) of %d epoch(s) each, interleaved; medians; stage columns are us per image summed "
+              "over workers; every epoch checked, first batch bit for bit\n",
+              common.c_str(), reps, epochs);
+  if (peer)
+    for (const auto& c : configs)
+      if (c.peer) {
+        std::printf("PyTorch peer: torch %s\n", c.peer->version().c_str());
+        break;
+      }
+  std::cout << "\n";
+  bench::print_markdown(std::cout, rows, true);
+  std::cout << peer_notes;
+  return 0;
+}
+
+}  // namespace
+
+void add_data_command(CLI::App& app, int& rc) {
+  CLI::App* data = app.add_subcommand("data", "Datasets on disk and the data loader: make a synthetic CIFAR-10, run the loader alone");
+  data->require_subcommand(1);
+
+  auto mf = std::make_shared<MakeFlags>();
+  CLI::App* make = data->add_subcommand("make", "Write a seeded synthetic CIFAR-10 as python batches, binary batches, PNG or JPEG folders");
+  make->add_option("WHAT", mf->what, "cifar10")->required();
+  make->add_option("DIR", mf->dir, "Folder to write into (each form in its own subfolder)")->required();
+  make->add_option("--format", mf->formats, "python,binary,png,jpeg (a list; default python)");
+  make->add_option("--images", mf->images, "Training images (default 50000)");
+  make->add_option("--test-images", mf->test_images, "Test images (default images / 5)");
+  make->add_option("--seed", mf->seed, "Seed of the synthetic images (default 0)");
+  make->callback([mf, &rc] { rc = run_make(*mf); });
+
+  auto lf = std::make_shared<LoadFlags>();
+  CLI::App* load = data->add_subcommand("load", "Run the data loader alone over a dataset folder: images/s, first batch, CPU, stages");
+  load->add_option("DATASET", lf->dataset, "Dataset folder (python or binary CIFAR-10 batches, an image folder, or one made by data make)")->required();
+  load->add_option("--loader", lf->loader, "Loader options key=value,... (preset=lecture, workers, mode, pin, prefetch, decode, ...)");
+  load->add_option("--workers", lf->workers, "Worker counts, a list (default 0)");
+  load->add_option("--mode", lf->mode, "thread | process, a list (default thread)");
+  load->add_option("--pin", lf->pin, "on | off: the pin step into page-locked buffers (default off)");
+  load->add_option("--prefetch", lf->prefetch, "Batches in flight per worker (default 2)");
+  load->add_option("--decode", lf->decode, "none | png | jpeg: which form of a data-make folder (default: what it holds)");
+  load->add_option("--augment", lf->augment, "none | crop-flip (default none)");
+  load->add_option("--batch", lf->batch, "Batch size (default 64)");
+  load->add_option("--seed", lf->seed, "Shuffle and augmentation seed (default 0)");
+  load->add_option("--limit", lf->limit, "Only the first N samples (default all)");
+  load->add_option("--split", lf->split, "train | test (default train)");
+  load->add_option("--epochs", lf->epochs, "Epochs per round (default 1)");
+  load->add_option("--repetitions,-r", lf->reps, "Rounds, interleaved over the configurations (default 1)");
+  load->add_option("--peer", lf->peer, "pytorch: torchvision + DataLoader over the same files, in the same rounds");
+  load->callback([lf, load, &rc] {
+    try {
+      rc = run_load(*lf, load);
+    } catch (const Interrupted&) {
+      rc = 130;
+    }
+  });
+}
+
+}  // namespace dlb::harness
