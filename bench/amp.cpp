@@ -224,7 +224,7 @@ class TrainAmpCase final : public Case {
     m_ = models::make_model(model_);
     const models::Shape in = m_->input_shape(1);
     nbatches_ = std::max(steps_, 4);
-    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c, in.h, in.w);
+    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c(), in.h(), in.w());
     m_->init(1);
     opt_ = std::make_unique<models::Optimizer>(models::default_optimizer(model_), m_->params());
     if (dtype_ != DType::fp32) tr_ = std::make_unique<models::AmpTrainer>(*m_, *opt_, dtype_);  // fp32: run()
@@ -306,7 +306,7 @@ class TrainAmpCase final : public Case {
   long k_ = 0;
   LossParity parity_;
   std::shared_ptr<const AmpData> data_;
-  std::unique_ptr<models::Sequential> m_;
+  std::unique_ptr<models::Model> m_;
   std::unique_ptr<models::Optimizer> opt_;
   std::unique_ptr<models::AmpTrainer> tr_;
 };
@@ -321,7 +321,7 @@ class TrainAmpGpuCase final : public Case {
     m_ = models::make_model(model_);
     const models::Shape in = m_->input_shape(1);
     nbatches_ = std::max(steps_, 16);  // the timed epoch: nbatches_ steps
-    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c, in.h, in.w);
+    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c(), in.h(), in.w());
     epoch_ = dataset(0, nbatches_);
     m_->init(1);
     // Timed: device-resident batches, so the epoch measures the steps, not the input pipeline.
@@ -381,7 +381,7 @@ class TrainAmpGpuCase final : public Case {
   LossParity parity_;
   std::shared_ptr<const AmpData> data_;
   models::Dataset epoch_;
-  std::unique_ptr<models::Sequential> m_;
+  std::unique_ptr<models::Model> m_;
   std::unique_ptr<models::Trainer> tr_;
 
   models::TrainOptions options(models::InputMode in) const {

@@ -139,7 +139,7 @@ struct GlobalBatch {
   std::vector<float> x;
   std::vector<std::int32_t> y;
   std::size_t per_image = 0;
-  GlobalBatch(const models::Sequential& m, int images, int step) {
+  GlobalBatch(const models::Model& m, int images, int step) {
     per_image = m.input_shape(1).size();
     x.resize(per_image * std::size_t(images));
     fill_uniform(x.data(), x.size(), 1000u + std::uint64_t(step));
@@ -155,13 +155,13 @@ struct GlobalBatch {
   }
 };
 
-std::vector<float> flat_params(const models::Sequential& m) {
+std::vector<float> flat_params(const models::Model& m) {
   std::vector<float> v;
   for (const models::Param* p : m.params()) v.insert(v.end(), p->value.begin(), p->value.end());
   return v;
 }
 
-void set_params(models::Sequential& m, const std::vector<float>& v) {
+void set_params(models::Model& m, const std::vector<float>& v) {
   std::size_t at = 0;
   for (models::Param* p : m.params()) {
     std::copy(v.begin() + std::ptrdiff_t(at), v.begin() + std::ptrdiff_t(at + p->size()), p->value.begin());
@@ -407,7 +407,7 @@ class DdpCase : public Case {
   Variant variant_;
   double bucket_mb_;
   bool quick_;
-  std::unique_ptr<models::Sequential> model_;
+  std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Optimizer> opt_;
   std::vector<Bucket> buckets_;
   std::unordered_map<const models::Param*, std::size_t> bucket_of_;

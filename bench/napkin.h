@@ -28,20 +28,17 @@ inline Cost conv2d(const Conv2dShape& s, double esz) {
   return {s.flops(), esz * (double(s.x_size()) + double(s.w_size()) + double(s.y_size()))};
 }
 
-// One training step of `m` on n images in fp32: FLOPs from Sequential::train_flops; bytes = the
+// One training step of `m` on n images in fp32: FLOPs from Model::train_flops; bytes = the
 // batch read once, every layer output written in forward and read twice in backward (its own
 // backward and the next layer's), its gradient written and read once, and per parameter: weight read
 // twice (forward, backward-data), gradient written and read, SGD's momentum read and written, the
 // weight written = 7 accesses of 4 bytes.
-inline Cost train_step(const models::Sequential& m, int n) {
+inline Cost train_step(const models::Model& m, int n) {
   Cost c;
   c.flops = m.train_flops(n);
-  models::Shape s = m.input_shape(n);
+  const auto shapes = m.value_shapes(n);
   double acts = 0;
-  for (auto* l : m.layers()) {
-    s = l->out_shape(s);
-    acts += double(s.size());
-  }
+  for (const auto& nd : m.nodes()) acts += double(shapes[std::size_t(nd.out)].size());
   c.bytes = 4.0 * (double(m.input_shape(n).size()) + 5.0 * acts + 7.0 * double(m.num_params()));
   return c;
 }

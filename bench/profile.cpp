@@ -19,7 +19,7 @@ namespace dlb::bench {
 
 using json = nlohmann::json;
 
-bool profile_trainer_step(models::Trainer& t, models::Sequential& m, const models::Dataset& d, int batch,
+bool profile_trainer_step(models::Trainer& t, models::Model& m, const models::Dataset& d, int batch,
                           const std::string& device, const std::string& label, ProfileResult& out) {
   const int n = static_cast<int>(std::min<std::size_t>(std::size_t(batch), d.size()));
   const models::Batch b{d.images.data(), d.labels.data(), nullptr, n};

@@ -28,7 +28,7 @@ struct ProfileResult {
 // (Trainer::gradients changes no weights), then Trainer::profile_step, whose loss (and on the CPU its
 // gradients, left in the host model) must agree: 1e-5 relative on the CPU, 1e-4 on a GPU. GPU
 // regions by CUDA events with NVTX ranges, the case as an NVTX range named `label`.
-bool profile_trainer_step(models::Trainer& t, models::Sequential& m, const models::Dataset& d, int batch,
+bool profile_trainer_step(models::Trainer& t, models::Model& m, const models::Dataset& d, int batch,
                           const std::string& device, const std::string& label, ProfileResult& out);
 
 // The Chrome trace of one case: complete ("X") events, one per region, on one thread per clock.

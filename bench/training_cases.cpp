@@ -88,7 +88,7 @@ class TrainingCase final : public Case {
                         " autocast is measured by suite amp");
     model_ = models::make_model(model_name_);
     const models::Shape in = model_->input_shape(1);
-    data_ = training_data(images_, in.c, in.h, in.w);
+    data_ = training_data(images_, in.c(), in.h(), in.w());
     model_->init(0);
     models::TrainOptions o;
     o.device = device_, o.input = input_, o.cuda_graph = graph_, o.dtype = dtype_;
@@ -221,7 +221,7 @@ class TrainingCase final : public Case {
   models::InputMode input_;
   bool graph_, lecture_, quick_;
   DType dtype_;
-  std::unique_ptr<models::Sequential> model_;
+  std::unique_ptr<models::Model> model_;
   std::shared_ptr<const Dataset> data_;
   std::unique_ptr<models::Trainer> trainer_;
   double last_loss_ = 0;

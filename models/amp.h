@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/common/verify.h"
+#include "models/plan.h"
 
 namespace dlb::models {
 
@@ -102,37 +103,30 @@ class GradScaler {
   bool found_inf_ = false;
 };
 
-// ---- an AMP training step for a CPU Sequential (models/net.h) ----
+// ---- an AMP training step for a CPU model (models/model.h) ----
 
-class Sequential;
+class Model;
 class Optimizer;
+class Executor;
 struct Batch;
-struct Shape;
 
-// zero-grad, forward, loss, backward, optimizer step under autocast to `dtype`, layer by layer with
-// the policy above: before a lower-precision layer (Conv2d, ConvTranspose2d, Linear) its input and
-// weights are rounded to the half type, its output and its gradients (input and weight) are rounded
-// too; the loss runs in fp32; elementwise layers keep their input's type; the fp32 master weights
-// are restored before the optimizer (fp32) steps on the fp32 gradients. fp16 uses the GradScaler.
+// zero-grad, forward, loss, backward, optimizer step under autocast to `dtype`, run by the CPU
+// executor on a plan for that dtype (models/plan.h: the roundings are the plan's): a lower-precision
+// layer (Conv2d, ConvTranspose2d, Linear) reads its input and weights rounded to the half type and
+// its output and gradients (input and weight) are rounded too; the loss runs in fp32; elementwise
+// layers keep their input's type; the fp32 master weights are restored before the optimizer (fp32)
+// steps on the fp32 gradients. fp16 uses the GradScaler.
 //
-// bf16 where bf16_compute_native() (models/layers.h: oneDNN, avx512_bf16, DLB_CPU_ISA allowing it):
-// Conv2d, ConvTranspose2d and Linear really compute in bf16 (vdpbf16ps, fp32 accumulation), the rest
-// (loss, reductions, optimizer) in fp32. The convolutions take fp32 arrays and convert them inside
-// oneDNN's own layout reorders, and return outputs oneDNN rounded to bf16 (Conv2d's forward output
-// needs no rounding pass of ours then: Layer::bf16_output_rounded). A Conv2d followed by ReLU +
-// MaxPool2d(2) hands off in oneDNN's bf16 nChw16c layout both ways (the pool reads the conv's output
-// and writes the conv's dy in it), so neither tensor is reordered to or from fp32 NCHW. Behind such a
-// pool the backward runs over the nonzeros of dy in bf16 (vdpbf16ps, two terms an instruction;
-// kernels/cpu/conv2d.h): a first layer's filter gradient over the pool's winners
-// (Conv2d::backward_relu_pool_bf16), a later conv's two gradients over dy's nonzeros (Conv2d::backward),
-// as the fp32 step skips the zeros too; and a first layer's forward runs fused with its ReLU + pool
-// per image (Conv2d::forward_relu_pool_bf16: our GEMM over tap pairs, pooled in cache). Elsewhere the arithmetic between roundings is fp32 (our
-// fp32 kernels on values exactly representable in the half type): the numbers of a half-type GEMM
-// with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32 either way.
-// fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16 only).
+// bf16 where bf16_compute_native() (models/plan.h): the plan's bf16 steps really compute in bf16
+// (oneDNN, our bf16 GEMM and fused kernels; vdpbf16ps, fp32 accumulation) and hand off in oneDNN's
+// nChw16c layout between a conv and its ReLU + pool; elsewhere the arithmetic between roundings is
+// fp32 (our fp32 kernels on values exactly representable in the half type): the numbers of a
+// half-type GEMM with fp32 accumulation at fp32 speed ("emulated"). Activations are stored as fp32
+// either way. fp16/tf32 are emulated the same way (used by tests; the CPU suites offer fp32 and bf16).
+// fp32 is the model's own step.
 class AmpTrainer {
  public:
-  AmpTrainer(Sequential& m, Optimizer& opt, DType dtype, GradScalerConfig scaler = {});
+  AmpTrainer(Model& m, Optimizer& opt, DType dtype, GradScalerConfig scaler = {});
   ~AmpTrainer();
   AmpTrainer(const AmpTrainer&) = delete;
   AmpTrainer& operator=(const AmpTrainer&) = delete;
@@ -141,26 +135,17 @@ class AmpTrainer {
   DType dtype() const { return dtype_; }
   GradScaler& scaler() { return scaler_; }
   bool last_step_skipped() const { return skipped_; }
+  const Plan& plan(int n);  // the plan step() runs for a batch of n
 
  private:
-  Sequential& m_;
+  Model& m_;
   Optimizer& opt_;
   DType dtype_;
   GradScaler scaler_;
   bool skipped_ = false;
-  int planned_n_ = 0;
-  std::unique_ptr<std::vector<Shape>> shapes_;  // input shape of layer i (i = layers: the output)
-  std::vector<std::vector<float>> acts_, grads_, master_;
-  std::vector<float> input_, dout_;
-  std::vector<std::uint16_t> blocked_;  // a bf16 conv's nChw16c output, read by the ReLU + pool after it
-  std::vector<char> blocked_fwd_;       // layer i (a Conv2d) ran that way in this step's forward
-  std::vector<char> pooled_fwd_;        // layer i (a first Conv2d) ran fused with its ReLU + pool in bf16
-  std::vector<std::uint16_t> blocked_in_;  // that pool's output as bf16 nChw16c, for the next conv ...
-  std::size_t blocked_in_for_ = 0;         // ... layer blocked_in_for_ (0: none)
-  std::vector<int> kinds_;      // CastKind per layer
-  std::vector<bool> exact_;     // layer output is exact in any type (relu, max pool, flatten)
-  std::vector<char> fused_;     // layer i is a ReLU followed by a MaxPool2d: one pass each way (as Sequential)
-  void plan(int n);
+  std::unique_ptr<Executor> exec_;
+  std::vector<Param*> cast_params_;  // the lower-precision layers' parameters (autocast casts them)
+  std::vector<std::vector<float>> master_;
 };
 
 }  // namespace dlb::models

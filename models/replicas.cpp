@@ -22,13 +22,13 @@ int ReplicaStep::replicas_for(int n) {
   return std::min({t, n, kMaxReplicas});
 }
 
-std::vector<const Sequential*> ReplicaStep::replicas() const {
-  std::vector<const Sequential*> v;
+std::vector<const Model*> ReplicaStep::replicas() const {
+  std::vector<const Model*> v;
   for (const auto& r : reps_) v.push_back(r.model.get());
   return v;
 }
 
-bool ReplicaStep::in_sync(Sequential& m, Optimizer& opt, int replicas) const {
+bool ReplicaStep::in_sync(Model& m, Optimizer& opt, int replicas) const {
   if (model_ != &m || opt_ != &opt || int(reps_.size()) != replicas - 1 || synced_step_ != opt.steps()) return false;
   // Values changed outside the step (init, copy_params_from, a loaded checkpoint) change every element
   // in practice: a few per tensor tell. Reading them shares only those lines with the replicas' cores.
@@ -42,7 +42,7 @@ bool ReplicaStep::in_sync(Sequential& m, Optimizer& opt, int replicas) const {
   return true;
 }
 
-void ReplicaStep::sync(Sequential& m, Optimizer& opt, int replicas) {
+void ReplicaStep::sync(Model& m, Optimizer& opt, int replicas) {
   if (model_ != &m) reps_.clear();
   reps_.resize(std::size_t(replicas - 1));
   const auto ps = m.params();
@@ -62,7 +62,7 @@ void ReplicaStep::sync(Sequential& m, Optimizer& opt, int replicas) {
   synced_step_ = opt.steps();
 }
 
-float ReplicaStep::step(Sequential& m, Optimizer& opt, const Batch& b) {
+float ReplicaStep::step(Model& m, Optimizer& opt, const Batch& b) {
   const int R = replicas_for(b.n);
   if (R < 2) return train_step(m, opt, b);
   if (!in_sync(m, opt, R)) sync(m, opt, R);
@@ -89,7 +89,7 @@ float ReplicaStep::step(Sequential& m, Optimizer& opt, const Batch& b) {
   // and backward over its share with every kernel single-threaded (a region's tasks run nested ones
   // themselves).
   cpu::parallel_tasks(R, [&](int k) {
-    Sequential& r = k ? *reps_[k - 1].model : m;
+    Model& r = k ? *reps_[k - 1].model : m;
     for (Param* p : params_of(k)) cpu::zero_streaming(p->grad.data(), p->size());
     const Batch s{b.x + first[k] * in_item, b.labels ? b.labels + first[k] : nullptr,
                   b.target ? b.target + first[k] * out_item : nullptr, int(count[k])};

@@ -2,11 +2,10 @@
 //
 // Splitting every layer over the kernel threads (what train_step does) shares all data between the
 // cores: both threads read every weight, the parts' weight gradients are summed across threads, and a
-// task's images need not stay on one thread from layer to layer. A store to a cache line that the other
-// core has read first invalidates that copy; on the 2-vCPU VMs this project runs on that costs 6-10 ns
-// a line, and 28-38 ns in phases when the two vCPUs sit far apart, against ~1 ns for a line no other
-// core holds. At batch 4 the lecture net's step writes ~20k such lines; in the slow phases the second
-// core then gains nothing (2 threads ~2050 images/s, 1 thread ~2100).
+// task's images need not stay on one thread from layer to layer. A store to a cache line another core
+// has read invalidates that copy, several times the cost of a line no other core holds. At batch 4
+// the lecture net's step writes ~20k such lines, which can eat the second core's whole gain (the
+// measured costs: docs/notes/2026-11-26-models.md).
 //
 // Here thread k trains replica k (replica 0 is the model itself) on its share of the batch with every
 // kernel single-threaded, so weights, activations and scratch never leave its core. Then each thread
@@ -41,24 +40,24 @@ class ReplicaStep {
   // (train_step itself when that is 1). The replicas are (re)made from `m` and `opt` whenever they may
   // differ: the first call, another model, optimizer or replica count, an optimizer step taken
   // elsewhere, or a parameter value changed in between (checked at a few elements per tensor).
-  float step(Sequential& m, Optimizer& opt, const Batch& b);
+  float step(Model& m, Optimizer& opt, const Batch& b);
 
   // For tests: the replicas besides the model (empty before the first replicated step).
-  std::vector<const Sequential*> replicas() const;
+  std::vector<const Model*> replicas() const;
 
  private:
   struct Replica {
-    std::unique_ptr<Sequential> model;
+    std::unique_ptr<Model> model;
     std::vector<Param*> params;
     std::vector<std::vector<float>> s1, s2;  // this replica's copy of the optimizer state
   };
   std::vector<Replica> reps_;  // replicas 1 .. R-1
-  const Sequential* model_ = nullptr;
+  const Model* model_ = nullptr;
   const Optimizer* opt_ = nullptr;
   long synced_step_ = -1;  // opt.steps() after this object's last step
 
-  bool in_sync(Sequential& m, Optimizer& opt, int replicas) const;
-  void sync(Sequential& m, Optimizer& opt, int replicas);
+  bool in_sync(Model& m, Optimizer& opt, int replicas) const;
+  void sync(Model& m, Optimizer& opt, int replicas);
 };
 
 }  // namespace dlb::models

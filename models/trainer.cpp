@@ -57,10 +57,10 @@ void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::
 
 namespace {
 
-void check_dataset(const Sequential& m, const Dataset& d, int batch) {
+void check_dataset(const Model& m, const Dataset& d, int batch) {
   if (batch <= 0) throw UsageError("batch size must be positive, got " + std::to_string(batch));
   const Shape in = m.input_shape(1);
-  if (d.c != in.c || d.h != in.h || d.w != in.w)
+  if (d.c != in.c() || d.h != in.h() || d.w != in.w())
     throw InputError("dataset '" + d.name + "' has " + std::to_string(d.c) + "x" + std::to_string(d.h) + "x" +
                      std::to_string(d.w) + " images; model " + m.name() + " expects " + in.str().substr(2));
   if (d.size() == 0) throw InputError("dataset '" + d.name + "' is empty");
@@ -71,7 +71,7 @@ void check_dataset(const Sequential& m, const Dataset& d, int batch) {
 // spinning next to ours); with one kernel thread OpenBLAS keeps its own threads.
 class CpuTrainer final : public Trainer {
  public:
-  CpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o)
+  CpuTrainer(Model& m, const OptimizerConfig& cfg, const TrainOptions& o)
       : m_(m), opt_(cfg, m.params()), seed_(o.shuffle_seed) {}
 
   double train_epoch(const Dataset& d, int batch) override {
@@ -163,7 +163,7 @@ class CpuTrainer final : public Trainer {
  private:
   static int blas_threads() { return cpu::kernel_threads() > 1 ? 1 : openblas_get_num_threads(); }
 
-  Sequential& m_;
+  Model& m_;
   Optimizer opt_;
   ReplicaStep replicas_;  // small batches: a model replica per kernel thread (train_step otherwise)
   std::uint64_t seed_;
@@ -177,7 +177,7 @@ float Trainer::profile_step(const Dataset&, int, Profiler&) {
   throw Unsupported("--profile: this trainer (" + describe() + ") records no regions");
 }
 
-std::unique_ptr<Trainer> make_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o) {
+std::unique_ptr<Trainer> make_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o) {
   if (o.device == "cpu") {
     // CPU bf16 autocast is models::AmpTrainer (amp suite, `dlbench train --dtype bf16`), not this loop.
     if (o.dtype != DType::fp32)

@@ -64,7 +64,7 @@ class Trainer {
 };
 
 // `model` must outlive the trainer; the trainer owns the optimizer state.
-std::unique_ptr<Trainer> make_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o);
+std::unique_ptr<Trainer> make_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
 
 // Host helper: gather the images (and labels) of `idx[first .. first+n)` into contiguous buffers.
 void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::size_t first, int n, float* x,
@@ -73,7 +73,7 @@ void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::
 std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed);
 
 #ifdef DLB_HAVE_CUDA
-std::unique_ptr<Trainer> make_gpu_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o);
+std::unique_ptr<Trainer> make_gpu_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
 #endif
 
 }  // namespace dlb::models

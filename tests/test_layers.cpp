@@ -40,15 +40,20 @@ bool kink(double lp, double lm, double l0, double h, double scale) {
 // Runs model `m` on a random batch of n and compares gradients three ways.
 // h: the finite-difference step; 1e-6 by default, larger where gradients are tiny (deep sigmoid
 // models), so that rounding in the loss does not swamp the difference.
-Check gradcheck(Sequential& m, int n, bool labels = false, std::uint64_t seed = 7, double h = 1e-6) {
+// Cross-entropy labels: one per row of the output (per item, or per position of a sequence).
+// `more`: the model's inputs after input 0 (token ids), which the check does not perturb.
+Check gradcheck(Model& m, int n, bool labels = false, std::uint64_t seed = 7, double h = 1e-6,
+                std::vector<const void*> more = {}) {
   m.init(seed);
   const Shape in = m.input_shape(n), out = m.output_shape(n);
   std::vector<float> x(in.size()), target(out.size());
   fill_uniform(x.data(), x.size(), seed + 1);
   fill_uniform(target.data(), target.size(), seed + 2);
-  std::vector<std::int32_t> lab(n);
-  for (int i = 0; i < n; ++i) lab[i] = (i * 7 + 3) % int(out.per_item());
+  std::vector<std::int32_t> lab(out.size() / std::size_t(out.last()));
+  for (std::size_t i = 0; i < lab.size(); ++i) lab[i] = std::int32_t((i * 7 + 3) % std::size_t(out.last()));
   Batch b{x.data(), labels ? lab.data() : nullptr, labels ? nullptr : target.data(), n};
+  more.insert(more.begin(), x.data());
+  if (more.size() > 1) b.inputs = more.data();
 
   m.sync_ref();
   std::vector<double> x64(x.begin(), x.end()), dx;
@@ -106,51 +111,51 @@ void expect_ok(const Check& c) {
 }  // namespace
 
 TEST(GradCheck, Conv2dStridePad) {
-  Sequential m("t", {1, 3, 7, 7}, LossKind::mse);
+  Model m("t", {1, 3, 7, 7}, LossKind::mse);
   m.add<Conv2d>("c", 3, 4, 3, 2, 1);
   expect_ok(gradcheck(m, 2));
 }
 
 TEST(GradCheck, Conv2dValid5x5) {
-  Sequential m("t", {1, 2, 9, 8}, LossKind::mse);
+  Model m("t", {1, 2, 9, 8}, LossKind::mse);
   m.add<Conv2d>("c", 2, 3, 5);
   expect_ok(gradcheck(m, 3));
 }
 
 TEST(GradCheck, ConvTranspose2dStrideOutputPadding) {
-  Sequential m("t", {1, 4, 4, 4}, LossKind::mse);
+  Model m("t", {1, 4, 4, 4}, LossKind::mse);
   m.add<ConvTranspose2d>("d", 4, 3, 3, 2, 1, 1);
   EXPECT_EQ(m.output_shape(2), (Shape{2, 3, 8, 8}));
   expect_ok(gradcheck(m, 2));
 }
 
 TEST(GradCheck, ConvTranspose2dFrom1x1) {
-  Sequential m("t", {1, 5, 1, 1}, LossKind::mse);
+  Model m("t", {1, 5, 1, 1}, LossKind::mse);
   m.add<ConvTranspose2d>("d", 5, 2, 7);
   EXPECT_EQ(m.output_shape(2), (Shape{2, 2, 7, 7}));
   expect_ok(gradcheck(m, 2));
 }
 
 TEST(GradCheck, Linear) {
-  Sequential m("t", {1, 6, 1, 1}, LossKind::mse);
+  Model m("t", {1, 6}, LossKind::mse);
   m.add<Linear>("l", 6, 4);
   expect_ok(gradcheck(m, 5));
 }
 
 TEST(GradCheck, ReLUAndFlatten) {
-  Sequential m("t", {1, 2, 3, 3}, LossKind::mse);
+  Model m("t", {1, 2, 3, 3}, LossKind::mse);
   m.add<Conv2d>("c", 2, 2, 1).add<ReLU>().add<Flatten>().add<Linear>("l", 18, 3);
   expect_ok(gradcheck(m, 4));
 }
 
 TEST(GradCheck, Sigmoid) {
-  Sequential m("t", {1, 3, 2, 2}, LossKind::mse);
+  Model m("t", {1, 3, 2, 2}, LossKind::mse);
   m.add<Conv2d>("c", 3, 2, 1).add<Sigmoid>();
   expect_ok(gradcheck(m, 3));
 }
 
 TEST(GradCheck, MaxPool2d) {
-  Sequential m("t", {1, 2, 6, 5}, LossKind::mse);
+  Model m("t", {1, 2, 6, 5}, LossKind::mse);
   m.add<Conv2d>("c", 2, 3, 1).add<MaxPool2d>(2);
   EXPECT_EQ(m.output_shape(2), (Shape{2, 3, 3, 2}));
   expect_ok(gradcheck(m, 2));
@@ -159,7 +164,7 @@ TEST(GradCheck, MaxPool2d) {
 // ReLU followed by MaxPool2d runs fused on the fast path (pool, then ReLU; one-pass backward): odd
 // sizes leave a column the pool never reads, whose gradient must stay zero.
 TEST(GradCheck, ReLUMaxPoolFusedOddSize) {
-  Sequential m("t", {1, 2, 6, 5}, LossKind::mse);
+  Model m("t", {1, 2, 6, 5}, LossKind::mse);
   m.add<Conv2d>("c", 2, 3, 1).add<ReLU>().add<MaxPool2d>(2);
   EXPECT_EQ(m.output_shape(1), (Shape{1, 3, 3, 2}));
   expect_ok(gradcheck(m, 1));
@@ -170,7 +175,7 @@ TEST(GradCheck, ReLUMaxPoolFusedOddSize) {
 // three run as one pass per image (cpu::conv2d_forward_relu_pool; backward from the pooled gradient),
 // odd P leaving a row the pool never reads; the fp32 gradients against the fp64 reference either way.
 TEST(GradCheck, FirstConvReluPoolFused) {
-  Sequential m("t", {1, 3, 13, 12}, LossKind::cross_entropy);
+  Model m("t", {1, 3, 13, 12}, LossKind::cross_entropy);
   m.add<Conv2d>("c", 3, 36, 3).add<ReLU>().add<MaxPool2d>(2).add<Flatten>().add<Linear>("l", 36 * 5 * 5, 4);
   EXPECT_EQ(cpu::conv2d_relu_pool_fusable(Conv2dShape::make(3, 3, 13, 12, 36, 3, 3), 2), cpu::isa_allows(cpu::Isa::avx2));
   expect_ok(gradcheck(m, 3, true));
@@ -178,7 +183,7 @@ TEST(GradCheck, FirstConvReluPoolFused) {
 }
 
 TEST(GradCheck, CrossEntropy) {
-  Sequential m("t", {1, 7, 1, 1}, LossKind::cross_entropy);
+  Model m("t", {1, 7}, LossKind::cross_entropy);
   m.add<Linear>("l", 7, 5);
   expect_ok(gradcheck(m, 6, true));
 }
@@ -191,6 +196,127 @@ TEST(GradCheck, SmallLectureNet) {
 TEST(GradCheck, SmallAutoencoder) {
   auto m = make_autoencoder(1, 28, 28, 4);
   expect_ok(gradcheck(*m, 1, false, 7, 1e-4));
+}
+
+// ---- graphs: several inputs, a value read by several layers, integer inputs, a tied weight ----
+
+namespace {
+// Test-only layers for what the zoo does not build yet (Op::custom): a token lookup (an integer
+// input, a scatter-add backward) and a head reading the lookup's table through a borrowed pointer
+// (a tied weight, as GPT-2's LM head reads its token embedding).
+class Lookup final : public Layer {
+ public:
+  Lookup(int vocab, int dim) : dim(dim) {
+    table.name = "lookup.weight";
+    table.resize({vocab, dim});
+  }
+  Op op() const override { return Op::custom; }
+  bool integer_input(int) const override { return true; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Lookup>(*this); }
+  Shape out_shape(Shapes in) const override { return {in[0].n(), in[0][1], dim}; }  // [n, seq] -> [n, seq, dim]
+  std::vector<Param*> params() override { return {&table}; }
+  void init(std::uint64_t seed) override { fill_uniform_bound(table.value.data(), table.size(), 1.f, seed); }
+  void forward(const Fwd<float>& a) override { fwd(a, table.value.data()); }
+  void backward(const Bwd<float>& a) override { bwd(a, table.grad.data()); }
+  void forward_ref(const Fwd<double>& a) override { fwd(a, table.ref_value.data()); }
+  void backward_ref(const Bwd<double>& a) override { bwd(a, table.ref_grad.data()); }
+  Param table;
+  int dim;
+
+ private:
+  template <class T, class W>
+  void fwd(const Fwd<T>& a, const W* w) {
+    for (std::size_t p = 0; p < a.in[0].size(); ++p)
+      for (int j = 0; j < dim; ++j) a.y[p * dim + j] = T(w[std::size_t(a.ids()[p]) * dim + j]);
+  }
+  template <class T, class W>
+  void bwd(const Bwd<T>& a, W* g) {
+    for (std::size_t p = 0; p < a.in[0].size(); ++p)
+      for (int j = 0; j < dim; ++j) g[std::size_t(a.ids()[p]) * dim + j] += W(a.dy[p * dim + j]);
+  }
+};
+
+class TiedHead final : public Layer {
+ public:
+  explicit TiedHead(Lookup& l) : w(&l.table), vocab(l.table.shape[0]), dim(l.dim) {}
+  Op op() const override { return Op::custom; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<TiedHead>(*this); }
+  Shape out_shape(Shapes in) const override { return {in[0].n(), in[0][1], vocab}; }
+  std::vector<Param*> params() override { return {w}; }
+  std::vector<Param**> borrowed() override { return {&w}; }
+  void forward(const Fwd<float>& a) override { fwd(a, w->value.data()); }
+  void backward(const Bwd<float>& a) override { bwd(a, w->value.data(), w->grad.data()); }
+  void forward_ref(const Fwd<double>& a) override { fwd(a, w->ref_value.data()); }
+  void backward_ref(const Bwd<double>& a) override { bwd(a, w->ref_value.data(), w->ref_grad.data()); }
+  Param* w;
+  int vocab, dim;
+
+ private:
+  template <class T, class W>
+  void fwd(const Fwd<T>& a, const W* wt) {  // logits[p, v] = h[p, :] . W[v, :]
+    const std::size_t rows = a.in[0].size() / std::size_t(dim);
+    for (std::size_t p = 0; p < rows; ++p)
+      for (int v = 0; v < vocab; ++v) {
+        T acc = 0;
+        for (int j = 0; j < dim; ++j) acc += a.x()[p * dim + j] * T(wt[std::size_t(v) * dim + j]);
+        a.y[p * vocab + v] = acc;
+      }
+  }
+  template <class T, class W>
+  void bwd(const Bwd<T>& a, const W* wt, W* g) {
+    const std::size_t rows = a.in[0].size() / std::size_t(dim);
+    for (std::size_t p = 0; p < rows; ++p)
+      for (int v = 0; v < vocab; ++v)
+        for (int j = 0; j < dim; ++j) g[std::size_t(v) * dim + j] += W(a.dy[p * vocab + v] * a.x()[p * dim + j]);
+    if (!a.dx()) return;
+    for (std::size_t p = 0; p < rows; ++p)
+      for (int j = 0; j < dim; ++j) {
+        T acc = 0;
+        for (int v = 0; v < vocab; ++v) acc += a.dy[p * vocab + v] * T(wt[std::size_t(v) * dim + j]);
+        a.dx()[p * dim + j] = acc;
+      }
+  }
+};
+}  // namespace
+
+// Two branches summed: x -> fc -> h; relu(h) + fc2(h) (h read by two layers: its gradient is the
+// sum of both) -> fc3. The fp32 executor and the fp64 reference walk the same graph.
+TEST(GradCheck, TwoBranchesSummed) {
+  Model m("t", {1, 6}, LossKind::cross_entropy);
+  const int h = m.node<Linear>({0}, "fc", 6, 8);
+  const int r = m.node<ReLU>({h});
+  const int q = m.node<Linear>({h}, "fc2", 8, 8);
+  m.node<Linear>({m.node<Add>({r, q})}, "fc3", 8, 5);
+  EXPECT_EQ(m.output_shape(3), (Shape{3, 5}));
+  expect_ok(gradcheck(m, 3, true));
+}
+
+// What the sequence models need, on a toy: token ids as a second, integer input; tensors of rank 3
+// ([n, seq, features], Linear over the last dimension); a residual add; the lookup's table read
+// again by the output head (a tied weight, its gradient the sum of both uses); cross-entropy at
+// every position.
+TEST(GradCheck, TokensTiedWeightAndEveryPosition) {
+  const int seq = 3, dim = 4, vocab = 7, n = 2;
+  Model m("toy", {1, seq, dim}, LossKind::cross_entropy);
+  const int ids = m.add_input({1, seq}, true);
+  auto lookup = std::make_unique<Lookup>(vocab, dim);
+  Lookup& lk = *lookup;
+  const int e = m.node(std::move(lookup), {ids});
+  const int a = m.node<Linear>({0}, "proj", dim, dim);
+  const int h = m.node<Add>({e, a});
+  m.node(std::make_unique<TiedHead>(lk), {m.node<ReLU>({h})});
+  EXPECT_EQ(m.output_shape(n), (Shape{n, seq, vocab}));
+  EXPECT_EQ(m.params().size(), 3u);  // lookup.weight (once), proj.weight, proj.bias
+  std::vector<std::int32_t> tokens{3, 0, 6, 6, 1, 3};
+  expect_ok(gradcheck(m, n, true, 7, 1e-6, {tokens.data()}));
+
+  // A copy's head reads the copy's table, not the original's.
+  auto c = m.clone();
+  auto* head = dynamic_cast<TiedHead*>(c->layers().back());
+  auto* table = dynamic_cast<Lookup*>(c->layers().front());
+  ASSERT_TRUE(head && table);
+  EXPECT_EQ(head->w, &table->table);
+  EXPECT_EQ(c->params().size(), 3u);
 }
 
 TEST(Loss, CrossEntropyKnownValue) {
@@ -247,11 +373,11 @@ TEST(Optimizer, RejectsBadConfig) {
 }
 
 TEST(Layers, ShapeMismatchIsInputError) {
-  Sequential m("t", {1, 3, 4, 4}, LossKind::mse);
+  Model m("t", {1, 3, 4, 4}, LossKind::mse);
   m.add<Conv2d>("c", 3, 2, 5);
   EXPECT_THROW(m.output_shape(1), InputError);
   Linear l("l", 10, 2);
-  EXPECT_THROW(l.out_shape({1, 3, 1, 1}), InputError);
+  EXPECT_THROW(l.out_shape(Shape{1, 3, 1, 1}), InputError);
 }
 
 // ReLU, max pooling (2x2 and 3x3 windows, ragged edges) and SGD split their arrays over the kernel

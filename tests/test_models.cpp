@@ -20,14 +20,14 @@ using namespace dlb::models;
 TEST(Models, LectureNetHas120078Params) {
   auto m = make_net(128);
   EXPECT_EQ(m->num_params(), 120078u);
-  EXPECT_EQ(m->output_shape(64), (Shape{64, 10, 1, 1}));
+  EXPECT_EQ(m->output_shape(64), (Shape{64, 10}));
   EXPECT_EQ(m->params()[0]->shape, (std::vector<int>{128, 3, 5, 5}));
 }
 
 TEST(Models, MlpIs784_128_10) {
   auto m = make_mlp();
   EXPECT_EQ(m->num_params(), 784u * 128 + 128 + 128 * 10 + 10);
-  EXPECT_EQ(m->output_shape(3), (Shape{3, 10, 1, 1}));
+  EXPECT_EQ(m->output_shape(3), (Shape{3, 10}));
 }
 
 TEST(Models, ConvNetShapes) {
@@ -38,7 +38,7 @@ TEST(Models, ConvNetShapes) {
   EXPECT_EQ(p[2]->shape, (std::vector<int>{64, 32, 3, 3}));
   EXPECT_EQ(p[4]->shape, (std::vector<int>{128, 64 * 7 * 7}));
   EXPECT_EQ(p[6]->shape, (std::vector<int>{10, 128}));
-  EXPECT_EQ(m->output_shape(2), (Shape{2, 10, 1, 1}));
+  EXPECT_EQ(m->output_shape(2), (Shape{2, 10}));
 }
 
 TEST(Models, AutoencoderStateDictAsInSeed000) {
@@ -203,7 +203,7 @@ TEST(Training, ReplicaStepMatchesTrainStepAndStaysInSync) {
           EXPECT_LE(e.rel(), 1e-5) << pa[i]->name;
         }
         ASSERT_EQ(rs.replicas().size(), std::size_t(ReplicaStep::replicas_for(n) - 1));
-        for (const Sequential* r : rs.replicas()) {
+        for (const Model* r : rs.replicas()) {
           const auto pr = r->params();
           for (std::size_t i = 0; i < pc.size(); ++i) EXPECT_EQ(pr[i]->value, pc[i]->value) << pc[i]->name;
         }

@@ -1,7 +1,8 @@
-// Real bf16 compute in the CPU AMP step (models/layers.h Bf16Compute, models/amp.h): on bf16-exact
-// operands Conv2d, ConvTranspose2d and Linear in bf16 (oneDNN, vdpbf16ps, fp32 accumulation) give what the fp32
-// path gives to within fp32 accumulation-order noise (convolution outputs also rounded to bf16), and a net128 AmpTrainer step computing in
-// bf16 tracks the emulated one (DLB_CPU_ISA-style cap below avx512_bf16) over several steps.
+// Real bf16 compute in the CPU AMP step (the bf16 step kinds of models/plan.h, models/cpu_steps.h): on
+// bf16-exact operands Conv2d, ConvTranspose2d and Linear in bf16 (oneDNN, vdpbf16ps, fp32
+// accumulation) give what the fp32 path gives to within fp32 accumulation-order noise (convolution
+// outputs also rounded to bf16), and a net128 AmpTrainer step computing in bf16 tracks the emulated
+// one (DLB_CPU_ISA-style cap below avx512_bf16) over several steps.
 // Skips where the CPU, the cap or the build offers no native bf16, saying which.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn/onednn.h"
 #include "models/amp.h"
+#include "models/cpu_steps.h"
 #include "models/half.h"
 #include "models/net.h"
 
@@ -37,38 +39,48 @@ bool bf16_exact(const std::vector<float>& v) {
 // noise that can move a value across a rounding boundary: 2^-8 of the scale.
 constexpr double kRoundedTol = 1.0 / 256;
 
-// y, dx and every parameter gradient of `l` on input x (n images of `in`), with or without bf16 compute.
+// y, dx and every parameter gradient of `l` on input x (n images of `in`) run as a step of kind `k`
+// (StepKind::layer: the layer's own fp32 path; the bf16 kinds: bf16 compute).
 struct Out {
   std::vector<float> y, dx, grads;
 };
-Out run_layer(Layer& l, const Shape& in, const std::vector<float>& x, const std::vector<float>& dy, bool bf16) {
-  Bf16Compute scope(bf16);
+Out run_step(Layer& l, StepKind k, const Shape& in, const std::vector<float>& x, const std::vector<float>& dy) {
   Out o;
-  const Shape os = l.out_shape(in);
-  o.y.assign(os.size(), 0.f), o.dx.assign(in.size(), 0.f);
+  o.y.assign(l.out_shape(in).size(), 0.f), o.dx.assign(in.size(), 0.f);
   for (Param* p : l.params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
-  l.forward(in, x.data(), o.y.data());
-  l.backward(in, x.data(), o.y.data(), dy.data(), o.dx.data());
+  Step s;
+  s.kind = k;
+  Layer* ls[1] = {&l};
+  const void* xs[1] = {x.data()};
+  float* dxs[1] = {o.dx.data()};
+  StepScratch sc;
+  step_forward(s, StepArgs{ls, in, xs, o.y.data()}, sc);
+  step_backward(s, StepArgs{ls, in, xs, o.y.data(), dy.data(), dxs}, sc);
   for (Param* p : l.params()) o.grads.insert(o.grads.end(), p->grad.begin(), p->grad.end());
   return o;
 }
+StepKind bf16_kind(Op op) {
+  return op == Op::conv2d ? StepKind::conv_bf16 : op == Op::conv_transpose2d ? StepKind::conv_transpose_bf16 : StepKind::linear_bf16;
+}
 
-// Layer l (input shape `in`) on bf16 operands from `seed`, bf16 compute against fp32: y and dx within
-// out_tol, dW and db within 1e-4; and outputs the layer says are rounded are bf16-exact (the AMP step
-// skips its own rounding of them).
+// Layer l (input shape `in`) on bf16 operands from `seed`, its bf16 step against its fp32 path: y and
+// dx within out_tol, dW and db within 1e-4; and outputs the step kind says are rounded are bf16-exact
+// (the AMP step skips its own rounding of them).
 void expect_native_matches(Layer& l, const Shape& in, std::uint64_t seed, double out_tol) {
   std::vector<float> x(in.size()), dy(l.out_shape(in).size());
   fill_uniform(x.data(), x.size(), seed), fill_uniform(dy.data(), dy.size(), seed + 1);
   round_bf16(x), round_bf16(dy);
-  const Out f = run_layer(l, in, x, dy, false), h = run_layer(l, in, x, dy, true);
-  EXPECT_LT(max_rel_err(h.y.data(), f.y.data(), f.y.size()), out_tol) << l.kind() << " y";
-  EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), out_tol) << l.kind() << " dx";
-  EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << l.kind() << " dW, db";
-  if (l.bf16_output_rounded()) {
-    EXPECT_TRUE(bf16_exact(h.y)) << l.kind() << " y is not bf16-exact";
+  const StepKind k = bf16_kind(l.op());
+  const Out f = run_step(l, StepKind::layer, in, x, dy), h = run_step(l, k, in, x, dy);
+  const char* name = op_name(l.op());
+  EXPECT_LT(max_rel_err(h.y.data(), f.y.data(), f.y.size()), out_tol) << name << " y";
+  EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), out_tol) << name << " dx";
+  EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << name << " dW, db";
+  if (rounds_output(k)) {
+    EXPECT_TRUE(bf16_exact(h.y)) << name << " y is not bf16-exact";
   }
-  if (l.bf16_dx_rounded()) {  // the AMP step skips its rounding pass over dx then
-    EXPECT_TRUE(bf16_exact(h.dx)) << l.kind() << " dx is not bf16-exact";
+  if (rounds_dx(k)) {  // the AMP step skips its rounding pass over dx then
+    EXPECT_TRUE(bf16_exact(h.dx)) << name << " dx is not bf16-exact";
   }
 }
 }  // namespace
@@ -82,8 +94,8 @@ TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
   int checked = 0;
   for (Layer* l : m->layers()) {
     const Shape os = l->out_shape(in);
-    if (l->kind() == "Conv2d" || l->kind() == "Linear") {
-      expect_native_matches(*l, in, 5, l->kind() == "Conv2d" ? kRoundedTol : 1e-4);
+    if (l->op() == Op::conv2d || l->op() == Op::linear) {
+      expect_native_matches(*l, in, 5, l->op() == Op::conv2d ? kRoundedTol : 1e-4);
       ++checked;
     }
     in = os;
@@ -92,72 +104,74 @@ TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
 }
 
 // Behind ReLU + MaxPool2d a conv's gradients run over dy's nonzeros, in bf16 too (vdpbf16ps,
-// kernels/cpu/conv2d.h): net128's conv2 with a pool's one-in-four dy, and conv1's filter gradient over
-// its pool's winners (Conv2d::backward_relu_pool_bf16), against the fp32 paths on bf16 operands:
-// the same exact products, summed in fp32 in another order.
+// kernels/cpu/conv2d.h): net128's conv2 with a pool's one-in-four dy (conv_sparse_dy_bf16 against
+// conv_sparse_dy), and conv1's filter gradient over its pool's winners (conv_relu_pool_bf16's backward
+// against conv_relu_pool's), on bf16 operands: the same exact products, summed in fp32 in another order.
 TEST(NativeBf16, SparseConvBackwardsMatchFp32OnBf16Operands) {
   SKIP_UNLESS_NATIVE();
   auto m = make_model("net128");
   m->init(5);
   for (Param* p : m->params()) round_bf16(p->value);
   const auto layers = m->layers();
-  auto* conv1 = dynamic_cast<Conv2d*>(layers[0]);
-  auto* pool1 = dynamic_cast<MaxPool2d*>(layers[2]);
-  auto* conv2 = dynamic_cast<Conv2d*>(layers[3]);
-  ASSERT_TRUE(conv1 && pool1 && conv2);
+  ASSERT_TRUE(layers[0]->op() == Op::conv2d && layers[2]->op() == Op::max_pool2d && layers[3]->op() == Op::conv2d);
+  auto& conv1 = static_cast<Conv2d&>(*layers[0]);
+  auto& pool1 = static_cast<MaxPool2d&>(*layers[2]);
+  auto& conv2 = static_cast<Conv2d&>(*layers[3]);
   const Shape in2{6, 128, 14, 14};
-  std::vector<float> x2(in2.size()), dy2(conv2->out_shape(in2).size());
+  std::vector<float> x2(in2.size()), dy2(conv2.out_shape(in2).size());
   fill_uniform(x2.data(), x2.size(), 11), fill_uniform(dy2.data(), dy2.size(), 12);
   round_bf16(x2), round_bf16(dy2);
   for (std::size_t i = 0; i < dy2.size(); ++i)  // one of each 2x2 window (10 x 10 outputs), by channel
     if ((i % 10) % 2 != (i / 100) % 2 || ((i / 10) % 10) % 2 != (i / 200) % 2) dy2[i] = 0.f;
-  const Out f = run_layer(*conv2, in2, x2, dy2, false), h = run_layer(*conv2, in2, x2, dy2, true);
+  const Out f = run_step(conv2, StepKind::conv_sparse_dy, in2, x2, dy2),
+            h = run_step(conv2, StepKind::conv_sparse_dy_bf16, in2, x2, dy2);
   EXPECT_LT(max_rel_err(h.dx.data(), f.dx.data(), f.dx.size()), kRoundedTol) << "conv2 dx";  // rounded to bf16
   EXPECT_TRUE(bf16_exact(h.dx)) << "conv2 dx is not bf16-exact";
   EXPECT_LT(max_rel_err(h.grads.data(), f.grads.data(), f.grads.size()), 1e-4) << "conv2 dW, db";
 
-  const Shape in1 = m->input_shape(6), pooled = pool1->out_shape(conv1->out_shape(in1));
+  const Shape in1 = m->input_shape(6), pooled = pool1.out_shape(conv1.out_shape(in1));
   std::vector<float> x1(in1.size()), y1(pooled.size()), g1(pooled.size());
   fill_uniform(x1.data(), x1.size(), 13), fill_uniform(g1.data(), g1.size(), 14);
   round_bf16(x1), round_bf16(g1);
-  ASSERT_TRUE(conv1->forward_relu_pool(in1, *pool1, x1.data(), y1.data()));  // fp32: y and the pool's argmax
+  StepScratch sc;
+  conv_relu_pool_forward(conv1, pool1.k, in1, x1.data(), y1.data(), sc);  // fp32: y and the pool's argmax
   std::vector<float> gf, gh;
   for (bool bf16 : {false, true}) {
-    Bf16Compute scope(bf16);
-    for (Param* p : conv1->params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
-    if (bf16) ASSERT_TRUE(conv1->backward_relu_pool_bf16(in1, *pool1, x1.data(), y1.data(), g1.data()));
-    else conv1->backward_relu_pool(in1, *pool1, x1.data(), y1.data(), g1.data());
-    for (Param* p : conv1->params()) (bf16 ? gh : gf).insert((bf16 ? gh : gf).end(), p->grad.begin(), p->grad.end());
+    for (Param* p : conv1.params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
+    if (bf16) conv_relu_pool_backward_bf16(conv1, pool1.k, in1, x1.data(), y1.data(), g1.data(), sc);
+    else conv_relu_pool_backward(conv1, pool1.k, in1, x1.data(), y1.data(), g1.data(), sc);
+    for (Param* p : conv1.params()) (bf16 ? gh : gf).insert((bf16 ? gh : gf).end(), p->grad.begin(), p->grad.end());
   }
   EXPECT_LT(max_rel_err(gh.data(), gf.data(), gf.size()), 1e-4) << "conv1 dW, db over the winners";
 }
 
 // conv2's bf16 forward from its input handed on in bf16 nChw16c (as the fused first layer writes it):
-// the same output, bit for bit, as from the fp32 NCHW copy of the same bf16 values.
+// the same conv output and pooled output, bit for bit, as from the fp32 NCHW copy of the same values.
 TEST(NativeBf16, Nchw16cInputGivesTheSameForward) {
   SKIP_UNLESS_NATIVE();
   auto m = make_model("net128");
   m->init(6);
   for (Param* p : m->params()) round_bf16(p->value);
-  auto* conv2 = dynamic_cast<Conv2d*>(m->layers()[3]);
-  ASSERT_TRUE(conv2);
+  ASSERT_EQ(m->layers()[3]->op(), Op::conv2d);
+  auto& conv2 = static_cast<Conv2d&>(*m->layers()[3]);
   const Shape in{12, 128, 14, 14};
   std::vector<float> x(in.size());
   fill_uniform(x.data(), x.size(), 15);
   round_bf16(x);
   std::vector<std::uint16_t> x16(x.size());
-  for (int n = 0; n < in.n; ++n)
-    for (int c = 0; c < in.c; ++c)
-      for (int p = 0; p < in.h * in.w; ++p)
-        x16[((std::size_t(n) * (in.c / 16) + c / 16) * in.h * in.w + p) * 16 + c % 16] =
-            cpu::fp32_to_bf16_ref(x[(std::size_t(n) * in.c + c) * in.h * in.w + p]);
-  Bf16Compute scope(true);
-  ASSERT_TRUE(conv2->reads_nchw16c_src(in));
-  const std::size_t ny = conv2->out_shape(in).size();
-  std::vector<std::uint16_t> a(ny, 1), b(ny, 2);
-  ASSERT_TRUE(conv2->forward_bf16_nchw16c(in, x.data(), a.data()));
-  ASSERT_TRUE(conv2->forward_bf16_nchw16c_src(in, x16.data(), b.data()));
-  EXPECT_EQ(a, b);
+  for (int n = 0; n < in.n(); ++n)
+    for (int c = 0; c < in.c(); ++c)
+      for (int p = 0; p < in.h() * in.w(); ++p)
+        x16[((std::size_t(n) * (in.c() / 16) + c / 16) * in.h() * in.w() + p) * 16 + c % 16] =
+            cpu::fp32_to_bf16_ref(x[(std::size_t(n) * in.c() + c) * in.h() * in.w() + p]);
+  ASSERT_TRUE(cpu::onednn::conv2d_forward_reads_nchw16c_src(conv2.conv_shape(in), true));
+  const std::size_t pooled = MaxPool2d(2).out_shape(conv2.out_shape(in)).size();
+  std::vector<float> ya(pooled, 1.f), yb(pooled, 2.f);
+  StepScratch a, b;
+  conv_bf16_relu_pool_forward(conv2, in, x.data(), nullptr, ya.data(), a);
+  conv_bf16_relu_pool_forward(conv2, in, nullptr, x16.data(), yb.data(), b);
+  EXPECT_EQ(a.y16, b.y16);
+  EXPECT_EQ(ya, yb);
 }
 
 TEST(NativeBf16, ConvTransposeMatchesFp32OnBf16Operands) {
@@ -169,9 +183,9 @@ TEST(NativeBf16, ConvTransposeMatchesFp32OnBf16Operands) {
   int checked = 0;
   for (Layer* l : m->layers()) {
     const Shape os = l->out_shape(in);
-    if (l->kind() == "ConvTranspose2d" || l->kind() == "Conv2d") {
+    if (l->op() == Op::conv_transpose2d || l->op() == Op::conv2d) {
       expect_native_matches(*l, in, 7, kRoundedTol);
-      checked += l->kind() == "ConvTranspose2d";
+      checked += l->op() == Op::conv_transpose2d;
     }
     in = os;
   }

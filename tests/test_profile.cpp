@@ -1,5 +1,5 @@
 // --profile pieces without the CLI: the model's region hook (models/profiler.h through
-// Sequential::forward_backward), the CPU trainer's profiled step, and the Chrome trace and per-layer
+// Model::forward_backward), the CPU trainer's profiled step, and the Chrome trace and per-layer
 // summary built from regions (bench/profile.h).
 #include <gtest/gtest.h>
 

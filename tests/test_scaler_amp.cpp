@@ -134,7 +134,7 @@ TEST(GradScaler, CustomConfigAndDisabled) {
 
 namespace {
 struct Mlp {
-  std::unique_ptr<dlb::models::Sequential> m = dlb::models::make_mlp();
+  std::unique_ptr<dlb::models::Model> m = dlb::models::make_mlp();
   std::vector<float> x = std::vector<float>(8 * 784);
   std::vector<std::int32_t> y = std::vector<std::int32_t>(8);
   Mlp() {

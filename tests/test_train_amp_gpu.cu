@@ -28,20 +28,20 @@ TrainOptions gpu(DType t, bool graph = false, InputMode m = InputMode::pageable)
   return o;
 }
 
-std::vector<std::vector<float>> values(Sequential& m) {
+std::vector<std::vector<float>> values(Model& m) {
   std::vector<std::vector<float>> v;
   for (Param* p : m.params()) v.push_back(p->value);
   return v;
 }
 
 // One step on the GPU in `t` against the CPU's fp32 from the same weights: the loss's relative error
-// and the gradients' largest per-tensor L2 error (Sequential::gradient_l2_error, as the amp suite judges
+// and the gradients' largest per-tensor L2 error (Model::gradient_l2_error, as the amp suite judges
 // them; a max-norm bound fails a correct autocast step: test_policy_amp.cpp).
 struct StepError {
   double loss = 0, grad = 0;
   std::string tensor;  // the worst gradient's
 };
-StepError step_error(Sequential& gpu_model, Trainer& t, const std::string& name, const Batch& b) {
+StepError step_error(Model& gpu_model, Trainer& t, const std::string& name, const Batch& b) {
   auto cpu = make_model(name);
   cpu->copy_params_from(gpu_model);
   cpu->zero_grad();

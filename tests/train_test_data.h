@@ -14,7 +14,7 @@ namespace dlb::test {
 inline models::Dataset random_dataset(const models::Shape& in, std::size_t n, std::uint64_t seed,
                                       bool unit_interval = false) {
   models::Dataset d;
-  d.name = "random", d.c = in.c, d.h = in.h, d.w = in.w, d.classes = 10;
+  d.name = "random", d.c = in.c(), d.h = in.h(), d.w = in.w(), d.classes = 10;
   d.images.resize(n * in.per_item());
   fill_uniform(d.images.data(), d.images.size(), seed);
   if (unit_interval)

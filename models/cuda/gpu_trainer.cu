@@ -41,6 +41,7 @@
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
 #include "models/half.h"
+#include "models/plan.h"
 #include "models/trainer.h"
 
 namespace dlb::models {
@@ -68,7 +69,7 @@ int checked_device(const OptimizerConfig& cfg, const TrainOptions& o) {
 
 class GpuTrainer final : public Trainer {
  public:
-  GpuTrainer(Sequential& m, const OptimizerConfig& cfg, const TrainOptions& o)
+  GpuTrainer(Model& m, const OptimizerConfig& cfg, const TrainOptions& o)
       : m_(m), cfg_(cfg), o_(o), dt_(o.dtype), st_(o.dtype == DType::tf32 ? DType::fp32 : o.dtype),
         half_(is_half(o.dtype)), scaling_(o.dtype == DType::fp16 && o.scaler.enabled), esz_(half_ ? 2 : 4),
         dev_(checked_device(cfg, o)) {
@@ -285,7 +286,7 @@ class GpuTrainer final : public Trainer {
   }
 
  private:
-  Sequential& m_;
+  Model& m_;
   OptimizerConfig cfg_;
   TrainOptions o_;
   DType dt_, st_;       // autocast dtype; storage dtype of activations (fp32 for fp32 and tf32)
@@ -303,11 +304,13 @@ class GpuTrainer final : public Trainer {
   // graph captured for that n stays valid and an epoch's partial last batch costs no reallocation).
   struct PlanBuffers {
     std::vector<Shape> shapes;
+    std::vector<Step> steps;
     std::vector<DeviceBuffer<std::uint8_t>> acts, dxs, dout;
     std::vector<DeviceBuffer<std::int32_t>> pool_arg;
   };
   int planned_n_ = -1;
-  std::vector<Shape> shapes_;
+  std::vector<Shape> shapes_;  // per value: 0 the input, i + 1 layer i's output
+  std::vector<Step> steps_;    // the plan's (models/plan.h): one StepKind::layer step per layer
   std::vector<DeviceBuffer<std::uint8_t>> acts_, dxs_, dout_;  // storage dtype, esz_ bytes per element
   std::vector<DeviceBuffer<std::int32_t>> pool_arg_;
   std::map<int, PlanBuffers> plans_;
@@ -359,7 +362,7 @@ class GpuTrainer final : public Trainer {
   void check(const Dataset& d, int batch) const {
     if (batch <= 0) throw UsageError("batch size must be positive, got " + std::to_string(batch));
     const Shape in = m_.input_shape(1);
-    if (d.c != in.c || d.h != in.h || d.w != in.w)
+    if (d.c != in.c() || d.h != in.h() || d.w != in.w())
       throw InputError("dataset '" + d.name + "' does not have the " + in.str().substr(2) + " images model " + m_.name() + " expects");
     if (d.size() == 0) throw InputError("dataset '" + d.name + "' is empty");
   }
@@ -377,23 +380,27 @@ class GpuTrainer final : public Trainer {
   void plan(int n) {
     if (n == planned_n_) return;
     if (planned_n_ > 0)
-      plans_[planned_n_] = PlanBuffers{std::move(shapes_), std::move(acts_), std::move(dxs_), std::move(dout_),
-                                       std::move(pool_arg_)};
+      plans_[planned_n_] = PlanBuffers{std::move(shapes_), std::move(steps_), std::move(acts_), std::move(dxs_),
+                                       std::move(dout_), std::move(pool_arg_)};
     if (auto it = plans_.find(n); it != plans_.end()) {
       PlanBuffers& p = it->second;
-      shapes_ = std::move(p.shapes), acts_ = std::move(p.acts), dxs_ = std::move(p.dxs), dout_ = std::move(p.dout);
+      shapes_ = std::move(p.shapes), steps_ = std::move(p.steps), acts_ = std::move(p.acts), dxs_ = std::move(p.dxs);
+      dout_ = std::move(p.dout);
       pool_arg_ = std::move(p.pool_arg);
       plans_.erase(it);
     } else {
       const auto layers = m_.layers();
-      shapes_.assign(layers.size() + 1, Shape{});
-      shapes_[0] = m_.input_shape(n);
-      for (std::size_t i = 0; i < layers.size(); ++i) shapes_[i + 1] = layers[i]->out_shape(shapes_[i]);
+      Plan plan = make_plan(m_, n, dt_, Device::cuda);
+      for (std::size_t i = 0; i < layers.size(); ++i)  // a chain: layer i reads value i, layer i - 1's output
+        if (m_.nodes()[i].in != std::vector<int>{int(i)})
+          throw Unsupported("the CUDA trainer runs chains of layers; " + m_.name() + "'s " + m_.layer_name(i) +
+                            " reads another value");
+      shapes_ = std::move(plan.shapes), steps_ = std::move(plan.steps);
       acts_.clear(), dxs_.clear(), pool_arg_.clear(), dout_.clear();
       for (std::size_t i = 0; i < layers.size(); ++i) {
         acts_.push_back(stored(shapes_[i + 1].size()));
         dxs_.push_back(stored(i == 0 ? 0 : shapes_[i].size()));
-        pool_arg_.emplace_back(layers[i]->kind() == "MaxPool2d" ? shapes_[i + 1].size() : 0);
+        pool_arg_.emplace_back(layers[i]->op() == Op::max_pool2d ? shapes_[i + 1].size() : 0);
       }
       dout_.push_back(stored(shapes_.back().size()));
     }
@@ -530,14 +537,16 @@ class GpuTrainer final : public Trainer {
     const void* cur = input();
     std::optional<ProfileScope> phase;
     if (prof_) phase.emplace(prof_, "forward", "phase");
-    for (std::size_t i = 0; i < layers.size(); ++i) {
+    for (const Step& st : steps_) {
+      if (st.kind != StepKind::layer) throw Unsupported(std::string("step ") + step_kind_name(st.kind) + " on the GPU");
+      const std::size_t i = std::size_t(st.node);
       Layer* l = layers[i];
       const Shape& in = shapes_[i];
       std::optional<ProfileScope> region;
-      if (prof_) region.emplace(prof_, "forward " + m_.layer_name(i), "forward", m_.layer_name(i), l->forward_flops(in));
+      if (prof_) region.emplace(prof_, "forward " + st.name, "forward", st.name, st.fwd_flops);
       void* y = act(i);
-      const std::string k = l->kind();
-      if (k == "Conv2d") {
+      switch (l->op()) {
+      case Op::conv2d: {
         auto* c = static_cast<Conv2d*>(l);
         const Conv2dShape s = c->conv_shape(in);
         if (!half_) {
@@ -547,29 +556,33 @@ class GpuTrainer final : public Trainer {
           cuda::bias_nchw_forward(y, val(pi + 1), s.n, c->out_c, s.p() * s.q(), st_, stream_);
         }
         pi += 2;
-      } else if (k == "ConvTranspose2d") {
+        break;
+      }
+      case Op::conv_transpose2d: {
         auto* c = static_cast<ConvTranspose2d*>(l);
         const Conv2dShape s = c->conv_shape(in);
         conv(i, s).backward_data(cur, val(pi), y, stream_);
         cuda::bias_nchw_forward(y, val(pi + 1), s.n, c->out_c, s.h * s.w, st_, stream_);
         pi += 2;
-      } else if (k == "Linear") {
+        break;
+      }
+      case Op::linear: {
         auto* f = static_cast<Linear*>(l);
-        // column-major view: y^T[out, n] = op(W)[out, in] * x^T[in, n]
-        gemm(CUBLAS_OP_T, CUBLAS_OP_N, f->out_f, in.n, f->in_f, val(pi), f->in_f, cur, f->in_f, y, f->out_f);
-        cuda::bias_rows_forward(y, val(pi + 1), in.n, f->out_f, st_, stream_);
+        const int rows = f->rows(in);
+        // column-major view: y^T[out, rows] = op(W)[out, in] * x^T[in, rows]
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, f->out_f, rows, f->in_f, val(pi), f->in_f, cur, f->in_f, y, f->out_f);
+        cuda::bias_rows_forward(y, val(pi + 1), rows, f->out_f, st_, stream_);
         pi += 2;
-      } else if (k == "ReLU") {
-        cuda::relu_forward(cur, y, in.size(), st_, stream_);
-      } else if (k == "Sigmoid") {
-        cuda::sigmoid_forward(cur, y, in.size(), st_, stream_);
-      } else if (k == "MaxPool2d") {
-        cuda::maxpool2d_forward(cur, y, pool_arg_[i].data(), in.n, in.c, in.h, in.w, static_cast<MaxPool2d*>(l)->k, st_,
-                                stream_);
-      } else if (k == "Flatten") {
-        DLB_CUDA_CHECK(cudaMemcpyAsync(y, cur, in.size() * esz_, cudaMemcpyDeviceToDevice, stream_));
-      } else {
-        throw Unsupported("layer " + k + " has no CUDA implementation");
+        break;
+      }
+      case Op::relu: cuda::relu_forward(cur, y, in.size(), st_, stream_); break;
+      case Op::sigmoid: cuda::sigmoid_forward(cur, y, in.size(), st_, stream_); break;
+      case Op::max_pool2d:
+        cuda::maxpool2d_forward(cur, y, pool_arg_[i].data(), in.n(), in.c(), in.h(), in.w(), static_cast<MaxPool2d*>(l)->k,
+                                st_, stream_);
+        break;
+      case Op::flatten: DLB_CUDA_CHECK(cudaMemcpyAsync(y, cur, in.size() * esz_, cudaMemcpyDeviceToDevice, stream_)); break;
+      default: throw Unsupported(std::string("layer ") + op_name(l->op()) + " has no CUDA implementation");
       }
       cur = y;
     }
@@ -592,19 +605,18 @@ class GpuTrainer final : public Trainer {
     std::size_t pi = slots_.size();
     std::optional<ProfileScope> phase;
     if (prof_) phase.emplace(prof_, "backward", "phase");
-    for (std::size_t i = layers.size(); i-- > 0;) {
+    for (std::size_t si = steps_.size(); si-- > 0;) {
+      const Step& st = steps_[si];
+      const std::size_t i = std::size_t(st.node);
       Layer* l = layers[i];
       const Shape& in = shapes_[i];
       std::optional<ProfileScope> region;
-      if (prof_)
-        region.emplace(prof_, "backward " + m_.layer_name(i), "backward", m_.layer_name(i),
-                       (i == 0 ? 1 : 2) * l->forward_flops(in));
+      if (prof_) region.emplace(prof_, "backward " + st.name, "backward", st.name, st.bwd_flops);
       const void* xin = i == 0 ? input() : act(i - 1);
       const void* y = act(i);
       const void* dy = i + 1 == layers.size() ? dlogits : dxs(i + 1);
       void* dx = i == 0 ? nullptr : dxs(i);
-      const std::string k = l->kind();
-      if (k == "Conv2d") {
+      if (l->op() == Op::conv2d) {
         pi -= 2;
         auto* cl = static_cast<Conv2d*>(l);
         const Conv2dShape s = cl->conv_shape(in);
@@ -616,7 +628,7 @@ class GpuTrainer final : public Trainer {
           cuda::bias_nchw_backward(dy, grd(pi + 1), s.n, cl->out_c, s.p() * s.q(), st_, stream_);
         }
         if (dx) c.backward_data(dy, val(pi), dx, stream_);
-      } else if (k == "ConvTranspose2d") {
+      } else if (l->op() == Op::conv_transpose2d) {
         pi -= 2;
         auto* t = static_cast<ConvTranspose2d*>(l);
         const Conv2dShape s = t->conv_shape(in);
@@ -624,23 +636,24 @@ class GpuTrainer final : public Trainer {
         c.backward_filter(dy, xin, grd(pi), nullptr, stream_);
         cuda::bias_nchw_backward(dy, grd(pi + 1), s.n, t->out_c, s.h * s.w, st_, stream_);
         if (dx) c.forward(dy, val(pi), nullptr, dx, stream_);
-      } else if (k == "Linear") {
+      } else if (l->op() == Op::linear) {
         pi -= 2;
         auto* f = static_cast<Linear*>(l);
-        // dW^T[in, out] = x^T[in, n] * dy[n, out]
-        gemm(CUBLAS_OP_N, CUBLAS_OP_T, f->in_f, f->out_f, in.n, xin, f->in_f, dy, f->out_f, grd(pi), f->in_f);
-        cuda::bias_rows_backward(dy, grd(pi + 1), in.n, f->out_f, st_, stream_);
-        // dx^T[in, n] = W^T[in, out] * dy^T[out, n]
-        if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, f->in_f, in.n, f->out_f, val(pi), f->in_f, dy, f->out_f, dx, f->in_f);
+        const int rows = f->rows(in);
+        // dW^T[in, out] = x^T[in, rows] * dy[rows, out]
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, f->in_f, f->out_f, rows, xin, f->in_f, dy, f->out_f, grd(pi), f->in_f);
+        cuda::bias_rows_backward(dy, grd(pi + 1), rows, f->out_f, st_, stream_);
+        // dx^T[in, rows] = W^T[in, out] * dy^T[out, rows]
+        if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, f->in_f, rows, f->out_f, val(pi), f->in_f, dy, f->out_f, dx, f->in_f);
       } else if (!dx) {
         // parameter-free first layer: nothing to propagate
-      } else if (k == "ReLU") {
+      } else if (l->op() == Op::relu) {
         cuda::relu_backward(y, dy, dx, in.size(), st_, stream_);
-      } else if (k == "Sigmoid") {
+      } else if (l->op() == Op::sigmoid) {
         cuda::sigmoid_backward(y, dy, dx, in.size(), st_, stream_);
-      } else if (k == "MaxPool2d") {
+      } else if (l->op() == Op::max_pool2d) {
         cuda::maxpool2d_backward(dy, pool_arg_[i].data(), dx, in.size(), shapes_[i + 1].size(), st_, stream_);
-      } else if (k == "Flatten") {
+      } else if (l->op() == Op::flatten) {
         DLB_CUDA_CHECK(cudaMemcpyAsync(dx, dy, in.size() * esz_, cudaMemcpyDeviceToDevice, stream_));
       }
     }
@@ -678,7 +691,7 @@ class GpuTrainer final : public Trainer {
 
 }  // namespace
 
-std::unique_ptr<Trainer> make_gpu_trainer(Sequential& model, const OptimizerConfig& opt, const TrainOptions& o) {
+std::unique_ptr<Trainer> make_gpu_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o) {
   std::string why;
   if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
   return std::make_unique<GpuTrainer>(model, opt, o);

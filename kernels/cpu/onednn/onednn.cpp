@@ -52,6 +52,7 @@ bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape&, const std::uint16_t*, c
   return false;
 }
 bool conv2d_forward_reads_nchw16c_src(const Conv2dShape&, bool) { return false; }
+bool conv2d_forward_writes_nchw16c(const Conv2dShape&, bool) { return false; }
 void conv2d_backward_filter(const Conv2dShape&, Dt, const void*, const void*, float*, float*) {
   throw Unsupported(unavailable_reason());
 }
@@ -533,9 +534,13 @@ void conv2d_forward(const Conv2dShape& sh, Dt d, const void* x, const void* w, c
   }, kConvChunk);
 }
 
+bool conv2d_forward_writes_nchw16c(const Conv2dShape& sh, bool bias) {
+  return every_part(sh, [&](const Conv2dShape& p) { return writes_nchw16c(p, bias); });
+}
+
 bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
                                  std::uint16_t* y16) {
-  if (!every_part(sh, [&](const Conv2dShape& p) { return writes_nchw16c(p, bias != nullptr); })) return false;
+  if (!conv2d_forward_writes_nchw16c(sh, bias != nullptr)) return false;
   const std::size_t xi = sh.x_size() / sh.n, yi = sh.y_size() / sh.n;
   const Weights sw = fwd_weights(sh, Dt::f32_as_bf16, w, bias);
   split(sh.n, [&](long lo, long hi, int) {

@@ -54,6 +54,7 @@ void conv2d_backward_data(const Conv2dShape& sh, Dt dt, const void* dy, const vo
 // oneDNN's kernel for this shape writes another layout (or without oneDNN): use conv2d_forward then.
 bool conv2d_forward_bf16_nchw16c(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
                                  std::uint16_t* y16);
+bool conv2d_forward_writes_nchw16c(const Conv2dShape& sh, bool bias);  // the check alone
 // The same with x given as bf16 in nChw16c as well (as our fused first layer can write it: no input
 // reorder); false, writing nothing, where oneDNN reads another src layout (the check alone: _reads_).
 bool conv2d_forward_bf16_nchw16c_src(const Conv2dShape& sh, const std::uint16_t* x16, const float* w, const float* bias,

@@ -1,0 +1,29 @@
+// Elementwise activations: nn.ReLU and nn.Sigmoid (kernels/cpu/nn_ops) with their fp64 references.
+#pragma once
+#include "models/layer.h"
+
+namespace dlb::models {
+
+class ReLU final : public Layer {
+ public:
+  Op op() const override { return Op::relu; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<ReLU>(*this); }
+  Shape out_shape(Shapes in) const override { return in[0]; }
+  void forward(const Fwd<float>& a) override;
+  void backward(const Bwd<float>& a) override;
+  void forward_ref(const Fwd<double>& a) override;
+  void backward_ref(const Bwd<double>& a) override;
+};
+
+class Sigmoid final : public Layer {
+ public:
+  Op op() const override { return Op::sigmoid; }
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Sigmoid>(*this); }
+  Shape out_shape(Shapes in) const override { return in[0]; }
+  void forward(const Fwd<float>& a) override;
+  void backward(const Bwd<float>& a) override;
+  void forward_ref(const Fwd<double>& a) override;
+  void backward_ref(const Bwd<double>& a) override;
+};
+
+}  // namespace dlb::models
