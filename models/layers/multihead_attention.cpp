@@ -38,7 +38,8 @@ std::vector<Param*> MultiheadAttention::params() {
 void MultiheadAttention::init(std::uint64_t seed) {
   if (!o.projections) return;
   fill_uniform_bound(in_w.value.data(), in_w.size(), std::sqrt(6.f / float(E + 3 * E)), seed);  // xavier_uniform_
-  fill_uniform_bound(out_w.value.data(), out_w.size(), 1.f / std::sqrt(float(E)), seed + 1);    // Linear's default
+  const float out_bound = o.xavier_out ? std::sqrt(3.f / float(E)) : 1.f / std::sqrt(float(E));  // Linear's default
+  fill_uniform_bound(out_w.value.data(), out_w.size(), out_bound, seed + 1);
   std::fill(in_b.value.begin(), in_b.value.end(), 0.f);
   std::fill(out_b.value.begin(), out_b.value.end(), 0.f);
 }

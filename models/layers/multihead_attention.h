@@ -22,6 +22,7 @@ class MultiheadAttention final : public Layer {
  public:
   struct Options {
     bool cross = false, causal = false, projections = true;
+    bool xavier_out = false;  // out_proj.weight xavier_uniform too (nn.Transformer's _reset_parameters)
     float dropout = 0.f;
     std::uint64_t stream = 0;  // the dropout's Philox stream
   };
