@@ -48,7 +48,7 @@ long long unit_multiplier(std::string u) {
 }  // namespace
 
 std::vector<long long> parse_list(const std::string& text, const std::string& flag, bool allow_units,
-                                  long long max_value) {
+                                  long long max_value, bool allow_zero) {
   std::vector<long long> out;
   for (const std::string& item : split(text)) {
     auto bad = [&](const std::string& why) {
@@ -75,7 +75,7 @@ std::vector<long long> parse_list(const std::string& text, const std::string& fl
     }
     if (v > LLONG_MAX / mult) throw bad("is too large");
     v *= mult;
-    if (v == 0) throw bad("must be positive");
+    if (v == 0 && !allow_zero) throw bad("must be positive");
     if (max_value > 0 && v > max_value) throw bad("is too large (at most " + std::to_string(max_value) + ")");
     if (std::find(out.begin(), out.end(), v) != out.end())
       throw UsageError(flag + ": '" + item + "' is listed twice in '" + text + "' (" + std::to_string(v) + ")");
