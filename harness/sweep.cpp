@@ -55,7 +55,7 @@ std::vector<long long> parse_list(const std::string& text, const std::string& fl
       return UsageError(flag + ": '" + item + "' " + why);
     };
     if (item.empty()) throw UsageError(flag + ": empty value in '" + text + "'");
-    if (item[0] == '-') throw bad("is negative (values must be positive integers)");
+    if (item[0] == '-') throw bad(allow_zero ? "is negative" : "is negative (values must be positive integers)");
     std::size_t i = 0;
     if (item[0] == '+') ++i;
     long long v = 0;
