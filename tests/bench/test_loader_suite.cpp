@@ -12,7 +12,7 @@
 #include "bench/suite.h"
 #include "bench/training_cases.h"
 #include "kernels/common/errors.h"
-#include "loader_test_util.h"
+#include "tests/models/loader/loader_test_util.h"
 
 using namespace dlb;
 using loader_test::TempDir;

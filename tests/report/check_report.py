@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Smoke test of `dlbench report`: builds reports from the hand-made fixtures in tests/data/report and
-checks what they contain (also the loader suite and a lecture fed by the loader): the fingerprints, the lecture table beside the lecture's figures, one plot per
+checks what they contain: the fingerprints, the lecture table beside the lecture's figures, one plot per
 section (valid PNGs), every table as CSV and Markdown, failed/skipped cases shown as such, the
-comparison of two lecture runs, HTML escaping, and plots for both suites when two suites are given.
+comparison of two lecture runs, HTML escaping, plots for both suites when two suites are given, and the
+loader suite's plot and table beside a lecture run fed by the loader (its Fed by column).
 
     check_report.py DLBENCH DATA_DIR OUT_DIR
 """
