@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <ostream>
+#include <tuple>
 
 #include "bench/markdown.h"
 #include "bench/suite.h"
@@ -35,20 +36,23 @@ std::string fmt(double v) {
 }
 
 void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
-  // (device label, batch) -> ours / peer
-  std::map<std::pair<std::string, long long>, double> ours, peer;
+  // (device label, fed_by, batch) -> ours / peer; fed_by "resident" or the --loader spec
+  using Key = std::tuple<std::string, std::string, long long>;
+  std::map<Key, double> ours, peer;
   std::vector<long long> batches;
-  std::vector<std::string> devices;
+  std::vector<std::string> devices, feeds{"resident"};
   for (const auto& r : records) {
     if (!r.contains("imgs_per_s") || !r.contains("batch")) continue;
     // A dtype other than fp32 gets its own rows: "cuda:0 bf16".
     const std::string dt = r.value("dtype", "fp32");
     const std::string dev = r.value("device", "") + (dt == "fp32" ? "" : " " + dt);
+    const std::string fed = r.value("fed_by", "resident");
     const long long b = r.at("batch").get<long long>();
     auto& dst = r.value("impl", "ours") == "pytorch" ? peer : ours;
-    dst[{dev, b}] = r.at("imgs_per_s").get<double>();
+    dst[{dev, fed, b}] = r.at("imgs_per_s").get<double>();
     if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
     if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
+    if (std::find(feeds.begin(), feeds.end(), fed) == feeds.end()) feeds.push_back(fed);
   }
   out << "\n### The lecture's table: Net(hidden_num_chans=128), SGD(0.001, 0.9), one epoch\n\n";
   if (ours.empty()) {
@@ -59,37 +63,53 @@ void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
   std::sort(devices.begin(), devices.end(), [](const std::string& a, const std::string& b) {
     return (a == "cpu") != (b == "cpu") ? a == "cpu" : a < b;
   });
-  const bool with_peer = !peer.empty();
+  const bool with_peer = !peer.empty(), fed_column = feeds.size() > 1;
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> head{"Device", "Batchsize", "Train throughput", "Lecture (desktop CPU / RTX 3080 Ti)"};
+  std::vector<std::string> head{"Device", "Batchsize"};
+  if (fed_column) head.push_back("Fed by");
+  for (const char* h : {"Train throughput", "Lecture (desktop CPU / RTX 3080 Ti)"}) head.push_back(h);
+  if (fed_column) head.push_back("Kept of resident");
   if (with_peer) head.push_back("PyTorch here");
   rows.push_back(head);
   for (long long b : batches)
-    for (const auto& dev : devices) {
-      auto it = ours.find({dev, b});
-      if (it == ours.end()) continue;
-      std::string lec = "-";
-      for (const auto& f : kLecture)
-        if (f.batch == b && device_label(dev) == f.device) lec = fmt(f.imgs_per_s);
-      std::vector<std::string> row{dev == "cpu" ? "CPU" : "GPU (" + dev + ")", std::to_string(b), fmt(it->second), lec};
-      if (with_peer) {
-        auto p = peer.find({dev, b});
-        row.push_back(p == peer.end() ? "-" : fmt(p->second));
+    for (const auto& dev : devices)
+      for (const auto& fed : feeds) {
+        auto it = ours.find({dev, fed, b});
+        if (it == ours.end()) continue;
+        std::string lec = "-";
+        for (const auto& f : kLecture)
+          if (f.batch == b && device_label(dev) == f.device) lec = fmt(f.imgs_per_s);
+        std::vector<std::string> row{dev == "cpu" ? "CPU" : "GPU (" + dev + ")", std::to_string(b)};
+        if (fed_column) row.push_back(fed == "resident" ? "resident tensors" : "loader " + fed);
+        row.push_back(fmt(it->second));
+        row.push_back(lec);
+        if (fed_column) {  // the share of the resident rows' throughput the pipeline keeps
+          auto res = ours.find({dev, "resident", b});
+          char pct[32] = "-";
+          if (fed != "resident" && res != ours.end()) std::snprintf(pct, sizeof pct, "%.0f%%", 100 * it->second / res->second);
+          row.push_back(pct);
+        }
+        if (with_peer) {
+          auto p = peer.find({dev, fed, b});
+          row.push_back(p == peer.end() ? "-" : fmt(p->second));
+        }
+        rows.push_back(row);
       }
-      rows.push_back(row);
-    }
   print_markdown(out, rows);
-  // Smallest batch at which each GPU beats the CPU.
+  if (fed_column)
+    out << "\nFed by a loader: a fresh loader per epoch (its workers started), ToTensor + Normalize per image; PyTorch: "
+           "torchvision's dataset over the same files, DataLoader(num_workers, pin_memory), .to(device, non_blocking=True).\n";
+  // Smallest batch at which each GPU beats the CPU (resident tensors).
   bool any_gpu = false;
   for (const auto& dev : devices) {
     if (dev == "cpu") continue;
     any_gpu = true;
     long long smallest = -1;
     for (long long b : batches) {
-      auto g = ours.find({dev, b}), c = ours.find({"cpu", b});
+      auto g = ours.find({dev, "resident", b}), c = ours.find({"cpu", "resident", b});
       if (g != ours.end() && c != ours.end() && g->second > c->second) smallest = b;
     }
-    if (!ours.count({"cpu", batches.back()}) && !ours.count({"cpu", batches.front()}))
+    if (!ours.count({"cpu", "resident", batches.back()}) && !ours.count({"cpu", "resident", batches.front()}))
       out << "\n" << dev << ": no CPU figure in this run to compare with.\n";
     else if (smallest < 0)
       out << "\n" << dev << " does not beat the CPU at any batch measured here.\n";
@@ -107,7 +127,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
       for (const auto& dev : o.devices) {
         add_training_cases(cases, "lecture", {{"model", "net128"}, {"impl", "ours"}}, dev, b, images, o, true);
         // As many epochs as our cases get, timed in the same interleaved rounds as ours.
-        if (with_peer) add_peer_case(cases, "lecture", dev, b, images, o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 1);
+        const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 1;
+        if (with_peer) add_peer_case(cases, "lecture", dev, b, images, peer_reps);
+        if (with_peer && o.extra.contains("loader")) add_peer_case(cases, "lecture", dev, b, images, peer_reps, feed_of(o, dev));
       }
   return cases;
 }
@@ -121,7 +143,8 @@ DLB_SUITE(lecture)
     .axis("images", {50000}, {1024})  // CIFAR-10's training set; --quick: 1024
     .axis("dtype", {"fp32"})          // GPU autocast: tf32, fp16, bf16
     .axis("input", {"pageable"})      // GPU input pipeline (the lecture's DataLoader: pageable)
-    .takes({flag::batch(), flag::images(), flag::dtype(), flag::input(), flag::cuda_graph(), flag::peer(), flag::profile()})
+    .takes({flag::batch(), flag::images(), flag::dtype(), flag::input(), flag::cuda_graph(), flag::peer(), flag::profile(),
+            flag::loader()})
     .cases(expand)
     .summary(summarize_lecture);
 

@@ -176,6 +176,12 @@ const FlagSpec& profile() {
                           "profile", false, P::on, 0, {}};
   return f;
 }
+const FlagSpec& loader() {
+  static const FlagSpec f{"--loader", "Training fed by the data loader, beside the resident rows: lecture (its preset) or "
+                          "key=value,... (workers, mode, pin, prefetch, decode, augment, dataset, ...; docs/data.md)",
+                          "loader", false, P::text, 0, {}};
+  return f;
+}
 }  // namespace flag
 
 }  // namespace dlb::bench

@@ -38,6 +38,8 @@ struct FlagSpec {
     words,       // a list from `choices` ("all" alone, when a choice)
     word,        // one of `choices`
     on,          // a switch: true when given
+    counts,      // ints that may be 0 (worker counts: "0,1,2")
+    text,        // one string as given (a loader spec, a folder): the suite checks it
   };
   std::string name;  // "--batch"
   std::string help;
@@ -61,6 +63,7 @@ const FlagSpec& input();       // GPU input pipelines -> axis "input"
 const FlagSpec& cuda_graph();  // -> extra "cuda_graph"
 const FlagSpec& peer();        // -> extra "peer"
 const FlagSpec& profile();     // -> extra "profile"
+const FlagSpec& loader();      // --loader SPEC (the data loader's options, or "lecture") -> extra "loader"
 }  // namespace flag
 
 // What a suite's cases() gets: its axes after the defaults, --quick and the flags' overrides.

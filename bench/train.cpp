@@ -25,7 +25,7 @@ DLB_SUITE(train)
     .axis("images", {8192}, {512})
     .axis("input", {"pageable", "pinned", "prefetch", "resident"}, {"pageable", "resident"})
     .axis("dtype", {"fp32"})  // GPU autocast: tf32, fp16, bf16
-    .takes({flag::batch(), flag::images(), flag::dtype(), flag::input(), flag::cuda_graph(), flag::profile()})
+    .takes({flag::batch(), flag::images(), flag::dtype(), flag::input(), flag::cuda_graph(), flag::profile(), flag::loader()})
     .cases(expand);
 
 }  // namespace dlb::bench

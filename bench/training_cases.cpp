@@ -81,6 +81,8 @@ class TrainingCase final : public Case {
       : model_name_(std::move(model)), device_(std::move(device)), batch_(batch), images_(images), input_(input),
         graph_(graph), lecture_(lecture), quick_(quick), dtype_(dtype) {}
 
+  void fed_by(std::shared_ptr<const Feed> f) { feed_ = std::move(f); }
+
   void setup() override {
     if (batch_ <= 0) throw UsageError("batch must be positive");
     if (device_ == "cpu" && dtype_ != DType::fp32)
@@ -88,6 +90,15 @@ class TrainingCase final : public Case {
                         " autocast is measured by suite amp");
     model_ = models::make_model(model_name_);
     const models::Shape in = model_->input_shape(1);
+    if (feed_) {
+      lo_ = with_dataset(feed_->o, images_);
+      lo_.batch = batch_;
+      src_ = open_dataset(lo_);
+      if (src_->channels() != in.c() || src_->height() != in.h() || src_->width() != in.w())
+        throw Unsupported("the loader gives " + std::to_string(src_->channels()) + "x" + std::to_string(src_->height()) + "x" +
+                          std::to_string(src_->width()) + " images; model " + model_name_ + " expects " + in.str().substr(2));
+      images_ = src_->size();  // the epoch is the dataset's (at most --images samples)
+    }
     data_ = training_data(images_, in.c(), in.h(), in.w());
     model_->init(0);
     models::TrainOptions o;
@@ -109,10 +120,25 @@ class TrainingCase final : public Case {
 
   CheckResult verify() override {
     // One batch: the case's own size (gradients of a step), first images of the dataset.
-    const int n = static_cast<int>(std::min<std::size_t>(batch_, data_->size()));
+    int n = static_cast<int>(std::min<std::size_t>(batch_, data_->size()));
     const std::size_t item = data_->images.size() / data_->size();
     const float* x = data_->images.data();
     const std::int32_t* y = data_->labels.data();
+    // Fed: the loader's first batch, checked bit for bit against the reference transform, is the step's.
+    std::unique_ptr<ld::Loader> loader;
+    ld::BatchLease lease;
+    if (feed_) {
+      loader = std::make_unique<ld::Loader>(src_, lo_);
+      lease = loader->next();
+      if (!lease) return judge(1.0, 0.5, "the loader gave no batch");
+      EpochCheck check(*src_, lo_, EpochCheck::first);
+      try {
+        check.batch(*lease);
+      } catch (const std::runtime_error& e) {
+        return judge(1.0, 0.5, e.what());
+      }
+      x = lease->x, y = lease->labels, n = lease->n;
+    }
     models::Batch b{x, y, nullptr, n};
     double worst = 0, grad_l2 = 0;
     std::string grad_tensor;
@@ -164,7 +190,15 @@ class TrainingCase final : public Case {
       std::cout << "(" << device_label(device_) << ") Begin training (" << model_->num_params() << " model params)\n"
                 << std::flush;
     const auto t0 = std::chrono::steady_clock::now();
-    last_loss_ = trainer_->train_epoch(*data_, batch_);
+    if (feed_) {  // a fresh loader per epoch (its workers started), as PyTorch's iterator
+      ld::Loader loader(src_, lo_);
+      last_loss_ = trainer_->train_epoch(loader);
+      const ld::LoaderStats st = loader.stats();
+      wait_s_ += st.wait_s, first_.push_back(st.first_batch_s), ++epochs_;
+      loader_runs_ = loader.describe();
+    } else {
+      last_loss_ = trainer_->train_epoch(*data_, batch_);
+    }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (lecture_) {
       char buf[160];
@@ -202,6 +236,17 @@ class TrainingCase final : public Case {
     r["mean_loss"] = last_loss_;
     r["loss_read"] = "epoch";  // train_epoch sums the loss on the device, reads it once (the peer does the same)
     r["trainer"] = trainer_->describe();
+    r["fed_by"] = feed_ ? feed_->by : "resident";
+    if (feed_ && epochs_) {
+      r["loader"] = ld::describe_options(lo_);
+      r["loader_runs"] = loader_runs_;
+      r["dataset"] = src_->path();
+      // The training loop's time blocked in next(): what the pipeline did not hide.
+      r["loader_wait_s_per_epoch"] = wait_s_ / epochs_;
+      std::vector<double> f = first_;
+      std::sort(f.begin(), f.end());
+      r["first_batch_ms"] = 1e3 * f[f.size() / 2];
+    }
     if (dtype_ == DType::fp16) r["loss_scale"] = trainer_->loss_scale();
     if (device_ != "cpu") {
       r["model_device_bytes"] = trainer_->model_device_bytes();
@@ -225,16 +270,20 @@ class TrainingCase final : public Case {
   std::shared_ptr<const Dataset> data_;
   std::unique_ptr<models::Trainer> trainer_;
   double last_loss_ = 0;
+  std::shared_ptr<const Feed> feed_;  // null: resident tensors
+  ld::LoaderOptions lo_;
+  std::shared_ptr<const ld::Source> src_;
+  std::string loader_runs_;
+  double wait_s_ = 0;
+  std::vector<double> first_;
+  int epochs_ = 0;
 };
 
 // The PyTorch peer (bench/peers/pytorch_lecture.py --serve): one child per case, started and warmed
 // up in setup(), then one epoch per repetition on request, so the harness times its epochs in the
 // same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
 // the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
-std::string peer_script() {
-  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_lecture.py";
-  return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_lecture.py";
-}
+std::string peer_script() { return peer_script_path("pytorch_lecture.py"); }
 
 // The interpreter for the peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch
 // 2.x from PyPI: README); otherwise, of the launcher's choice, Debian's and PATH's python3, the one
@@ -301,8 +350,8 @@ std::vector<std::string> peer_threads_args() {
 
 class PeerCase final : public Case {
  public:
-  PeerCase(std::string device, int batch, std::size_t images, int reps)
-      : device_(std::move(device)), batch_(batch), images_(images), reps_(reps) {}
+  PeerCase(std::string device, int batch, std::size_t images, int reps, std::shared_ptr<const Feed> feed)
+      : device_(std::move(device)), batch_(batch), images_(images), reps_(reps), feed_(std::move(feed)) {}
   void setup() override {
     const std::string script = peer_script();
     if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
@@ -312,6 +361,18 @@ class PeerCase final : public Case {
     std::vector<std::string> args = {py.python, script, "--device", device_, "--batch", std::to_string(batch_),
                                      "--images", std::to_string(images_), "--serve"};
     for (const auto& a : peer_threads_args()) args.push_back(a);
+    if (feed_) {  // torchvision over the same files, its own DataLoader
+      ld::LoaderOptions lo = with_dataset(feed_->o, images_);
+      const auto src = open_dataset(lo);
+      if (src->format() == ld::Format::cifar_binary) throw Unsupported("pytorch peer: torchvision reads no CIFAR-10 binary batches");
+      images_ = src->size();
+      for (const std::string& a : {std::string("--data"), src->path(), std::string("--data-format"),
+                                   std::string(src->format() == ld::Format::cifar_python ? "python" : "folder"), std::string("--workers"),
+                                   std::to_string(lo.workers), std::string("--pin"), std::string(lo.pin ? "on" : "off"),
+                                   std::string("--prefetch"), std::to_string(lo.prefetch), std::string("--seed"), std::to_string(lo.seed)})
+        args.push_back(a);
+      *(std::find(args.begin(), args.end(), "--images") + 1) = std::to_string(images_);  // the dataset's samples
+    }
     try {
       child_ = std::make_unique<LineChild>(args);
     } catch (const std::runtime_error& e) {
@@ -348,6 +409,7 @@ class PeerCase final : public Case {
     r["torch_version"] = version_;
     r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
     r["torch_threads"] = threads_;
+    r["fed_by"] = feed_ ? feed_->by : "resident";
     r["mean_loss"] = loss_;
     r["loss_read"] = loss_read_;
     // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
@@ -381,6 +443,7 @@ class PeerCase final : public Case {
   int batch_;
   std::size_t images_;
   int reps_;
+  std::shared_ptr<const Feed> feed_;
   std::unique_ptr<LineChild> child_;
   double loss_ = NAN;
   std::string loss_read_ = "step";
@@ -432,14 +495,39 @@ void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
                                                                graph, lecture, quick, t);
                        }});
     }
+  const auto feed = feed_of(o, device);
+  if (!feed) return;
+  for (DType t : dtypes) {
+    if (device == "cpu" && !models::dtype_supported(t, false)) continue;
+    CaseId id{suite, "train", device, dtype_name(t), lead};
+    id.with("batch", batch).with("images", images).with("fed_by", feed->by);
+    if (device != "cpu") id.with("cuda_graph", graph);
+    cases.push_back({id, [=] {
+                       auto c = std::make_unique<TrainingCase>(model, device, int(batch), std::size_t(images),
+                                                               models::InputMode::pageable, graph, lecture, quick, t);
+                       c->fed_by(feed);
+                       return c;
+                     }});
+  }
+}
+
+std::shared_ptr<const Feed> feed_of(const SuiteOptions& o, const std::string& device) {
+  const std::string spec = o.extra.value("loader", "");
+  if (spec.empty()) return nullptr;
+  auto f = std::make_shared<Feed>();
+  f->by = spec;
+  f->o = ld::parse_loader_options(spec.find('=') == std::string::npos ? "preset=" + spec : spec);
+  if (device != "cpu" && spec.find("pin=") == std::string::npos) f->o.pin = true;  // the GPU's batches arrive pinned
+  return f;
 }
 
 void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const std::string& device, long long batch,
-                   long long images, int repetitions) {
+                   long long images, int repetitions, std::shared_ptr<const Feed> feed) {
   peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage (exit 2), before any case runs
   CaseId id{suite, "train", device, "fp32", {}};
   id.with("model", "net128").with("impl", "pytorch").with("batch", batch).with("images", images);
-  cases.push_back({id, [=] { return std::make_unique<PeerCase>(device, int(batch), std::size_t(images), repetitions); }});
+  if (feed) id.with("fed_by", feed->by);
+  cases.push_back({id, [=] { return std::make_unique<PeerCase>(device, int(batch), std::size_t(images), repetitions, feed); }});
 }
 
 }  // namespace dlb::bench

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/loader_cases.h"
 #include "bench/suite.h"
 #include "models/data.h"
 
@@ -16,19 +17,30 @@ namespace dlb::bench {
 // of it for the MNIST-shaped models. Cached so the cases of one run share it.
 std::shared_ptr<const models::Dataset> training_data(std::size_t images, int c, int h, int w);
 
+// The loader that feeds a training case (--loader SPEC) instead of resident tensors: the spec as given
+// (the records' fed_by) and its options. A spec without '=' names a preset ("lecture"). On a GPU the
+// batches are pinned unless the spec says pin=off. Null without --loader; UsageError on a bad spec.
+struct Feed {
+  std::string by;
+  ld::LoaderOptions o;
+};
+std::shared_ptr<const Feed> feed_of(const SuiteOptions& o, const std::string& device);
+
 // "CPU" or "GPU": the lecture's device column.
 std::string device_label(const std::string& device);
 
 // The training cases of one model x batch x images on one device: one per GPU input pipeline (axis
 // "input", "all" = the four) and dtype (axis "dtype"); `lead` holds the case's first keys (model,
-// ...). `lecture`: print the lecture's progress lines.
+// ...). `lecture`: print the lecture's progress lines. With --loader, also the same cases fed by the
+// loader (key fed_by; the GPU's input axis does not apply to them: the feed is the loader's).
 void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
                         std::vector<std::pair<std::string, json>> lead, const std::string& device, long long batch,
                         long long images, const SuiteOptions& o, bool lecture);
 
 // The PyTorch peer's case of the lecture's point (model net128, impl=pytorch): as many epochs as ours
-// get (`repetitions`). UsageError first when DLBENCH_PEER_THREADS is bad.
+// get (`repetitions`). UsageError first when DLBENCH_PEER_THREADS is bad. With `feed`, PyTorch is fed
+// by torchvision + its own DataLoader over the same files (workers, pin_memory), non_blocking copies.
 void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const std::string& device, long long batch,
-                   long long images, int repetitions);
+                   long long images, int repetitions, std::shared_ptr<const Feed> feed = nullptr);
 
 }  // namespace dlb::bench

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/loader_cases.h"
 #include "bench/markdown.h"
 #include "harness/build_info.h"
 #include "harness/commands.h"
@@ -59,123 +60,29 @@ struct LoadFlags {
   std::string epochs = "1", reps = "1", peer;
 };
 
-// One loader lifetime: started, `epochs` epochs, stopped. CPU time: this process and its reaped
-// children (process workers are reaped when the loader stops), as the peer measures its own.
-struct Round {
-  std::size_t images = 0;
-  double seconds = 0, first_batch_s = 0, cpu_s = 0;
-  ld::LoaderStats stats;
-};
+using Round = bench::LoaderRound;
 
-double cpu_now() {
-  rusage s{}, c{};
-  getrusage(RUSAGE_SELF, &s);
-  getrusage(RUSAGE_CHILDREN, &c);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return sec(s.ru_utime) + sec(s.ru_stime) + sec(c.ru_utime) + sec(c.ru_stime);
-}
-
-// Every epoch visits each sample exactly once; the first batch of the first round equals the
-// reference transform of the same indices, bit for bit. Throws (exit 1) otherwise.
+// One loader lifetime: started, `epochs` epochs, stopped. Every epoch visits each sample exactly
+// once; the first batch of the first round equals the reference transform of the same indices, bit
+// for bit. Throws (exit 1) otherwise.
 Round run_round(const std::shared_ptr<const ld::Source>& src, const ld::LoaderOptions& o, int epochs, bool check_first) {
   Round r;
-  const double c0 = cpu_now();
+  const double c0 = bench::cpu_seconds_with_children();
   const auto t0 = std::chrono::steady_clock::now();
   {
     ld::Loader loader(src, o);
     for (int e = 0; e < epochs; ++e) {
-      std::vector<unsigned char> seen(src->size(), 0);
-      std::size_t in_epoch = 0;
-      while (ld::BatchLease b = loader.next()) {
-        if (check_first) {
-          ld::MakerConfig cfg;
-          cfg.batch = static_cast<std::size_t>(o.batch), cfg.shuffle = o.shuffle, cfg.seed = o.seed;
-          cfg.transform.augment = o.augment;
-          std::vector<float> x;
-          std::vector<std::int32_t> y;
-          std::vector<std::uint32_t> idx;
-          ld::reference_batch(*src, cfg, b->epoch, b->index, &x, &y, &idx);
-          if (std::memcmp(x.data(), b->x, x.size() * sizeof(float)) != 0 || std::memcmp(y.data(), b->labels, y.size() * 4) != 0 ||
-              std::memcmp(idx.data(), b->indices, idx.size() * 4) != 0 || static_cast<std::size_t>(b->n) != idx.size())
-            throw std::runtime_error("loader verification failed: batch 0 differs from the reference transform (" +
-                                     ld::describe_options(o) + ")");
-          check_first = false;
-        }
-        for (int k = 0; k < b->n; ++k) {
-          const std::uint32_t i = b->indices[k];
-          if (i >= seen.size() || seen[i]++) throw std::runtime_error("loader verification failed: sample " + std::to_string(i) + " twice in an epoch");
-        }
-        in_epoch += static_cast<std::size_t>(b->n);
-      }
-      const std::size_t want = o.drop_last ? src->size() / o.batch * o.batch : src->size();
-      if (in_epoch != want)
-        throw std::runtime_error("loader verification failed: an epoch gave " + std::to_string(in_epoch) + " samples, not " + std::to_string(want));
-      r.images += in_epoch;
+      bench::EpochCheck check(*src, o, check_first && e == 0 ? bench::EpochCheck::first : bench::EpochCheck::none);
+      while (ld::BatchLease b = loader.next()) check.batch(*b);
+      r.images += check.finish();
     }
     r.stats = loader.stats();
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.cpu_s = cpu_now() - c0;
+  r.cpu_s = bench::cpu_seconds_with_children() - c0;
   r.first_batch_s = r.stats.first_batch_s;
   return r;
 }
-
-// The PyTorch peer for one configuration (a child serving an epoch per request), or why not.
-class Peer {
- public:
-  Peer(const ld::Source& src, const ld::LoaderOptions& o, std::string* why) {
-    if (src.format() == ld::Format::cifar_binary) {
-      *why = "torchvision reads no CIFAR-10 binary batches";
-      return;
-    }
-    const std::string script = std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_loader.py";
-    const char* env = std::getenv("DLBENCH_PEER_PYTHON");
-    const std::string py = env && *env ? env : "python3";
-    std::vector<std::string> args = {py, script, "--format", src.format() == ld::Format::cifar_python ? "python" : "folder",
-                                     "--path", src.path(), "--split", o.split, "--batch", std::to_string(o.batch),
-                                     "--workers", std::to_string(o.workers), "--pin", o.pin ? "on" : "off",
-                                     "--prefetch", std::to_string(o.prefetch), "--augment", ld::augment_name(o.augment),
-                                     "--seed", std::to_string(o.seed), "--limit", std::to_string(o.limit)};
-    try {
-      child_ = std::make_unique<LineChild>(args);
-      const nlohmann::json ready = record();
-      if (!ready.value("ready", false)) throw std::runtime_error(ready.dump());
-      version_ = ready.value("torch", "") + " / torchvision " + ready.value("torchvision", "");
-    } catch (const std::exception& e) {
-      *why = std::string("the PyTorch peer did not start (") + e.what() + "; DLBENCH_PEER_PYTHON names a python with torch and torchvision)";
-      child_.reset();
-    }
-  }
-  explicit operator bool() const { return child_ != nullptr; }
-  const std::string& version() const { return version_; }
-  Round epoch() {
-    if (!child_->send("epoch")) throw std::runtime_error("the PyTorch peer stopped reading");
-    const nlohmann::json j = record();
-    Round r;
-    r.images = j.value("images", std::size_t(0));
-    r.seconds = j.value("seconds", 0.0);
-    r.first_batch_s = j.value("first_batch_s", 0.0);
-    r.cpu_s = j.value("cpu_s", 0.0);
-    return r;
-  }
-
- private:
-  nlohmann::json record() {
-    std::string line, all;
-    while (child_->read_line(&line)) {
-      if (interrupt_requested()) throw Interrupted("peer interrupted");
-      if (!line.empty() && line[0] == '{') {
-        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded()) return j;
-      }
-      all += line + " ";
-    }
-    if (interrupt_requested()) throw Interrupted("peer interrupted");
-    throw std::runtime_error("the PyTorch peer ended: " + all.substr(0, 300));
-  }
-  std::unique_ptr<LineChild> child_;
-  std::string version_;
-};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -223,7 +130,7 @@ int run_load(const LoadFlags& f, CLI::App* sub) {
   struct Config {
     ld::LoaderOptions o;
     std::vector<Round> ours, theirs;
-    std::unique_ptr<Peer> peer;
+    std::unique_ptr<bench::LoaderPeer> peer;
     std::string peer_why;
   };
   std::vector<Config> configs;
@@ -241,7 +148,7 @@ int run_load(const LoadFlags& f, CLI::App* sub) {
   std::fflush(stdout);
   if (!f.peer.empty())
     for (auto& c : configs) {
-      c.peer = std::make_unique<Peer>(*src, c.o, &c.peer_why);
+      c.peer = std::make_unique<bench::LoaderPeer>(*src, c.o, &c.peer_why);
       if (!*c.peer) c.peer.reset();
     }
   for (int r = 0; r < reps; ++r)

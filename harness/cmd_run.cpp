@@ -102,6 +102,10 @@ nlohmann::json parse_flag(const bench::FlagSpec& spec, const std::string& text) 
         throw UsageError(flag + " '" + text + "': unknown value (expected " + choice_list() + ")");
       return text;
     case P::on: return true;
+    case P::counts: return parse_list(text, flag, false, spec.max, /*allow_zero*/ true);
+    case P::text:
+      if (text.empty()) throw UsageError(flag + ": empty value");
+      return text;
   }
   return nullptr;
 }

@@ -48,14 +48,14 @@ long long unit_multiplier(std::string u) {
 }  // namespace
 
 std::vector<long long> parse_list(const std::string& text, const std::string& flag, bool allow_units,
-                                  long long max_value) {
+                                  long long max_value, bool allow_zero) {
   std::vector<long long> out;
   for (const std::string& item : split(text)) {
     auto bad = [&](const std::string& why) {
       return UsageError(flag + ": '" + item + "' " + why);
     };
     if (item.empty()) throw UsageError(flag + ": empty value in '" + text + "'");
-    if (item[0] == '-') throw bad("is negative (values must be positive integers)");
+    if (item[0] == '-') throw bad(allow_zero ? "is negative" : "is negative (values must be positive integers)");
     std::size_t i = 0;
     if (item[0] == '+') ++i;
     long long v = 0;
@@ -75,7 +75,7 @@ std::vector<long long> parse_list(const std::string& text, const std::string& fl
     }
     if (v > LLONG_MAX / mult) throw bad("is too large");
     v *= mult;
-    if (v == 0) throw bad("must be positive");
+    if (v == 0 && !allow_zero) throw bad("must be positive");
     if (max_value > 0 && v > max_value) throw bad("is too large (at most " + std::to_string(max_value) + ")");
     if (std::find(out.begin(), out.end(), v) != out.end())
       throw UsageError(flag + ": '" + item + "' is listed twice in '" + text + "' (" + std::to_string(v) + ")");

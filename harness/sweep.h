@@ -9,9 +9,10 @@ namespace dlb::harness {
 
 // "512,2048" -> {512, 2048}. A value listed twice is refused. Every value must be a positive integer that fits in 63 bits (and
 // <= `max_value` when given); with `allow_units`, a suffix B, KB, MB, GB, TB (powers of 1000) or
-// KiB, MiB, GiB, TiB (powers of 1024) is accepted. Throws UsageError naming `flag` and the value.
+// KiB, MiB, GiB, TiB (powers of 1024) is accepted; with `allow_zero`, 0 too (worker counts). Throws
+// UsageError naming `flag` and the value.
 std::vector<long long> parse_list(const std::string& text, const std::string& flag, bool allow_units = false,
-                                  long long max_value = 0);
+                                  long long max_value = 0, bool allow_zero = false);
 std::vector<std::string> parse_words(const std::string& text, const std::string& flag);
 
 // The one number parser of every numeric flag and environment variable: decimal only (no hex, octal,

@@ -9,6 +9,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/threads.h"
+#include "models/loader/loader.h"
 #include "models/replicas.h"
 
 namespace dlb::models {
@@ -55,6 +56,25 @@ void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::
   }
 }
 
+void check_loader(const Model& m, const loader::Loader& l) {
+  const Shape in = m.input_shape(1);
+  const loader::Source& s = l.source();
+  if (s.channels() != in.c() || s.height() != in.h() || s.width() != in.w())
+    throw Unsupported("the loader gives " + std::to_string(s.channels()) + "x" + std::to_string(s.height()) + "x" +
+                      std::to_string(s.width()) + " images (" + s.path() + "); model " + m.name() + " expects " +
+                      in.str().substr(2) + " (the loader has no resize)");
+}
+
+double Trainer::train_epoch(loader::Loader& l) {
+  double total = 0;
+  long steps = 0;
+  while (loader::BatchLease b = l.next()) {
+    total += train_batch(Batch{b->x, b->labels, nullptr, b->n});
+    ++steps;
+  }
+  return total / std::max(1L, steps);
+}
+
 namespace {
 
 void check_dataset(const Model& m, const Dataset& d, int batch) {
@@ -87,6 +107,18 @@ class CpuTrainer final : public Trainer {
       const int n = int(std::min<std::size_t>(batch, d.size() - first));
       gather_batch(d, idx, first, n, x_.data(), y_.data());
       total += replicas_.step(m_, opt_, Batch{x_.data(), y_.data(), nullptr, n});
+      ++steps;
+    }
+    return total / std::max(1L, steps);
+  }
+
+  double train_epoch(loader::Loader& l) override {
+    check_loader(m_, l);
+    cpu::BlasThreadsScope blas(blas_threads());
+    double total = 0;
+    long steps = 0;
+    while (loader::BatchLease b = l.next()) {
+      total += replicas_.step(m_, opt_, Batch{b->x, b->labels, nullptr, b->n});
       ++steps;
     }
     return total / std::max(1L, steps);

@@ -15,6 +15,10 @@
 
 namespace dlb::models {
 
+namespace loader {
+class Loader;
+}
+
 // How a batch reaches the GPU (the seeds' input pipelines). CPU training ignores it.
 enum class InputMode { pageable, pinned, prefetch, resident };
 InputMode parse_input_mode(const std::string& s);  // UsageError on an unknown name
@@ -43,6 +47,12 @@ class Trainer {
   // One pass over `d` in batches of `batch` (the last one partial, as DataLoader(drop_last=False));
   // returns the mean loss over batches. Waits for the device before returning.
   virtual double train_epoch(const Dataset& d, int batch) = 0;
+  // One epoch fed by the data loader (models/loader/loader.h): its batches, in its order, until it
+  // ends the epoch; the mean loss over batches. Here: train_batch on each host batch. The CPU trainer
+  // steps on each batch where the loader wrote it (no gather); the CUDA trainer takes them through a
+  // DeviceFeed (copied on a stream of their own, non-blocking from pinned memory, overlapped with the
+  // step). Waits for the device before returning.
+  virtual double train_epoch(loader::Loader& l);
   // Fraction of `d` classified right (cross-entropy models) or the mean loss (MSE models).
   virtual double evaluate(const Dataset& d, int batch) = 0;
   // One training step (zero-grad, forward, loss, backward, optimizer) on a host batch with any inputs
@@ -69,6 +79,9 @@ class Trainer {
 
 // `model` must outlive the trainer; the trainer owns the optimizer state.
 std::unique_ptr<Trainer> make_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
+
+// Unsupported when the loader's images are not the model's input shape (the loader has no resize).
+void check_loader(const Model& m, const loader::Loader& l);
 
 // Host helper: gather the images (and labels) of `idx[first .. first+n)` into contiguous buffers.
 void gather_batch(const Dataset& d, const std::vector<std::uint32_t>& idx, std::size_t first, int n, float* x,

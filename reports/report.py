@@ -25,6 +25,7 @@ from dlbench_report.cases import sec_cases, sec_compare  # noqa: E402
 from dlbench_report.common import InputError, label_runs, load_run, one_line  # noqa: E402
 from dlbench_report.dist import sec_dist  # noqa: E402
 from dlbench_report.kernels import sec_gflops  # noqa: E402
+from dlbench_report.loader import sec_loader  # noqa: E402
 from dlbench_report.lecture import opening_answer, sec_amp, sec_batch, sec_crossover, sec_lecture  # noqa: E402
 from dlbench_report.machines import sec_machines  # noqa: E402
 from dlbench_report.profile import sec_memory_energy, sec_profile  # noqa: E402
@@ -62,7 +63,7 @@ def build(args):
     opening_answer(page, runs)
     sec_machines(page, runs)
     for sec in (sec_crossover, sec_lecture, sec_batch, sec_profile, sec_memory_energy, sec_roofline, sec_gflops,
-                sec_transfer, sec_amp, sec_dist, sec_compare, sec_cases):
+                sec_transfer, sec_loader, sec_amp, sec_dist, sec_compare, sec_cases):
         sec(page, runs)
     title = "dlbench report: " + ", ".join(r.label for r in runs)
     tmp = os.path.join(out, ".index.html.tmp")

@@ -39,6 +39,24 @@ def cpu_s() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
+def dataset(fmt: str, path: str, split: str = "train", augment: str = "none", limit: int = 0):
+    """torchvision's dataset over the files (also used by pytorch_lecture.py --data): CIFAR10 over a
+    cifar-10-batches-py folder, ImageFolder over an image folder; ToTensor + Normalize((0.5,)*3, (0.5,)*3),
+    with crop-flip first RandomCrop(32, padding=4) and RandomHorizontalFlip(); the first `limit` samples."""
+    steps = [transforms.ToTensor(), transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))]
+    if augment == "crop-flip":
+        steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] + steps
+    tf = transforms.Compose(steps)
+    if fmt == "python":
+        Cifar10Files.base_folder = os.path.basename(os.path.normpath(path))
+        ds = Cifar10Files(os.path.dirname(os.path.normpath(path)), train=split == "train", transform=tf)
+    else:
+        ds = torchvision.datasets.ImageFolder(path, transform=tf)
+    if limit and limit < len(ds):
+        ds = torch.utils.data.Subset(ds, range(limit))
+    return ds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--format", choices=["python", "folder"], required=True)
@@ -52,17 +70,7 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    steps = [transforms.ToTensor(), transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))]
-    if a.augment == "crop-flip":
-        steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] + steps
-    tf = transforms.Compose(steps)
-    if a.format == "python":
-        Cifar10Files.base_folder = os.path.basename(os.path.normpath(a.path))
-        ds = Cifar10Files(os.path.dirname(os.path.normpath(a.path)), train=a.split == "train", transform=tf)
-    else:
-        ds = torchvision.datasets.ImageFolder(a.path, transform=tf)
-    if a.limit:
-        ds = torch.utils.data.Subset(ds, range(min(a.limit, len(ds))))
+    ds = dataset(a.format, a.path, a.split, a.augment, a.limit)
     g = torch.Generator().manual_seed(a.seed)
     kw = {"prefetch_factor": a.prefetch} if a.workers > 0 else {}
     dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,

@@ -41,6 +41,7 @@
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
 #include "models/half.h"
+#include "models/loader/device_feed.h"
 #include "models/plan.h"
 #include "models/trainer.h"
 
@@ -257,6 +258,28 @@ class GpuTrainer final : public Trainer {
     }
     DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return read_loss() / double(steps);
+  }
+
+  // Fed by the loader (never run on a GPU yet): each batch through a DeviceFeed, copied on its own
+  // stream (non-blocking; a DMA from pinned memory when the loader pins) while the previous step runs,
+  // the step waiting for its copy on the device. The step reads x_/y_ (a captured graph too), so the
+  // batch moves into them device to device on the step's stream: 0.8 MB at batch 64, ~1 us.
+  double train_epoch(loader::Loader& l) override {
+    check_loader(m_, l);
+    const loader::Source& src = l.source();
+    const std::size_t item = std::size_t(src.channels()) * src.height() * src.width();
+    loader::DeviceFeed feed(l, dev_, static_cast<cudaStream_t>(stream_), /*non_blocking*/ true);
+    zero_loss();
+    std::size_t steps = 0;
+    while (const loader::DeviceBatch* b = feed.next()) {
+      plan(b->n);
+      DLB_CUDA_CHECK(cudaMemcpyAsync(x_.data(), b->x, std::size_t(b->n) * item * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      DLB_CUDA_CHECK(cudaMemcpyAsync(y_.data(), b->labels, std::size_t(b->n) * sizeof(std::int32_t), cudaMemcpyDeviceToDevice, stream_));
+      step(b->n);
+      ++steps;
+    }
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return read_loss() / double(std::max<std::size_t>(1, steps));
   }
 
   double evaluate(const Dataset& d, int batch) override {

@@ -13,8 +13,11 @@ def sec_lecture(page, runs):
                  f"Net(hidden_num_chans=128) on CIFAR-10, one training epoch. Lecture figures: {LECTURE_HW}.")
     multi_run = len({c.run.label for c in cases}) > 1
     multi_gpu = len({c.device for c in cases if c.device != "cpu"}) > 1
+    # Rows fed by the data loader (--loader: key fed_by) get their own column beside the resident rows.
+    fed = lambda c: str(c.get("fed_by", "resident"))
+    has_fed = any(fed(c) != "resident" for c in cases)
     varying = {k for k in {k for c in cases for k in c.params}
-               if k != "batch" and len({str(c.params.get(k)) for c in cases}) > 1}
+               if k not in ("batch", "fed_by") and len({str(c.params.get(k)) for c in cases}) > 1}
     variant = lambda c: series_label([c.op if len({x.op for x in cases}) > 1 else ""]
                                      + [f"{k}={v}" for k, v in c.params.items() if k in varying]
                                      + ([c.dtype] if len({x.dtype for x in cases}) > 1 else []))
@@ -24,10 +27,12 @@ def sec_lecture(page, runs):
         b = c.params["batch"]
         pref = {64: 0, 4: 1, 2: 2}.get(b, 3)
         return (c.run.label if multi_run else "", pref, -b if isinstance(b, (int, float)) else 0,
-                0 if c.device == "cpu" else 1, c.device, variant(c))
+                0 if c.device == "cpu" else 1, c.device, variant(c), fed(c) != "resident", fed(c))
     cases.sort(key=order)
     headers = (["Run"] if multi_run else []) + ["Device", "Batchsize"] + (["Variant"] if has_variant else []) + \
-              ["Train throughput", "Lecture", "Ours / lecture", "Hardware"]
+              (["Fed by"] if has_fed else []) + ["Train throughput", "Lecture", "Ours / lecture", "Hardware"]
+    fed_label = lambda c: "resident tensors" if fed(c) == "resident" else (
+        "loader: 2 workers (the lecture's)" if fed(c) == "lecture" else f"loader: {fed(c)}")
     rows = []
     for c in cases:
         kind = device_kind(c.device)
@@ -36,7 +41,7 @@ def sec_lecture(page, runs):
         ours = Cell(c.status_text(), "bad") if not c.ok else f"{fmt(c.value, 4)} imgs/sec"
         ratio = f"{c.value / lec:.2f}x" if (c.ok and lec) else "-"
         rows.append(([c.run.label] if multi_run else []) + [dev, str(c.params["batch"])]
-                    + ([variant(c)] if has_variant else [])
+                    + ([variant(c)] if has_variant else []) + ([fed_label(c)] if has_fed else [])
                     + [ours, f"{lec} imgs/sec" if lec else "-", ratio, device_name(c.run, c.device)])
     page.table(Table("lecture", "Device | Batchsize | Train throughput (ours beside the lecture's)", headers, rows))
 
@@ -58,7 +63,8 @@ def sec_lecture(page, runs):
                                0 if g[0] == "CPU" else 1))
     series = []
     for c in cases:
-        s = series_label([c.run.label if multi_run else who(c), c.device if multi_gpu else "", variant(c)])
+        s = series_label([c.run.label if multi_run else who(c), c.device if multi_gpu else "", variant(c),
+                                fed_label(c) if has_fed else ""])
         if s not in series:
             series.append(s)
     fig, (ax,) = plt_new(9, 4.6)
@@ -71,7 +77,8 @@ def sec_lecture(page, runs):
         for gi, g in enumerate(groups):
             v = None
             for c in cases:
-                cs = series_label([c.run.label if multi_run else who(c), c.device if multi_gpu else "", variant(c)])
+                cs = series_label([c.run.label if multi_run else who(c), c.device if multi_gpu else "", variant(c),
+                                fed_label(c) if has_fed else ""])
                 if cs == s and (device_kind(c.device), c.params["batch"]) == g:
                     if c.ok:
                         v = c.value

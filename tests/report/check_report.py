@@ -2,7 +2,8 @@
 """Smoke test of `dlbench report`: builds reports from the hand-made fixtures in tests/data/report and
 checks what they contain: the fingerprints, the lecture table beside the lecture's figures, one plot per
 section (valid PNGs), every table as CSV and Markdown, failed/skipped cases shown as such, the
-comparison of two lecture runs, HTML escaping, and plots for both suites when two suites are given.
+comparison of two lecture runs, HTML escaping, plots for both suites when two suites are given, and the
+loader suite's plot and table beside a lecture run fed by the loader (its Fed by column).
 
     check_report.py DLBENCH DATA_DIR OUT_DIR
 """
@@ -166,7 +167,23 @@ check(head[:3] == ["Device", "Batchsize", "Train throughput"], f"single-run lect
 check([r[:2] for r in rows[:6]] == [["CPU", "64"], ["GPU", "64"], ["CPU", "4"], ["GPU", "4"], ["CPU", "2"], ["GPU", "2"]],
       "lecture row order 64, 4, 2 with CPU before GPU")
 
-# 4. Escaping: a folder name, a host name and an error message full of HTML.
+# 4. The data loader (issue 30): the loader suite's scaling plot and table, ours beside PyTorch; a lecture
+# run with rows fed by the loader gets a Fed by column beside the resident rows.
+out5 = os.path.join(OUT, "loader")
+report([os.path.join(DATA, "loader"), os.path.join(DATA, "lecture_fed")], out5)
+doc5, tags5 = page(out5)
+check_pngs(out5, tags5)
+check(any("loader_scaling" in s for s in tags5.imgs), f"loader scaling plot: {tags5.imgs}")
+head, rows = read_csv(out5, "loader")
+got = {(r[0], r[3]): r for r in rows}
+check(got.get(("none", "off"), [""] * 7)[4:7] == ["107,926", "3,594", "30.0x"], f"loader row raw: {got.get(('none', 'off'))}")
+check(got.get(("png", "off"), [""] * 7)[6] == "3.6x", f"loader row png: {got.get(('png', 'off'))}")
+head, rows = read_csv(out5, "lecture")
+check("Fed by" in head, f"lecture header has Fed by: {head}")
+fed = [r[head.index("Fed by")] for r in rows] if "Fed by" in head else []
+check(fed.count("resident tensors") == 2 and fed.count("loader: 2 workers (the lecture's)") == 2, f"fed by values {fed}")
+
+# 5. Escaping: a folder name, a host name and an error message full of HTML.
 evil_dir = os.path.join(OUT, 'evil <b>"&\'')
 shutil.rmtree(evil_dir, ignore_errors=True)
 os.makedirs(evil_dir)
