@@ -13,10 +13,11 @@ Suite train_suite();
 Suite amp_suite();
 Suite transfer_suite();
 Suite dist_suite();
+Suite attention_suite();
 
 const std::vector<Suite>& all_suites() {
   static const std::vector<Suite> suites = {
-      lecture_suite(), matmul_suite(), conv_suite(), train_suite(), amp_suite(), transfer_suite(), dist_suite(),
+      lecture_suite(), matmul_suite(), conv_suite(), train_suite(), amp_suite(), transfer_suite(), dist_suite(), attention_suite(),
   };
   return suites;
 }
