@@ -34,7 +34,7 @@
 #include <set>
 #include <sstream>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "bench/gpu_timing.h"
 #include "bench/markdown.h"
 #include "bench/napkin.h"
@@ -94,21 +94,28 @@ std::shared_ptr<const AmpData> amp_data(std::size_t n, int c, int h, int w) {
   return d;
 }
 
-// fp32 median times of the run, so later cases can state their speedup (the fp32 case of the same
-// point is expanded first).
-std::map<std::string, double>& fp32_times() {
-  static std::map<std::string, double> m;
-  return m;
+// The point a case measures, whatever its dtype: op/device[/model/batch][/size].
+std::string point_of(const json& r) {
+  std::string p = r.value("op", "") + "/" + r.value("device", "");
+  for (const char* k : {"model", "batch", "size"})
+    if (r.contains(k)) p += "/" + (r.at(k).is_string() ? r.at(k).get<std::string>() : r.at(k).dump());
+  return p;
 }
 
-void note_time(json& e, const std::string& point, const std::string& dtype) {
-  const bool median = e.value("aggregate_name", "") == "median";
-  const bool single = e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1;
-  if (!(median || single) || e.value("error_occurred", false)) return;
-  const double t = e.value("real_time", 0.0);
-  if (!(t > 0)) return;
-  if (dtype == "fp32") fp32_times()[point] = t;
-  else if (auto it = fp32_times().find(point); it != fp32_times().end()) e["speedup_vs_fp32"] = it->second / t;
+// speedup_vs_fp32 = the fp32 case's median time / this entry's time at the same point, on each
+// repetition and the median of the other dtypes: computed over the finished entries (Suite::derive).
+void derive_speedups(std::vector<json>& entries) {
+  auto ok = [](const json& e) { return !e.value("error_occurred", false) && e.value("real_time", 0.0) > 0; };
+  auto median = [](const json& e) {  // the case's summary: its median, or its only repetition
+    return e.value("aggregate_name", "") == "median" || (e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1);
+  };
+  std::map<std::string, double> fp32;
+  for (const auto& e : entries)
+    if (ok(e) && median(e) && e.value("dtype", "") == "fp32") fp32[point_of(e)] = e.at("real_time").get<double>();
+  for (auto& e : entries) {
+    if (!ok(e) || e.value("dtype", "") == "fp32" || !(median(e) || e.value("run_type", "") == "iteration")) continue;
+    if (auto it = fp32.find(point_of(e)); it != fp32.end()) e["speedup_vs_fp32"] = it->second / e.at("real_time").get<double>();
+  }
 }
 
 // How a train case is verified, from the same init on the same batches, the fp32 reference stepping
@@ -288,7 +295,6 @@ class TrainAmpCase final : public Case {
       e["bf16_path"] = native ? "oneDNN bf16 conv/matmul (" + cpu::onednn::isa() + "), fp32 accumulation"
                               : "bf16-rounded operands and outputs, fp32 kernels (" + cpu::bf16_gemm_path() + ")";
     }
-    note_time(e, "train/cpu/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
   }
   void teardown() override { tr_.reset(), opt_.reset(), m_.reset(), data_.reset(); }
 
@@ -364,7 +370,6 @@ class TrainAmpGpuCase final : public Case {
     e["trainer"] = tr_->describe();
     e["peak_device_bytes"] = tr_->peak_device_bytes();
     if (dtype_ == DType::fp16) e["loss_scale"] = tr_->loss_scale();
-    note_time(e, "train/" + dev_ + "/" + model_ + "/" + std::to_string(batch_), dtype_name(dtype_));
   }
   void teardown() override { tr_.reset(), m_.reset(), data_.reset(), epoch_ = {}; }
 
@@ -437,7 +442,6 @@ class GemmAmpCpu final : public Case {
   void annotate(json& e) const override {
     e["impl"] = t_ == DType::fp32 ? "openblas-sgemm" : cpu::bf16_gemm_path();
     if (t_ == DType::bf16) e["bf16_compute"] = cpu::bf16_gemm_native() ? "native" : "emulated";
-    note_time(e, "gemm/cpu/" + std::to_string(n_), dtype_name(t_));
   }
   void teardown() override { a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {}; }
 
@@ -503,7 +507,6 @@ class GemmAmpGpu final : public Case {
   void annotate(json& e) const override {
     e["impl"] = "cublasGemmEx";
     e["peak_device_bytes"] = cuda::peak_device_bytes();
-    note_time(e, "gemm/cuda:" + std::to_string(dev_) + "/" + std::to_string(n_), dtype_name(t_));
     timer_.annotate(e);
     const double nn = double(n_) * double(n_);
     note_l2(e, nn * (models::is_half(t_) ? 2.0 * 2 : 4.0 * 2) + nn * 4.0, l2_bytes_);
@@ -601,16 +604,6 @@ std::string fmt(double v, const char* f) {
 }
 
 void summarize_amp(const std::vector<json>& records, std::ostream& out) {
-  // fp32 time per point, then one row per case.
-  auto point = [](const json& r) {
-    std::string p = r.value("op", "") + "/" + r.value("device", "");
-    for (const char* k : {"model", "batch", "size"})
-      if (r.contains(k)) p += "/" + (r.at(k).is_string() ? r.at(k).get<std::string>() : r.at(k).dump());
-    return p;
-  };
-  std::map<std::string, double> base;
-  for (const auto& r : records)
-    if (r.value("dtype", "") == "fp32" && !r.value("error_occurred", false)) base[point(r)] = r.value("real_time", 0.0);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : records) {
     const bool err = r.value("error_occurred", false);
@@ -622,7 +615,8 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
       if (r.contains("imgs_per_s")) thr = fmt(r.at("imgs_per_s").get<double>(), "%.0f imgs/s");
       else if (r.contains("gflops")) thr = fmt(r.at("gflops").get<double>(), "%.1f GFLOP/s");
       else if (r.contains("gb_per_s")) thr = fmt(r.at("gb_per_s").get<double>(), "%.1f GB/s");
-      if (auto it = base.find(point(r)); it != base.end() && t > 0) speed = fmt(it->second / t, "%.2fx");
+      if (r.contains("speedup_vs_fp32")) speed = fmt(r.at("speedup_vs_fp32").get<double>(), "%.2fx");
+      else if (r.value("dtype", "") == "fp32") speed = "1.00x";
     }
     if (r.contains("parity_grad_rel_err"))
       parity = fmt(r.at("parity_max_rel_diff").get<double>(), "%.1e") + ", grad " +
@@ -647,81 +641,87 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
       << cpu::fp16_cast_path() << "\n";
 }
 
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  std::vector<DType> dtypes;
+  for (const auto& d : axis_strings(o, "dtype")) dtypes.push_back(parse_dtype(d));
+  models::check_dtypes_for_run(dtypes, std::any_of(o.devices.begin(), o.devices.end(), is_gpu));
+  const auto model_names = axis_strings(o, "model");
+  const auto batches = axis_ints(o, "batch");
+  const auto sizes = axis_ints(o, "size");
+  const int steps = static_cast<int>(axis_ints(o, "parity_steps").front());
+  for (const auto& m : model_names) models::make_model(m);  // UsageError for an unknown model
+  for (long long b : batches)
+    if (b <= 0 || b > 65536) throw UsageError("--batch " + std::to_string(b) + ": expected 1..65536");
+  // fp32 first at every point: the baseline of the others' speedup_vs_fp32
+  std::stable_partition(dtypes.begin(), dtypes.end(), [](DType t) { return t == DType::fp32; });
+  std::vector<CaseSpec> cases;
+  for (const auto& dev : o.devices) {
+    const bool gpu = is_gpu(dev);
+    if (gpu)
+      for (const auto& m : model_names)
+        for (long long b : batches)
+          for (DType t : dtypes) {
+            CaseId id{"amp", "train", dev, dtype_name(t), {}};
+            id.with("model", m).with("batch", b);
+            cases.push_back({id, [dev, m, b, t, steps] { return std::make_unique<TrainAmpGpuCase>(dev, m, int(b), t, steps); }});
+          }
+    if (!gpu) {
+      for (const auto& m : model_names)
+        for (long long b : batches)
+          for (DType t : dtypes) {
+            if (!models::dtype_supported(t, false)) continue;
+            CaseId id{"amp", "train", dev, dtype_name(t), {}};
+            id.with("model", m).with("batch", b);
+            cases.push_back({id, [m, b, t, steps] { return std::make_unique<TrainAmpCase>(m, int(b), t, steps); }});
+          }
+    }
+    for (long long n : sizes)
+      for (DType t : dtypes) {
+        if (!models::dtype_supported(t, gpu)) continue;
+        CaseId id{"amp", "gemm", dev, dtype_name(t), {}};
+        id.with("size", n);
+        if (!gpu) {
+          cases.push_back({id, [n, t] { return std::make_unique<GemmAmpCpu>(n, t); }});
+        } else {
+#ifdef DLB_HAVE_CUDA
+          const int idx = gpu_index(dev);
+          cases.push_back({id, [idx, n, t] { return std::make_unique<GemmAmpGpu>(idx, n, t); }});
+#endif
+        }
+      }
+#ifdef DLB_HAVE_CUDA
+    if (gpu)
+      for (DType t : dtypes) {
+        if (!models::is_half(t)) continue;
+        const int idx = gpu_index(dev);
+        const std::size_t n = o.quick ? (std::size_t(1) << 22) : (std::size_t(1) << 26);
+        CaseId id{"amp", "cast", dev, dtype_name(t), {}};
+        id.with("size", static_cast<long long>(n));
+        cases.push_back({id, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "cast", t, n); }});
+        if (t == DType::fp16) {  // the loss scaler's pass (fp16 only: bf16 needs no scaling)
+          CaseId u{"amp", "unscale", dev, dtype_name(t), {}};
+          u.with("size", static_cast<long long>(n));
+          cases.push_back({u, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "unscale", t, n); }});
+        }
+      }
+#endif
+  }
+  return cases;
+}
+
 }  // namespace
 
-Suite amp_suite() {
-  Suite s;
-  s.name = "amp";
-  s.description = "Mixed precision (fp32 vs bf16 on the CPU; fp32/tf32/fp16/bf16 training steps and GEMMs on GPUs): step time, imgs/s, speedup, loss parity";
-  s.expand = [](const SuiteOptions& o) {
-    std::vector<DType> dtypes;
-    for (const auto& d : axis_strings(o, "dtype", {"fp32", "bf16", "fp16", "tf32"})) dtypes.push_back(parse_dtype(d));
-    models::check_dtypes_for_run(dtypes, std::any_of(o.devices.begin(), o.devices.end(), is_gpu));
-    const auto model_names = axis_strings(o, "model", {"mlp", "net128"});
-    const auto batches = axis_ints(o, "batch", {64});
-    const auto sizes = axis_ints(o, "size", {512});
-    const int steps = static_cast<int>(axis_ints(o, "parity_steps", {20}).front());
-    for (const auto& m : model_names) models::make_model(m);  // UsageError for an unknown model
-    for (long long b : batches)
-      if (b <= 0 || b > 65536) throw UsageError("--batch " + std::to_string(b) + ": expected 1..65536");
-    // fp32 first at every point, so the other dtypes can state their speedup over it
-    std::stable_partition(dtypes.begin(), dtypes.end(), [](DType t) { return t == DType::fp32; });
-    std::vector<CaseSpec> cases;
-    for (const auto& dev : o.devices) {
-      const bool gpu = is_gpu(dev);
-      if (gpu)
-        for (const auto& m : model_names)
-          for (long long b : batches)
-            for (DType t : dtypes) {
-              CaseId id{"amp", "train", dev, dtype_name(t), {}};
-              id.with("model", m).with("batch", b);
-              cases.push_back({id, [dev, m, b, t, steps] { return std::make_unique<TrainAmpGpuCase>(dev, m, int(b), t, steps); }});
-            }
-      if (!gpu) {
-        for (const auto& m : model_names)
-          for (long long b : batches)
-            for (DType t : dtypes) {
-              if (!models::dtype_supported(t, false)) continue;
-              CaseId id{"amp", "train", dev, dtype_name(t), {}};
-              id.with("model", m).with("batch", b);
-              cases.push_back({id, [m, b, t, steps] { return std::make_unique<TrainAmpCase>(m, int(b), t, steps); }});
-            }
-      }
-      for (long long n : sizes)
-        for (DType t : dtypes) {
-          if (!models::dtype_supported(t, gpu)) continue;
-          CaseId id{"amp", "gemm", dev, dtype_name(t), {}};
-          id.with("size", n);
-          if (!gpu) {
-            cases.push_back({id, [n, t] { return std::make_unique<GemmAmpCpu>(n, t); }});
-          } else {
-#ifdef DLB_HAVE_CUDA
-            const int idx = gpu_index(dev);
-            cases.push_back({id, [idx, n, t] { return std::make_unique<GemmAmpGpu>(idx, n, t); }});
-#endif
-          }
-        }
-#ifdef DLB_HAVE_CUDA
-      if (gpu)
-        for (DType t : dtypes) {
-          if (!models::is_half(t)) continue;
-          const int idx = gpu_index(dev);
-          const std::size_t n = o.quick ? (std::size_t(1) << 22) : (std::size_t(1) << 26);
-          CaseId id{"amp", "cast", dev, dtype_name(t), {}};
-          id.with("size", static_cast<long long>(n));
-          cases.push_back({id, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "cast", t, n); }});
-          if (t == DType::fp16) {  // the loss scaler's pass (fp16 only: bf16 needs no scaling)
-            CaseId u{"amp", "unscale", dev, dtype_name(t), {}};
-            u.with("size", static_cast<long long>(n));
-            cases.push_back({u, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "unscale", t, n); }});
-          }
-        }
-#endif
-    }
-    return cases;
-  };
-  s.summarize = summarize_amp;
-  return s;
-}
+DLB_SUITE(amp)
+    .about("Mixed precision (fp32 vs bf16 on the CPU; fp32/tf32/fp16/bf16 training steps and GEMMs on GPUs): step time, "
+           "imgs/s, speedup, loss parity")
+    .axis("model", {"mlp", "net128", "convnet", "autoencoder"}, {"mlp", "net128"})
+    .axis("batch", {16, 64, 256}, {64})
+    .axis("size", {512, 1024, 2048}, {512})  // op gemm: n x n x n
+    .axis("dtype", {"fp32", "bf16", "fp16", "tf32"})
+    .axis("parity_steps", {50}, {8})  // steps each train case is checked over against fp32
+    .takes({flag::batch(), flag::sizes(), flag::dtype(), flag::profile()})
+    .cases(expand)
+    .derived(derive_speedups)
+    .summary(summarize_amp);
 
 }  // namespace dlb::bench

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "bench/gpu_timing.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/seq/attention.h"
@@ -230,55 +230,61 @@ class GpuAttn final : public Case {
 };
 #endif
 
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  std::vector<CaseSpec> cases;
+  const auto causals = axis_strings(o, "causal");
+  const auto passes = axis_strings(o, "pass");
+  const auto dims = axis_ints(o, "head_dim");
+  for (const auto& dev : o.devices) {
+    const bool gpu = is_gpu(dev);
+    const auto seqs = axis_ints(o, gpu ? "gpu_seq" : "seq");
+    const long long tokens = axis_ints(o, gpu ? "gpu_tokens" : "tokens").front();
+    const long long width = axis_ints(o, gpu ? "gpu_width" : "width").front();
+    for (const auto& pass : passes)
+      for (const auto& causal : causals)
+        for (long long T : seqs)
+          for (long long D : dims) {
+            if (width % D || T > tokens) continue;
+            const Shape sh{int(tokens / T), int(width / D), int(T), int(D), causal == "true"};
+            auto id = [&](const std::string& dtype, const std::string& impl) {
+              CaseId c{"attention", pass, dev, dtype, {}};
+              return c.with("impl", impl).with("causal", causal == "true").with("seq", T).with("head_dim", D).with("batch", sh.B);
+            };
+            const bool bwd = pass == "backward";
+            if (!gpu) {
+              for (const auto& algo : cs::attention_algos())
+                cases.push_back({id("fp32", algo.name), [=] { return std::make_unique<CpuAttn>(sh, algo.name, bwd); }});
+              continue;
+            }
+#ifdef DLB_HAVE_CUDA
+            const int g = gpu_index(dev);
+            const auto& rows = cuda::seq::flash_kernels();
+            for (std::size_t r = 0; r < rows.size(); ++r)
+              if (rows[r].takes(int(D)))
+                cases.push_back({id(dtype_name(rows[r].storage), rows[r].name),
+                                 [=] { return std::make_unique<GpuAttn>(g, sh, int(r), bwd); }});
+            if (T <= 4096)  // P is B H T^2 floats: 8.6 GB at T 4096 (D 64), twice with backward's scratch
+              cases.push_back({id("fp32", "unfused"), [=] { return std::make_unique<GpuAttn>(g, sh, -1, bwd); }});
+#endif
+          }
+  }
+  return cases;
+}
+
 }  // namespace
 
-Suite attention_suite() {
-  Suite s;
-  s.name = "attention";
-  s.description =
-      "Attention forward and backward, causal and full: ours fused (flash, flash_tc) against unfused; axes tokens, seq, "
-      "head_dim, width, causal, pass";
-  s.expand = [](const SuiteOptions& o) {
-    std::vector<CaseSpec> cases;
-    const auto causals = axis_strings(o, "causal", {"true", "false"});
-    const auto passes = axis_strings(o, "pass", {"forward", "backward"});
-    const auto dims = axis_ints(o, "head_dim", {64, 128});
-    for (const auto& dev : o.devices) {
-      const bool gpu = is_gpu(dev);
-      const auto seqs = gpu ? axis_ints(o, "gpu_seq", {512, 1024, 2048, 4096, 8192}) : axis_ints(o, "seq", {256, 1024});
-      const long long tokens = axis_ints(o, gpu ? "gpu_tokens" : "tokens", {gpu ? 16384 : 4096}).front();
-      const long long width = axis_ints(o, gpu ? "gpu_width" : "width", {gpu ? 2048 : 768}).front();
-      for (const auto& pass : passes)
-        for (const auto& causal : causals)
-          for (long long T : seqs)
-            for (long long D : dims) {
-              if (width % D || T > tokens) continue;
-              const Shape sh{int(tokens / T), int(width / D), int(T), int(D), causal == "true"};
-              auto id = [&](const std::string& dtype, const std::string& impl) {
-                CaseId c{"attention", pass, dev, dtype, {}};
-                return c.with("impl", impl).with("causal", causal == "true").with("seq", T).with("head_dim", D).with("batch", sh.B);
-              };
-              const bool bwd = pass == "backward";
-              if (!gpu) {
-                for (const auto& algo : cs::attention_algos())
-                  cases.push_back({id("fp32", algo.name), [=] { return std::make_unique<CpuAttn>(sh, algo.name, bwd); }});
-                continue;
-              }
-#ifdef DLB_HAVE_CUDA
-              const int g = gpu_index(dev);
-              const auto& rows = cuda::seq::flash_kernels();
-              for (std::size_t r = 0; r < rows.size(); ++r)
-                if (rows[r].takes(int(D)))
-                  cases.push_back({id(dtype_name(rows[r].storage), rows[r].name),
-                                   [=] { return std::make_unique<GpuAttn>(g, sh, int(r), bwd); }});
-              if (T <= 4096)  // P is B H T^2 floats: 8.6 GB at T 4096 (D 64), twice with backward's scratch
-                cases.push_back({id("fp32", "unfused"), [=] { return std::make_unique<GpuAttn>(g, sh, -1, bwd); }});
-#endif
-            }
-    }
-    return cases;
-  };
-  return s;
-}
+DLB_SUITE(attention)
+    .about("Attention forward and backward, causal and full: ours fused (flash, flash_tc) against unfused; axes tokens, "
+           "seq, head_dim, width (CPU; gpu_seq, gpu_tokens, gpu_width on the GPU), causal, pass")
+    .axis("pass", {"forward", "backward"})
+    .axis("causal", {"true", "false"})
+    .axis("head_dim", {64, 128}, {64})
+    .axis("seq", {256, 1024}, {128})
+    .axis("tokens", {4096}, {256})
+    .axis("width", {768}, {128})
+    .axis("gpu_seq", {512, 1024, 2048, 4096, 8192}, {256})
+    .axis("gpu_tokens", {16384}, {512})
+    .axis("gpu_width", {2048}, {128})
+    .cases(expand);
 
 }  // namespace dlb::bench

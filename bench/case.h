@@ -1,10 +1,8 @@
-// The contract between a suite (bench/<suite>.cpp) and the harness. A suite expands its axes into
-// cases; the harness sets each case up, verifies it once against its reference, and only then times
-// it with Google Benchmark. Adding a benchmark = one bench/<suite>.cpp file + one line in
-// bench/registry.cpp (+ its default axes in harness/suites/<suite>.json).
+// The contract between a case and the harness: a suite (bench/suite.h) expands its axes into cases;
+// the harness sets each case up, verifies it once against its reference, and only then times it
+// (harness/run/engine.h).
 #pragma once
 #include <functional>
-#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -87,31 +85,6 @@ struct CaseSpec {
   std::function<std::unique_ptr<Case>()> make;
 };
 
-// What the harness hands a suite: the axes after defaults (harness/suites/<suite>.json), --quick and
-// command-line overrides (--sizes -> "size", --batch -> "batch", --dtype -> "dtype") are merged.
-struct SuiteOptions {
-  json axes = json::object();
-  bool quick = false;
-  std::vector<std::string> devices;  // "cpu", "cuda:0", ... (only devices that exist)
-  json extra = json::object();       // free-form flags: "input", "cuda_graph", "peer", ...
-  int repetitions = 0;               // the user's --repetitions (0: not given)
-};
-
-struct Suite {
-  std::string name;
-  std::string description;
-  std::function<std::vector<CaseSpec>(const SuiteOptions&)> expand;
-  // Optional: suite-specific tables printed after the run, from the finished records (the
-  // results.json entries with run_type "aggregate" and aggregate_name "median", plus failures).
-  std::function<void(const std::vector<json>& records, std::ostream& out)> summarize;
-};
-
-const std::vector<Suite>& all_suites();
-const Suite* find_suite(const std::string& name);
-
-// Axis helpers for expand(): the axis as a list, or `fallback` when absent.
-std::vector<long long> axis_ints(const SuiteOptions& o, const std::string& key, std::vector<long long> fallback = {});
-std::vector<std::string> axis_strings(const SuiteOptions& o, const std::string& key, std::vector<std::string> fallback = {});
 bool is_gpu(const std::string& device);
 int gpu_index(const std::string& device);  // "cuda:1" -> 1
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "bench/gpu_timing.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
@@ -443,102 +443,114 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   }
 }
 
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  const auto dtypes = axis_strings(o, "dtype");
+  const auto layer_names = axis_strings(o, "layer");
+  const auto ops = axis_strings(o, "op");
+  std::vector<long long> layer_batch = axis_ints(o, "layer_batch");
+  const auto sweep = axis_ints(o, "batch");
+  const auto sweep_layers = axis_strings(o, "sweep_layer");  // --quick: none
+  // --batch replaces the sweep and the model layers' batches, and drops the fixed-batch shapes.
+  const bool batch_overridden = o.was_given("batch");
+  if (batch_overridden) layer_batch = sweep;
+  const auto deepbench_names = axis_strings(o, "deepbench");
+
+  // (layer, shape) pairs in order, without duplicates.
+  std::vector<std::pair<Layer, Conv2dShape>> todo;
+  std::set<std::string> seen;
+  auto push = [&](const Layer& l, int n) {
+    Conv2dShape sh = l.sh;
+    sh.n = n;
+    if (!sh.valid()) throw UsageError("conv: invalid shape for " + l.name + ": " + sh.str());
+    if (seen.insert(l.name + "/" + std::to_string(n)).second) todo.push_back({l, sh});
+  };
+  const auto layers = all_layers();
+  for (const auto& l : layers) {
+    if (l.deepbench) {
+      if (batch_overridden || !contains(deepbench_names, l.name)) continue;
+      push(l, l.sh.n);
+      continue;
+    }
+    if (!contains(layer_names, l.name)) continue;
+    for (long long b : layer_batch) push(l, int(b));
+  }
+  for (const auto& l : layers)
+    if (contains(sweep_layers, l.name))
+      for (long long b : sweep) push(l, int(b));
+
+  std::vector<CaseSpec> cases;
+  auto add = [&](const std::string& dev, DType t, const std::string& impl, Op op, const Layer& l,
+                 const Conv2dShape& sh, std::function<std::unique_ptr<Case>()> make) {
+    if (!contains(dtypes, dtype_name(t))) return;
+    CaseId id{"conv", op_name(op), dev, dtype_name(t), {}};
+    id.with("impl", impl).with("layer", l.name).with("batch", sh.n);
+    cases.push_back({id, std::move(make)});
+  };
+  auto ops_of = [&](const Layer& l) {
+    std::vector<Op> v;
+    if (l.transpose) {
+      if (contains(ops, "conv2d_fwd") || contains(ops, "conv_transpose2d_fwd")) v.push_back(Op::transpose_fwd);
+      return v;
+    }
+    if (contains(ops, "conv2d_fwd")) v.push_back(Op::fwd);
+    if (contains(ops, "conv2d_bwd_data")) v.push_back(Op::bwd_data);
+    if (contains(ops, "conv2d_bwd_filter")) v.push_back(Op::bwd_filter);
+    return v;
+  };
+  for (const auto& dev : o.devices) {
+    for (const auto& [l, sh] : todo)
+      for (Op op : ops_of(l)) {
+        if (dev == "cpu") {
+          add(dev, DType::fp32, "im2col", op, l, sh,
+              [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh); });
+          for (DType t : {DType::fp32, DType::bf16})
+            add(dev, t, "onednn", op, l, sh,
+                [op, name = l.name, sh = sh, t] { return std::make_unique<CpuConv>(op, name, sh, "onednn", t); });
+          // bf16 without bf16 instructions, on every CPU (oneDNN 2.6 has no bf16 conv at AVX2): the
+          // emulation the amp suite's CPU step runs there; beside a native row, "does bf16 pay here?".
+          add(dev, DType::bf16, "widen", op, l, sh,
+              [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh, "widen", DType::bf16); });
+          continue;
+        }
+#ifdef DLB_HAVE_CUDA
+        if (!is_gpu(dev)) continue;
+        const int g = gpu_index(dev);
+        for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16})
+          add(dev, t, "cudnn", op, l, sh,
+              [g, op, name = l.name, sh, t] { return std::make_unique<GpuConv>(g, op, name, sh, "cudnn", t); });
+        if (op == Op::fwd)
+          add(dev, DType::fp32, "implicit_gemm", op, l, sh, [g, op, name = l.name, sh] {
+            return std::make_unique<GpuConv>(g, op, name, sh, "implicit_gemm", DType::fp32);
+          });
+#endif
+      }
+  }
+  return cases;
+}
+
 }  // namespace
 
-Suite conv_suite() {
-  Suite s;
-  s.name = "conv";
-  s.summarize = summarize;
-  s.description = "Conv2d fwd / bwd-data / bwd-filter: im2col+OpenBLAS, oneDNN, cuDNN (searched algo), our implicit GEMM";
-  s.expand = [](const SuiteOptions& o) {
-    const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
-    const auto layer_names = axis_strings(o, "layer");  // empty: all
-    const auto ops = axis_strings(o, "op", {"conv2d_fwd", "conv2d_bwd_data", "conv2d_bwd_filter"});
-    std::vector<long long> layer_batch = axis_ints(o, "layer_batch", {64, 4, 2});
-    const auto sweep = axis_ints(o, "batch", {1, 2, 4, 8, 16, 32, 64, 128, 256});
-    const std::string sweep_layer = axis_strings(o, "sweep_layer", {"lecture.conv1"}).front();
-    // --batch replaces the sweep and the model layers' batches ("default_batch" mirrors "batch").
-    const bool batch_overridden =
-        o.axes.contains("default_batch") && o.axes.contains("batch") && o.axes.at("default_batch") != o.axes.at("batch");
-    if (batch_overridden) layer_batch = sweep;
-    // "deepbench": which fixed-batch shapes run (absent: all of them).
-    const bool deepbench_listed = o.axes.contains("deepbench");
-    const auto deepbench_names = axis_strings(o, "deepbench");
-
-    // (layer, shape) pairs in order, without duplicates.
-    std::vector<std::pair<Layer, Conv2dShape>> todo;
-    std::set<std::string> seen;
-    auto push = [&](const Layer& l, int n) {
-      Conv2dShape sh = l.sh;
-      sh.n = n;
-      if (!sh.valid()) throw UsageError("conv: invalid shape for " + l.name + ": " + sh.str());
-      if (seen.insert(l.name + "/" + std::to_string(n)).second) todo.push_back({l, sh});
-    };
-    const auto layers = all_layers();
-    for (const auto& l : layers) {
-      if (l.deepbench) {
-        if (batch_overridden || (deepbench_listed && !contains(deepbench_names, l.name))) continue;
-        push(l, l.sh.n);
-        continue;
-      }
-      if (!layer_names.empty() && !contains(layer_names, l.name)) continue;
-      for (long long b : layer_batch) push(l, int(b));
-    }
-    if (!(o.axes.contains("sweep") && o.axes.at("sweep") == false))
-      for (const auto& l : layers)
-        if (l.name == sweep_layer)
-          for (long long b : sweep) push(l, int(b));
-
-    std::vector<CaseSpec> cases;
-    auto add = [&](const std::string& dev, DType t, const std::string& impl, Op op, const Layer& l,
-                   const Conv2dShape& sh, std::function<std::unique_ptr<Case>()> make) {
-      if (!contains(dtypes, dtype_name(t))) return;
-      CaseId id{"conv", op_name(op), dev, dtype_name(t), {}};
-      id.with("impl", impl).with("layer", l.name).with("batch", sh.n);
-      cases.push_back({id, std::move(make)});
-    };
-    auto ops_of = [&](const Layer& l) {
-      std::vector<Op> v;
-      if (l.transpose) {
-        if (contains(ops, "conv2d_fwd") || contains(ops, "conv_transpose2d_fwd")) v.push_back(Op::transpose_fwd);
-        return v;
-      }
-      if (contains(ops, "conv2d_fwd")) v.push_back(Op::fwd);
-      if (contains(ops, "conv2d_bwd_data")) v.push_back(Op::bwd_data);
-      if (contains(ops, "conv2d_bwd_filter")) v.push_back(Op::bwd_filter);
-      return v;
-    };
-    for (const auto& dev : o.devices) {
-      for (const auto& [l, sh] : todo)
-        for (Op op : ops_of(l)) {
-          if (dev == "cpu") {
-            add(dev, DType::fp32, "im2col", op, l, sh,
-                [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh); });
-            for (DType t : {DType::fp32, DType::bf16})
-              add(dev, t, "onednn", op, l, sh,
-                  [op, name = l.name, sh = sh, t] { return std::make_unique<CpuConv>(op, name, sh, "onednn", t); });
-            // bf16 without bf16 instructions, on every CPU (oneDNN 2.6 has no bf16 conv at AVX2): the
-            // emulation the amp suite's CPU step runs there; beside a native row, "does bf16 pay here?".
-            add(dev, DType::bf16, "widen", op, l, sh,
-                [op, name = l.name, sh = sh] { return std::make_unique<CpuConv>(op, name, sh, "widen", DType::bf16); });
-            continue;
-          }
-#ifdef DLB_HAVE_CUDA
-          if (!is_gpu(dev)) continue;
-          const int g = gpu_index(dev);
-          for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16})
-            add(dev, t, "cudnn", op, l, sh,
-                [g, op, name = l.name, sh, t] { return std::make_unique<GpuConv>(g, op, name, sh, "cudnn", t); });
-          if (op == Op::fwd)
-            add(dev, DType::fp32, "implicit_gemm", op, l, sh, [g, op, name = l.name, sh] {
-              return std::make_unique<GpuConv>(g, op, name, sh, "implicit_gemm", DType::fp32);
-            });
-#endif
-        }
-    }
-    return cases;
-  };
-  return s;
-}
+DLB_SUITE(conv)
+    .about("Conv2d fwd / bwd-data / bwd-filter: im2col+OpenBLAS, oneDNN, cuDNN (searched algo), our implicit GEMM")
+    // The seed models' conv layers, each at the batches of `layer_batch`.
+    .axis("layer",
+          {"lecture.conv1", "lecture.conv2", "convnet.conv1", "convnet.conv2", "autoencoder.encoder.0",
+           "autoencoder.encoder.2", "autoencoder.encoder.4", "autoencoder.decoder.0", "autoencoder.decoder.2",
+           "autoencoder.decoder.4"},
+          {"lecture.conv1", "lecture.conv2"})
+    .axis("layer_batch", {64, 4, 2}, {64, 4})
+    // DeepBench's fixed-batch shapes (--batch drops them).
+    .axis("deepbench",
+          {"deepbench.n16_c64_56_k64_3x3", "deepbench.n16_c128_28_k128_3x3", "deepbench.n8_c256_14_k256_3x3",
+           "deepbench.n16_c3_224_k64_7x7_s2"},
+          {"deepbench.n8_c64_28_k64_3x3"})
+    // The batch sweep of `sweep_layer` (--batch: the batches of every model layer).
+    .axis("sweep_layer", {"lecture.conv1"}, json::array())
+    .axis("batch", {1, 2, 4, 8, 16, 32, 64, 128, 256})
+    .axis("op", {"conv2d_fwd", "conv2d_bwd_data", "conv2d_bwd_filter"})
+    .axis("dtype", {"fp32", "tf32", "fp16", "bf16"})
+    .takes({flag::batch(), flag::dtype()})
+    .cases(expand)
+    .summary(summarize);
 
 }  // namespace dlb::bench

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "bench/markdown.h"
 #include "kernels/comm/comm.h"
 #include "kernels/common/device.h"
@@ -169,13 +169,6 @@ void set_params(models::Model& m, const std::vector<float>& v) {
   }
 }
 
-// Images/s of one rank training alone (the others wait asleep), per (model, batch), measured once per
-// run: the denominator of the scaling efficiency throughput(N) / (N x throughput(1)).
-std::map<std::pair<std::string, int>, double>& single_rank_cache() {
-  static std::map<std::pair<std::string, int>, double> m;
-  return m;
-}
-
 class DdpCase : public Case {
  public:
   DdpCase(std::string model, int batch, Variant v, double bucket_mb, bool quick)
@@ -285,9 +278,8 @@ class DdpCase : public Case {
     for (const auto& b : buckets_) sizes.push_back(b.size);
     e["bucket_elements"] = sizes;  // the layout, first bucket first
     if (e.value("error_occurred", false) || !e.contains("imgs_per_s")) return;
-    const double single = single_rank_cache()[{model_name_, batch_}];
-    e["single_rank_imgs_per_s"] = single;
-    if (single > 0) e["efficiency"] = e.at("imgs_per_s").get<double>() / (comm::world().size * single);
+    e["single_rank_imgs_per_s"] = single_rank_ips_;
+    if (single_rank_ips_ > 0) e["efficiency"] = e.at("imgs_per_s").get<double>() / (comm::world().size * single_rank_ips_);
     auto t = times_;
     std::sort(t.begin(), t.end());
     auto pct = [&](double q) { return t.empty() ? 0.0 : t[std::min(t.size() - 1, std::size_t(std::ceil(q * double(t.size()))) - (q > 0))] * 1e3; };
@@ -389,10 +381,9 @@ class DdpCase : public Case {
     interleaved_ms_[1] = t[1][t[1].size() / 2] * 1e3;
   }
 
+  // Images/s of one rank training alone (the others wait asleep), this case's own: the denominator
+  // of its scaling efficiency throughput(N) / (N x throughput(1)).
   void measure_single_rank() {
-    auto& cache = single_rank_cache();
-    const auto key = std::make_pair(model_name_, batch_);
-    if (cache.count(key)) return;
     double ips = 0;
     comm::barrier_idle();
     if (comm::world().rank == 0) {
@@ -408,7 +399,7 @@ class DdpCase : public Case {
     }
     comm::barrier_idle();  // the others sleep meanwhile
     comm::broadcast_bytes(&ips, sizeof ips, 0);
-    cache[key] = ips;
+    single_rank_ips_ = ips;
   }
 
   std::string model_name_;
@@ -423,6 +414,7 @@ class DdpCase : public Case {
   std::unique_ptr<GlobalBatch> data_;
   std::vector<double> times_;
   double interleaved_ms_[2] = {0, 0};  // after_backward, overlap (overlap cases only)
+  double single_rank_ips_ = 0;
 };
 
 std::string fmt(double v, const char* f = "%.3g") {
@@ -473,66 +465,72 @@ void summarize_dist(const std::vector<json>& records, std::ostream& out) {
   }
 }
 
-}  // namespace
-
-Suite dist_suite() {
-  Suite s;
-  s.name = "dist";
-  s.description = "Across ranks (MPI / NCCL): all-reduce, all-gather, reduce-scatter, broadcast; data-parallel training step (--ranks N)";
-  s.expand = [](const SuiteOptions& o) {
-    std::vector<CaseSpec> cases;
-    const auto dtypes = axis_strings(o, "dtype", {"fp32"});
-    if (std::find(dtypes.begin(), dtypes.end(), "fp32") == dtypes.end()) return cases;
-    const int n = comm::world().size;
-    std::vector<std::string> devices;
-    for (const auto& d : o.devices) {
-      const std::string dev = is_gpu(d) ? "cuda" : "cpu";
-      if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
-    }
-    const bool sizes_given = o.extra.value("sizes_given", false);
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  std::vector<CaseSpec> cases;
+  const auto dtypes = axis_strings(o, "dtype");
+  if (std::find(dtypes.begin(), dtypes.end(), "fp32") == dtypes.end()) return cases;
+  const int n = comm::world().size;
+  std::vector<std::string> devices;
+  for (const auto& d : o.devices) {
+    const std::string dev = is_gpu(d) ? "cuda" : "cpu";
+    if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
+  }
     for (const auto& dev : devices)
-      for (const auto& opname : axis_strings(o, "op", {"all_reduce", "all_gather", "reduce_scatter", "broadcast"})) {
-        const Op op = comm::parse_op(opname);
-        std::vector<std::size_t> seen;
-        for (long long req : axis_ints(o, "size", {8, 1 << 20})) {
-          // nccl-tests: count = bytes / 4; all-gather and reduce-scatter round it down to a multiple of
-          // the ranks. The record's bytes are what actually moved.
-          std::size_t count = std::size_t(req) / sizeof(float);
-          if (op == Op::all_gather || op == Op::reduce_scatter) count -= count % std::size_t(n);
-          if (count == 0 || std::find(seen.begin(), seen.end(), count) != seen.end()) continue;
-          seen.push_back(count);
-          for (long long inplace : axis_ints(o, "inplace", {0, 1})) {
-            CaseId id{"dist", opname, dev, "fp32", {}};
-            id.with("ranks", n).with("bytes", count * sizeof(float)).with("inplace", inplace ? 1 : 0);
-            const bool quick = o.quick;
-            cases.push_back({id, [=] { return std::make_unique<CollectiveCase>(op, dev, count, inplace != 0, quick); }});
-          }
+    for (const auto& opname : axis_strings(o, "op")) {
+      const Op op = comm::parse_op(opname);
+      std::vector<std::size_t> seen;
+      for (long long req : axis_ints(o, "size")) {
+        // nccl-tests: count = bytes / 4; all-gather and reduce-scatter round it down to a multiple of
+        // the ranks. The record's bytes are what actually moved.
+        std::size_t count = std::size_t(req) / sizeof(float);
+        if (op == Op::all_gather || op == Op::reduce_scatter) count -= count % std::size_t(n);
+        if (count == 0 || std::find(seen.begin(), seen.end(), count) != seen.end()) continue;
+        seen.push_back(count);
+        for (long long inplace : axis_ints(o, "inplace")) {
+          CaseId id{"dist", opname, dev, "fp32", {}};
+          id.with("ranks", n).with("bytes", count * sizeof(float)).with("inplace", inplace ? 1 : 0);
+          const bool quick = o.quick;
+          cases.push_back({id, [=] { return std::make_unique<CollectiveCase>(op, dev, count, inplace != 0, quick); }});
         }
       }
-    if (sizes_given && !o.axes.contains("model")) return cases;  // --sizes: the collectives only
-    if (std::find(devices.begin(), devices.end(), "cpu") == devices.end()) return cases;  // the step runs on CPU ranks
-    std::vector<double> buckets;
-    for (const auto& v : o.axes.value("bucket_mb", json::array({25})))
-      buckets.push_back(v.is_number() ? v.get<double>() : std::stod(v.get<std::string>()));
-    for (const auto& m : axis_strings(o, "model", {"net128", "mlp"})) {
-      models::make_model(m);  // UsageError on an unknown model
-      for (long long b : axis_ints(o, "batch", {32}))
-        for (const auto& vname : axis_strings(o, "variant", {"no_sync", "after_backward", "overlap"})) {
-          const Variant v = parse_variant(vname);
-          for (double mb : v == Variant::no_sync ? std::vector<double>{0} : buckets) {
-            CaseId id{"dist", "ddp_step", "cpu", "fp32", {}};
-            id.with("model", m).with("ranks", n).with("batch", b).with("variant", vname);
-            id.with("bucket_mb", mb == std::floor(mb) ? json(static_cast<long long>(mb)) : json(mb));
-            const bool quick = o.quick;
-            const int batch = int(b);
-            cases.push_back({id, [=] { return std::make_unique<DdpCase>(m, batch, v, mb, quick); }});
-          }
-        }
     }
-    return cases;
-  };
-  s.summarize = summarize_dist;
-  return s;
+    if (std::find(devices.begin(), devices.end(), "cpu") == devices.end()) return cases;  // the step runs on CPU ranks
+  std::vector<double> buckets;
+  for (const auto& v : o.axes.at("bucket_mb"))
+    buckets.push_back(v.is_number() ? v.get<double>() : std::stod(v.get<std::string>()));
+  for (const auto& m : axis_strings(o, "model")) {
+    models::make_model(m);  // UsageError on an unknown model
+    for (long long b : axis_ints(o, "batch"))
+      for (const auto& vname : axis_strings(o, "variant")) {
+        const Variant v = parse_variant(vname);
+        for (double mb : v == Variant::no_sync ? std::vector<double>{0} : buckets) {
+          CaseId id{"dist", "ddp_step", "cpu", "fp32", {}};
+          id.with("model", m).with("ranks", n).with("batch", b).with("variant", vname);
+          id.with("bucket_mb", mb == std::floor(mb) ? json(static_cast<long long>(mb)) : json(mb));
+          const bool quick = o.quick;
+          const int batch = int(b);
+          cases.push_back({id, [=] { return std::make_unique<DdpCase>(m, batch, v, mb, quick); }});
+        }
+      }
+  }
+  return cases;
 }
+
+}  // namespace
+
+DLB_SUITE(dist)
+    .about("Across ranks (MPI / NCCL): all-reduce, all-gather, reduce-scatter, broadcast; data-parallel training step (--ranks N)")
+    .axis("op", {"all_reduce", "all_gather", "reduce_scatter", "broadcast"})
+    .axis("size", {8, 64, 512, 4096, 32768, 262144, 1048576, 4194304, 16777216, 67108864}, {8, 12, 4100, 1048576})  // bytes
+    .axis("inplace", {0, 1})
+    .axis("model", {"net128", "mlp"})  // ddp_step
+    .axis("batch", {32}, {8})          // per rank
+    .axis("variant", {"no_sync", "after_backward", "overlap"})
+    .axis("bucket_mb", {25, 0.1}, {0.1})
+    .axis("dtype", {"fp32"})
+    .takes({flag::size_sweep(), flag::batch(), flag::dtype()})
+    .across_ranks()
+    .cases(expand)
+    .summary(summarize_dist);
 
 }  // namespace dlb::bench

@@ -1,403 +1,24 @@
 // Suite "lecture" (the default): the lecture's experiment. Net(hidden_num_chans=128) trained with
-// CrossEntropy and SGD(lr 0.001, momentum 0.9) for one epoch of CIFAR-shaped images (50,000 by
-// default, axis "images"; --images N overrides it) at batch 64, 4 and 2 on every device. A timed
-// iteration is one epoch -> imgs/s. Before timing, one step's loss and gradients are checked: the
-// CPU against the fp64 reference path, a GPU against the CPU path from the same weights and batch.
-// The training cases themselves are shared with suite "train" (add_training_cases). Axis "dtype"
-// (--dtype, default fp32) trains a GPU under autocast (tf32, fp16 with loss scaling, bf16); the CPU
-// trainer runs fp32 only (CPU bf16 autocast is measured by suite amp), so its other dtypes are
-// recorded as skipped.
+// CrossEntropy and SGD(lr 0.001, momentum 0.9) for one epoch of CIFAR-shaped images (axis "images";
+// --images N overrides it) at batch 64, 4 and 2 on every device. A timed iteration is one epoch ->
+// imgs/s. Before timing, one step's loss and gradients are checked: the CPU against the fp64
+// reference path, a GPU against the CPU path from the same weights and batch (bench/training_cases.h).
+// Axis "dtype" (--dtype, default fp32) trains a GPU under autocast (tf32, fp16 with loss scaling,
+// bf16); the CPU trainer runs fp32 only (CPU bf16 autocast is measured by suite amp), so its other
+// dtypes are recorded as skipped. --peer pytorch times PyTorch's epochs beside ours.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cctype>
-#include <cstdlib>
-#include <iostream>
+#include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
-#include <sstream>
+#include <ostream>
 
-#include <unistd.h>
-#include <sys/wait.h>
-
-#include "bench/case.h"
 #include "bench/markdown.h"
-#include "kernels/common/safe_file.h"
-#include "kernels/common/child.h"
-#include "bench/napkin.h"
-#include "models/data.h"
-#include "models/trainer.h"
-#include "kernels/common/verify.h"
+#include "bench/suite.h"
+#include "bench/training_cases.h"
 
 namespace dlb::bench {
 
-using models::Dataset;
-
-// Seeded synthetic data, shaped for the model: CIFAR-shaped 3x32x32, or 1- / 3-channel 28x28 crops
-// of it for the MNIST-shaped models. Cached so the cases of one run share it.
-std::shared_ptr<const Dataset> training_data(std::size_t images, int c, int h, int w) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<const Dataset>> cache;
-  const std::string key = std::to_string(images) + "/" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto p = cache[key].lock()) return p;
-  models::Split s;
-  try {
-    s = models::synthetic_cifar10(images, 0, 0);
-  } catch (const std::bad_alloc&) {
-    throw OutOfMemory(std::to_string(images) + " synthetic images");
-  }
-  auto d = std::make_shared<Dataset>();
-  Dataset& src = s.train;
-  if (c == src.c && h == src.h && w == src.w) {
-    *d = std::move(src);
-  } else {
-    // Centre crop, channels averaged when one is wanted.
-    d->name = src.name + "-" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
-    d->c = c, d->h = h, d->w = w, d->classes = src.classes, d->labels = src.labels;
-    d->images.resize(src.size() * c * h * w);
-    const int oy = (src.h - h) / 2, ox = (src.w - w) / 2;
-    for (std::size_t i = 0; i < src.size(); ++i)
-      for (int ch = 0; ch < c; ++ch)
-        for (int y = 0; y < h; ++y)
-          for (int x = 0; x < w; ++x) {
-            double v = 0;
-            if (c == src.c) {
-              v = src.images[((i * src.c + ch) * src.h + y + oy) * src.w + x + ox];
-            } else {
-              for (int sc = 0; sc < src.c; ++sc) v += src.images[((i * src.c + sc) * src.h + y + oy) * src.w + x + ox];
-              v /= src.c;
-            }
-            d->images[((i * c + ch) * h + y) * w + x] = static_cast<float>(v);
-          }
-  }
-  cache[key] = d;
-  return d;
-}
-
 namespace {
-
-std::string device_label(const std::string& dev) { return dev == "cpu" ? "CPU" : "GPU"; }
-double mb(std::size_t bytes) { return bytes / 1e6; }
-
-class TrainingCase final : public Case {
- public:
-  TrainingCase(std::string model, std::string device, int batch, std::size_t images, models::InputMode input,
-               bool graph, bool lecture, bool quick, DType dtype)
-      : model_name_(std::move(model)), device_(std::move(device)), batch_(batch), images_(images), input_(input),
-        graph_(graph), lecture_(lecture), quick_(quick), dtype_(dtype) {}
-
-  void setup() override {
-    if (batch_ <= 0) throw UsageError("batch must be positive");
-    if (device_ == "cpu" && dtype_ != DType::fp32)
-      throw Unsupported(std::string("the CPU trainer runs fp32; CPU ") + dtype_name(dtype_) +
-                        " autocast is measured by suite amp");
-    model_ = models::make_model(model_name_);
-    const models::Shape in = model_->input_shape(1);
-    data_ = training_data(images_, in.c(), in.h(), in.w());
-    model_->init(0);
-    models::TrainOptions o;
-    o.device = device_, o.input = input_, o.cuda_graph = graph_, o.dtype = dtype_;
-    trainer_ = models::make_trainer(*model_, models::default_optimizer(model_name_), o);
-    // One-time work of the first epoch (resident upload, cuDNN searches for both batch shapes) here,
-    // untimed: a timed epoch is one iteration with no warm-up.
-    trainer_->prepare(*data_, batch_);
-    if (lecture_) {
-      std::cout << "batchsize=" << batch_ << ", model_hidden_num_chans=128, images=" << images_ << ", device=" << device_
-                << (dtype_ == DType::fp32 ? "" : std::string(", dtype=") + dtype_name(dtype_)) << "\n";
-      if (device_ != "cpu") {
-        char buf[128];
-        std::snprintf(buf, sizeof buf, "(post net.to) GPU max_memory_allocated: %g MB\n", mb(trainer_->model_device_bytes()));
-        std::cout << buf;
-      }
-    }
-  }
-
-  CheckResult verify() override {
-    // One batch: the case's own size (gradients of a step), first images of the dataset.
-    const int n = static_cast<int>(std::min<std::size_t>(batch_, data_->size()));
-    const std::size_t item = data_->images.size() / data_->size();
-    const float* x = data_->images.data();
-    const std::int32_t* y = data_->labels.data();
-    models::Batch b{x, y, nullptr, n};
-    double worst = 0, grad_l2 = 0;
-    std::string grad_tensor;
-    if (device_ == "cpu") {
-      const float loss = trainer_->gradients(b);
-      model_->sync_ref();
-      std::vector<double> x64(x, x + n * item);
-      const double ref_loss = model_->forward_backward_ref(x64.data(), b);
-      worst = std::abs(loss - ref_loss) / std::max(1e-12, std::abs(ref_loss));
-      for (auto* p : model_->params()) worst = std::max(worst, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
-    } else {
-      // The CPU fast path from the same weights is the reference of the GPU step.
-      auto cpu = models::make_model(model_name_);
-      cpu->copy_params_from(*model_);
-      cpu->zero_grad();
-      const float ref_loss = cpu->forward_backward(b);
-      const float loss = trainer_->gradients(b);
-      worst = std::abs(loss - ref_loss) / std::max(1e-12f, std::abs(ref_loss));
-      auto a = model_->params(), r = cpu->params();
-      if (dtype_ == DType::fp32)
-        for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()));
-      grad_l2 = model_->gradient_l2_error(*cpu, grad_tensor);
-    }
-    // Autocast (GPU tf32/fp16/bf16): a weight gradient is a half-type sum whose terms largely cancel,
-    // so its largest elements are off by up to ~0.4 of the tensor's largest while the tensor is right:
-    // each tensor within kHalfGradientL2Tolerance in L2 (as the amp suite; the CPU's own autocast step
-    // of net128 in bf16 reaches 0.13 there and 0.37 element-wise), the loss within 4x the tolerance.
-    if (device_ != "cpu" && dtype_ != DType::fp32 && !(grad_l2 <= kHalfGradientL2Tolerance))
-      return judge(grad_l2, kHalfGradientL2Tolerance,
-                   std::string("gradient of ") + grad_tensor + " (relative L2, " + dtype_name(dtype_) + " vs the CPU's fp32)");
-    // Gradients pass through up to 6 layers of sums: a few 1e-6 relative is the norm in fp32; under
-    // autocast every layer adds its dtype's rounding (tf32 ~1e-3, bf16 ~4e-3 per value), hence the
-    // same 4x margin on the dtype's tolerance. fp16 gradients are unscaled before they come back.
-    // A GPU in fp32: cuDNN's algorithm search may keep an FFT or Winograd convolution, whose
-    // transforms round differently (up to ~1e-4 of the gradient's scale); 2e-4 admits that and
-    // still catches TF32 math used by mistake (~1e-3).
-    const double tol = device_ != "cpu" && dtype_ == DType::fp32 ? 2e-4 : 4 * default_tolerance(dtype_);
-    return judge(worst, tol, std::string("loss and gradients of one step (") + dtype_name(dtype_) +
-                                 (device_ == "cpu" ? " vs the fp64 reference)" : " vs the CPU's fp32)"));
-  }
-
-  bool profile(ProfileResult& out) override {
-    return profile_trainer_step(*trainer_, *model_, *data_, batch_, device_,
-                                "profile " + model_name_ + " " + device_ + " batch " + std::to_string(batch_), out);
-  }
-
-  double run() override {
-    if (lecture_)
-      std::cout << "(" << device_label(device_) << ") Begin training (" << model_->num_params() << " model params)\n"
-                << std::flush;
-    const auto t0 = std::chrono::steady_clock::now();
-    last_loss_ = trainer_->train_epoch(*data_, batch_);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (lecture_) {
-      char buf[160];
-      if (device_ != "cpu") {
-        std::snprintf(buf, sizeof buf, "(post train_model) GPU max_memory_allocated: %g MB\n", mb(trainer_->peak_device_bytes()));
-        std::cout << buf;
-      }
-      std::snprintf(buf, sizeof buf, "(%s) Finished Training (%g secs, %g imgs/sec, mean loss %.4f)\n",
-                    device_label(device_).c_str(), s, images_ / s, last_loss_);
-      std::cout << buf << std::flush;
-    }
-    return s;
-  }
-  long iterations() const override { return 1; }
-  int repetitions() const override { return quick_ ? 2 : 1; }
-  // flops stay out of Work so the tables show imgs/s; train_gflops is annotated instead.
-  Work work() const override { return {0, 0, double(images_)}; }
-  Metric metric() const override { return Metric::imgs_per_s; }
-  void annotate(json& r) const override {
-    r["model_params"] = model_->num_params();
-    // Napkin math: forward + backward-data + backward-filter of every conv/linear = 3x forward
-    // (2x for the first layer) -> 2 * 61 MFLOP per image for Net(128) on 32x32.
-    const double flops = model_->train_flops(1) * double(images_);
-    // Roofline keys for one epoch: full steps plus the partial last one (bench/napkin.h).
-    const std::size_t full = images_ / std::size_t(batch_), last = images_ % std::size_t(batch_);
-    napkin::Cost epoch = napkin::train_step(*model_, batch_);
-    epoch.flops *= double(full), epoch.bytes *= double(full);
-    if (last) {
-      const auto tail = napkin::train_step(*model_, int(last));
-      epoch.flops += tail.flops, epoch.bytes += tail.bytes;
-    }
-    napkin::put(r, epoch);
-    const double t = r.value("real_time", 0.0) * 1e-6;
-    if (t > 0) r["train_gflops"] = flops / t * 1e-9;
-    r["mean_loss"] = last_loss_;
-    r["loss_read"] = "epoch";  // train_epoch sums the loss on the device, reads it once (the peer does the same)
-    r["trainer"] = trainer_->describe();
-    if (dtype_ == DType::fp16) r["loss_scale"] = trainer_->loss_scale();
-    if (device_ != "cpu") {
-      r["model_device_bytes"] = trainer_->model_device_bytes();
-      r["peak_device_bytes"] = trainer_->peak_device_bytes();
-    }
-  }
-  void teardown() override {
-    trainer_.reset();
-    model_.reset();
-    data_.reset();
-  }
-
- private:
-  std::string model_name_, device_;
-  int batch_;
-  std::size_t images_;
-  models::InputMode input_;
-  bool graph_, lecture_, quick_;
-  DType dtype_;
-  std::unique_ptr<models::Model> model_;
-  std::shared_ptr<const Dataset> data_;
-  std::unique_ptr<models::Trainer> trainer_;
-  double last_loss_ = 0;
-};
-
-// The PyTorch peer (bench/peers/pytorch_lecture.py --serve): one child per case, started and warmed
-// up in setup(), then one epoch per repetition on request, so the harness times its epochs in the
-// same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
-// the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
-std::string peer_script() {
-  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_lecture.py";
-  return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_lecture.py";
-}
-
-// The interpreter for the peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch
-// 2.x from PyPI: README); otherwise, of the launcher's choice, Debian's and PATH's python3, the one
-// whose torch is newest. Probed once per run; "" with the reason in `why` when none imports torch.
-struct PeerPython {
-  std::string python, torch, why;
-};
-
-// "2.15.0+cpu" -> {2, 15, 0}, for comparing versions.
-std::vector<int> version_key(const std::string& v) {
-  std::vector<int> k;
-  std::istringstream in(v);
-  std::string part;
-  while (std::getline(in, part, '.')) {
-    if (part.empty() || !std::isdigit(static_cast<unsigned char>(part[0]))) break;
-    k.push_back(std::atoi(part.c_str()));
-  }
-  return k;
-}
-
-std::string torch_version_of(const std::string& py) {
-  const std::string cmd = "'" + py + "' -c 'import torch; print(torch.__version__)' 2>/dev/null";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return "";
-  char buf[128] = {0};
-  std::string v = fgets(buf, sizeof buf, f) ? buf : "";
-  const int st = pclose(f);
-  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? v : "";
-}
-
-const PeerPython& peer_python() {
-  static const PeerPython chosen = [] {
-    PeerPython best;
-    if (const char* p = std::getenv("DLBENCH_PEER_PYTHON"); p && *p) {
-      best.python = p, best.torch = torch_version_of(p);
-      if (best.torch.empty()) best.why = std::string("DLBENCH_PEER_PYTHON=") + p + " does not import torch";
-      return best;
-    }
-    std::vector<std::string> candidates;
-    if (const char* p = std::getenv("DLBENCH_PYTHON")) candidates.push_back(p);
-    candidates.push_back("/usr/bin/python3");
-    candidates.push_back("python3");
-    for (const auto& py : candidates) {
-      const std::string v = torch_version_of(py);
-      if (!v.empty() && (best.torch.empty() || version_key(v) > version_key(best.torch))) best.python = py, best.torch = v;
-    }
-    if (best.torch.empty()) best.why = "no python3 here imports torch (set DLBENCH_PEER_PYTHON, see README)";
-    return best;
-  }();
-  return chosen;
-}
-
-// DLBENCH_PEER_THREADS=N: the peer's intra-op threads (default: every core). On a shared machine
-// PyTorch's OpenMP team can collapse when another process holds a core; N = 1 measures it without.
-std::vector<std::string> peer_threads_args() {
-  const char* e = std::getenv("DLBENCH_PEER_THREADS");
-  if (!e || !*e) return {};
-  char* end = nullptr;
-  const long n = std::strtol(e, &end, 10);
-  if (*end || n < 1 || n > 1024) throw UsageError(std::string("DLBENCH_PEER_THREADS=") + e + ": expected a thread count 1..1024");
-  return {"--threads", std::to_string(n)};
-}
-
-class PeerCase final : public Case {
- public:
-  PeerCase(std::string device, int batch, std::size_t images, int reps)
-      : device_(std::move(device)), batch_(batch), images_(images), reps_(reps) {}
-  void setup() override {
-    const std::string script = peer_script();
-    if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
-    const PeerPython& py = peer_python();
-    if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
-    python_ = py.python;
-    std::vector<std::string> args = {py.python, script, "--device", device_, "--batch", std::to_string(batch_),
-                                     "--images", std::to_string(images_), "--serve"};
-    for (const auto& a : peer_threads_args()) args.push_back(a);
-    try {
-      child_ = std::make_unique<LineChild>(args);
-    } catch (const std::runtime_error& e) {
-      throw Unsupported(std::string("pytorch peer failed: ") + e.what());
-    }
-    const json ready = next_record("ready");
-    cpu_ = ready.value("cpu_seconds", cpu_);
-    version_ = ready.value("torch", version_);
-    threads_ = ready.value("threads", threads_);
-    if (ready.contains("math") && ready.at("math").is_object()) math_ = ready.at("math");
-  }
-  CheckResult verify() override {
-    run();  // one untimed epoch: the peer runs and its loss is finite
-    return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
-  }
-  double run() override {
-    child_->send("epoch");  // a peer that has gone ends its output instead: next_record says why
-    const json r = next_record("seconds");
-    loss_ = r.value("loss", loss_);
-    loss_read_ = r.value("loss_read", std::string("step"));  // a peer without the key read it every step
-    cpu_ = r.value("cpu_seconds", cpu_);
-    return r.at("seconds").get<double>();
-  }
-  void teardown() override { child_.reset(); }
-  double child_cpu_seconds() const override { return cpu_; }  // the peer's own CPU time (all its threads)
-  bool fixed_repetitions() const override { return true; }
-  bool manual_time() const override { return true; }
-  long iterations() const override { return 1; }
-  int repetitions() const override { return reps_; }
-  Work work() const override { return {0, 0, double(images_)}; }
-  Metric metric() const override { return Metric::imgs_per_s; }
-  void annotate(json& r) const override {
-    r["peer"] = "pytorch";
-    r["torch_version"] = version_;
-    r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
-    r["torch_threads"] = threads_;
-    r["mean_loss"] = loss_;
-    r["loss_read"] = loss_read_;
-    // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
-    if (!math_.empty()) r["torch_math"] = math_;
-  }
-
- private:
-  // The peer's next JSON line holding `key` (its other lines, e.g. warnings, are passed over). When
-  // it ends instead: Interrupted after a signal, Unsupported naming its first line (exit 3: torch
-  // does not import or has no such device) or failed.
-  json next_record(const char* key) {
-    std::string line, first;
-    while (child_->read_line(&line)) {
-      if (!line.empty() && line[0] == '{') {
-        json j;
-        try {
-          j = parse_json_bounded(line, "pytorch peer output");
-        } catch (const InputError&) {  // nested too deep: not a record
-        }
-        if (j.is_object() && j.contains(key)) return j;
-      }
-      if (first.empty()) first = line;
-    }
-    const int st = child_->finish();  // its output is read to the end already
-    if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported("pytorch peer unavailable: " + first);
-    throw Unsupported("pytorch peer failed: " + first);
-  }
-
-  std::string device_;
-  int batch_;
-  std::size_t images_;
-  int reps_;
-  std::unique_ptr<LineChild> child_;
-  double loss_ = NAN;
-  std::string loss_read_ = "step";
-  double cpu_ = 0;
-  std::string version_ = "?";
-  std::string python_;
-  int threads_ = 0;
-  json math_ = json::object();
-};
 
 struct Figure {
   const char* device;
@@ -478,86 +99,30 @@ void summarize_lecture(const std::vector<json>& records, std::ostream& out) {
   if (!any_gpu) out << "\nNo GPU was measured in this run, so there is no GPU-vs-CPU crossover to report (the lecture's GPU column is shown for reference).\n";
 }
 
-// "input": from --input (extra) or the suite's axis; "all" expands to the four modes.
-std::vector<std::string> input_modes(const SuiteOptions& o, std::vector<std::string> fallback) {
-  std::vector<std::string> in = fallback;
-  if (o.extra.contains("input")) {
-    in.clear();
-    for (const auto& v : o.extra.at("input")) in.push_back(v.get<std::string>());
-  } else if (o.axes.contains("input")) {
-    in = axis_strings(o, "input");
-  }
-  std::vector<std::string> out;
-  for (const auto& m : in) {
-    if (m == "all") {
-      for (const char* x : {"pageable", "pinned", "prefetch", "resident"}) out.push_back(x);
-    } else {
-      models::parse_input_mode(m);
-      out.push_back(m);
-    }
-  }
-  return out;
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  std::vector<CaseSpec> cases;
+  const bool with_peer = o.extra.value("peer", "") == "pytorch";
+  for (long long images : axis_ints(o, "images"))
+    for (long long b : axis_ints(o, "batch"))
+      for (const auto& dev : o.devices) {
+        add_training_cases(cases, "lecture", {{"model", "net128"}, {"impl", "ours"}}, dev, b, images, o, true);
+        // As many epochs as our cases get, timed in the same interleaved rounds as ours.
+        if (with_peer) add_peer_case(cases, "lecture", dev, b, images, o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 1);
+      }
+  return cases;
 }
 
 }  // namespace
 
-void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
-                        std::vector<std::pair<std::string, json>> lead, const std::string& device, long long batch,
-                        long long images, const SuiteOptions& o, bool lecture) {
-  if (images <= 0) throw UsageError("images must be positive");
-  if (batch <= 0) throw UsageError("--batch must be positive");
-  const std::string model = lead.front().second.get<std::string>();
-  const bool graph = o.extra.value("cuda_graph", false), quick = o.quick;
-  const auto gpu_inputs = input_modes(o, {"pageable"});  // checked on every device
-  const auto inputs = device == "cpu" ? std::vector<std::string>{"pageable"} : gpu_inputs;
-  std::vector<DType> dtypes;
-  for (const auto& d : axis_strings(o, "dtype", {"fp32"})) dtypes.push_back(parse_dtype(d));
-  // fp16 or tf32 alone on a CPU-only run cannot run anywhere: a usage error, not a table of skips.
-  models::check_dtypes_for_run(dtypes, std::any_of(o.devices.begin(), o.devices.end(), is_gpu));
-  for (DType t : dtypes)
-    for (const auto& in : inputs) {
-      if (device == "cpu" && !models::dtype_supported(t, false)) continue;
-      CaseId id{suite, "train", device, dtype_name(t), lead};
-      id.with("batch", batch).with("images", images);
-      if (device != "cpu") id.with("input", in).with("cuda_graph", graph);
-      const auto mode = models::parse_input_mode(in);
-      cases.push_back({id, [=] {
-                         return std::make_unique<TrainingCase>(model, device, int(batch), std::size_t(images), mode,
-                                                               graph, lecture, quick, t);
-                       }});
-    }
-}
-
-Suite lecture_suite() {
-  Suite s;
-  s.name = "lecture";
-  s.description =
-      "The lecture: Net(hidden_num_chans=128) training throughput, one epoch of CIFAR-shaped images (axis images; "
-      "--images N sets it), batch 64, 4, 2 on every device; --input, --cuda-graph, --peer pytorch";
-  s.expand = [](const SuiteOptions& o) {
-    std::vector<CaseSpec> cases;
-    auto images_axis = o.axes.contains("size") ? axis_ints(o, "size") : axis_ints(o, "images", {o.quick ? 1024 : 50000});
-    const auto batches = axis_ints(o, "batch", {64, 4, 2});
-    const bool with_peer = o.extra.value("peer", "") == "pytorch";
-    if (with_peer) peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage (exit 2), before any case runs
-    for (long long images : images_axis) {
-      for (long long b : batches) {
-        for (const auto& dev : o.devices) {
-          add_training_cases(cases, "lecture", {{"model", "net128"}, {"impl", "ours"}}, dev, b, images, o, true);
-          if (with_peer) {
-            CaseId id{"lecture", "train", dev, "fp32", {}};
-            id.with("model", "net128").with("impl", "pytorch").with("batch", b).with("images", images);
-            // As many epochs as our cases get, timed in the same interleaved rounds as ours.
-            const int reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 1;
-            cases.push_back({id, [=] { return std::make_unique<PeerCase>(dev, int(b), std::size_t(images), reps); }});
-          }
-        }
-      }
-    }
-    return cases;
-  };
-  s.summarize = summarize_lecture;
-  return s;
-}
+DLB_SUITE(lecture)
+    .about("The lecture: Net(hidden_num_chans=128) training throughput, one epoch of CIFAR-shaped images (axis images; "
+           "--images N sets it), batch 64, 4, 2 on every device; --input, --cuda-graph, --peer pytorch")
+    .axis("batch", {64, 4, 2})
+    .axis("images", {50000}, {1024})  // CIFAR-10's training set; --quick: 1024
+    .axis("dtype", {"fp32"})          // GPU autocast: tf32, fp16, bf16
+    .axis("input", {"pageable"})      // GPU input pipeline (the lecture's DataLoader: pageable)
+    .takes({flag::batch(), flag::images(), flag::dtype(), flag::input(), flag::cuda_graph(), flag::peer(), flag::profile()})
+    .cases(expand)
+    .summary(summarize_lecture);
 
 }  // namespace dlb::bench

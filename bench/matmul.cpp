@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "bench/gpu_timing.h"
 #include "kernels/common/safe_file.h"
 #include "kernels/common/child.h"
@@ -380,12 +380,8 @@ std::vector<Shape> shapes_of(const SuiteOptions& o) {
   std::vector<Shape> out;
   for (long long n : axis_ints(o, "size")) out.push_back({n, n, n, true});
   // --sizes replaces the square sizes and drops the rectangular shapes.
-  const bool sizes_overridden = o.extra.value("sizes_given", false);
-  if (!sizes_overridden && o.axes.contains("shape"))
-    for (const auto& sh : o.axes.at("shape")) {
-      if (!sh.is_array() || sh.size() != 3) throw InputError("harness/suites/matmul.json: shape must be [m, n, k]");
-      out.push_back({sh[0].get<long long>(), sh[1].get<long long>(), sh[2].get<long long>(), false});
-    }
+  if (!o.was_given("size"))
+    for (const auto& sh : o.axes.at("shape")) out.push_back({sh[0].get<long long>(), sh[1].get<long long>(), sh[2].get<long long>(), false});
   return out;
 }
 
@@ -494,84 +490,90 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   summarize_cores(records, out);
 }
 
-}  // namespace
-
-Suite matmul_suite() {
-  Suite s;
-  s.name = "matmul";
-  s.description = "C = A x B: OpenBLAS sgemm (best core), cuBLAS fp32/tf32/fp16/bf16, our CUDA kernels";
-  s.summarize = summarize;
-  s.expand = [](const SuiteOptions& o) {
-    const auto dtypes = axis_strings(o, "dtype", {"fp32", "tf32", "fp16", "bf16"});
-    auto wanted = [&](const std::string& d) {
-      for (const auto& x : dtypes)
-        if (x == d) return true;
-      return false;
-    };
-    const auto shapes = shapes_of(o);
-    std::vector<CaseSpec> cases;
-    auto add = [&](const std::string& dev, const std::string& dtype, const std::string& impl, const Shape& sh,
-                   std::function<std::unique_ptr<Case>()> make) {
-      if (!wanted(dtype) || !worth_running(impl, sh)) return;
-      CaseId id{"matmul", "gemm", dev, dtype, {}};
-      id.with("impl", impl);
-      if (sh.square) id.with("size", sh.m);
-      else id.with("m", sh.m).with("n", sh.n).with("k", sh.k);
-      cases.push_back({id, std::move(make)});
-    };
-    for (const auto& dev : o.devices) {
-      if (dev == "cpu") {
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  const auto dtypes = axis_strings(o, "dtype");
+  auto wanted = [&](const std::string& d) {
+    for (const auto& x : dtypes)
+      if (x == d) return true;
+    return false;
+  };
+  const auto shapes = shapes_of(o);
+  std::vector<CaseSpec> cases;
+  auto add = [&](const std::string& dev, const std::string& dtype, const std::string& impl, const Shape& sh,
+                 std::function<std::unique_ptr<Case>()> make) {
+    if (!wanted(dtype) || !worth_running(impl, sh)) return;
+    CaseId id{"matmul", "gemm", dev, dtype, {}};
+    id.with("impl", impl);
+    if (sh.square) id.with("size", sh.m);
+    else id.with("m", sh.m).with("n", sh.n).with("k", sh.k);
+    cases.push_back({id, std::move(make)});
+  };
+  for (const auto& dev : o.devices) {
+    if (dev == "cpu") {
+      for (const auto& sh : shapes) {
+        add(dev, "fp32", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::fp32); });
+        add(dev, "fp32", "blocked", sh, [sh] { return std::make_unique<CpuGemm>(sh, "blocked", DType::fp32); });
+        // OpenBLAS bf16 only where the library has sbgemm (Debian's has not): bf16 runs through oneDNN.
+        if (cpu::openblas_has_sbgemm())
+          add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
+        add(dev, "fp32", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::fp32); });
+        add(dev, "bf16", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::bf16); });
+        // bf16 without bf16 instructions: widened to fp32 (exact), then OpenBLAS sgemm. What the
+        // amp suite's CPU step does where the CPU (or DLB_CPU_ISA) has no avx512_bf16; beside a
+        // native row it answers "does bf16 pay on this CPU?", and it runs on every CPU.
+        add(dev, "bf16", "widen", sh, [sh] { return std::make_unique<CpuGemm>(sh, "widen", DType::bf16); });
+      }
+      // The other OpenBLAS cores, after the in-process cases (not inside a probe run).
+      if (!std::getenv(kProbeEnv) && wanted("fp32")) {
+        const auto st = cpu::openblas_core_status();
+        const int reps = o.quick ? 3 : 5;
+        const auto cores = cpu::openblas_sgemm_candidates(cpu::read_cpu_flags(), st.library_core);
         for (const auto& sh : shapes) {
-          add(dev, "fp32", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::fp32); });
-          add(dev, "fp32", "blocked", sh, [sh] { return std::make_unique<CpuGemm>(sh, "blocked", DType::fp32); });
-          // OpenBLAS bf16 only where the library has sbgemm (Debian's has not): bf16 runs through oneDNN.
-          if (cpu::openblas_has_sbgemm())
-            add(dev, "bf16", "openblas", sh, [sh] { return std::make_unique<CpuGemm>(sh, "openblas", DType::bf16); });
-          add(dev, "fp32", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::fp32); });
-          add(dev, "bf16", "onednn", sh, [sh] { return std::make_unique<CpuGemm>(sh, "onednn", DType::bf16); });
-          // bf16 without bf16 instructions: widened to fp32 (exact), then OpenBLAS sgemm. What the
-          // amp suite's CPU step does where the CPU (or DLB_CPU_ISA) has no avx512_bf16; beside a
-          // native row it answers "does bf16 pay on this CPU?", and it runs on every CPU.
-          add(dev, "bf16", "widen", sh, [sh] { return std::make_unique<CpuGemm>(sh, "widen", DType::bf16); });
-        }
-        // The other OpenBLAS cores, after the in-process cases (not inside a probe run).
-        if (!std::getenv(kProbeEnv) && wanted("fp32")) {
-          const auto st = cpu::openblas_core_status();
-          const int reps = o.quick ? 3 : 5;
-          const auto cores = cpu::openblas_sgemm_candidates(cpu::read_cpu_flags(), st.library_core);
-          for (const auto& sh : shapes) {
-            if (!sh.square || sh.m < 1024 || sh.m > 4096) continue;
-            for (const auto& core : cores) {
-              if (strcasecmp(core.c_str(), st.core.c_str()) == 0) continue;  // that one is impl=openblas
-              CaseId id{"matmul", "gemm", dev, "fp32", {}};
-              id.with("impl", "openblas-core").with("core", core).with("size", sh.m);
-              cases.push_back({id, [sh, core, reps] { return std::make_unique<CpuGemmOtherCore>(sh, core, reps); }});
-            }
+          if (!sh.square || sh.m < 1024 || sh.m > 4096) continue;
+          for (const auto& core : cores) {
+            if (strcasecmp(core.c_str(), st.core.c_str()) == 0) continue;  // that one is impl=openblas
+            CaseId id{"matmul", "gemm", dev, "fp32", {}};
+            id.with("impl", "openblas-core").with("core", core).with("size", sh.m);
+            cases.push_back({id, [sh, core, reps] { return std::make_unique<CpuGemmOtherCore>(sh, core, reps); }});
           }
         }
-        continue;
       }
-#ifdef DLB_HAVE_CUDA
-      if (!is_gpu(dev)) continue;
-      const int g = gpu_index(dev);
-      auto gpu = [g](Shape sh, const char* impl, DType t) {
-        return [g, sh, impl, t] { return std::make_unique<GpuGemm>(g, sh, impl, t); };
-      };
-      for (const auto& sh : shapes) {
-        add(dev, "fp32", "cublas", sh, gpu(sh, "cublas", DType::fp32));
-        for (const cuda::SgemmKernel& kernel : cuda::sgemm_kernels())
-          add(dev, "fp32", kernel.name, sh, gpu(sh, kernel.name, DType::fp32));
-        add(dev, "tf32", "cublas", sh, gpu(sh, "cublas", DType::tf32));
-        for (DType t : {DType::bf16, DType::fp16}) {
-          add(dev, dtype_name(t), "cublas", sh, gpu(sh, "cublas", t));
-          add(dev, dtype_name(t), "mma", sh, gpu(sh, "mma", t));
-        }
-      }
-#endif
+      continue;
     }
-    return cases;
-  };
-  return s;
+#ifdef DLB_HAVE_CUDA
+    if (!is_gpu(dev)) continue;
+    const int g = gpu_index(dev);
+    auto gpu = [g](Shape sh, const char* impl, DType t) {
+      return [g, sh, impl, t] { return std::make_unique<GpuGemm>(g, sh, impl, t); };
+    };
+    for (const auto& sh : shapes) {
+      add(dev, "fp32", "cublas", sh, gpu(sh, "cublas", DType::fp32));
+      for (const cuda::SgemmKernel& kernel : cuda::sgemm_kernels())
+        add(dev, "fp32", kernel.name, sh, gpu(sh, kernel.name, DType::fp32));
+      add(dev, "tf32", "cublas", sh, gpu(sh, "cublas", DType::tf32));
+      for (DType t : {DType::bf16, DType::fp16}) {
+        add(dev, dtype_name(t), "cublas", sh, gpu(sh, "cublas", t));
+        add(dev, dtype_name(t), "mma", sh, gpu(sh, "mma", t));
+      }
+    }
+#endif
+  }
+  return cases;
 }
+
+}  // namespace
+
+DLB_SUITE(matmul)
+    .about("C = A x B: OpenBLAS sgemm (best core), cuBLAS fp32/tf32/fp16/bf16, our CUDA kernels")
+    .axis("size", {128, 256, 512, 1024, 2048, 4096, 8192, 1000, 3000}, {128, 512})
+    // DeepBench-style [m, n, k]; --sizes drops them
+    .axis("shape", json::array({{1760, 128, 1760}, {2560, 64, 2560}, {4096, 128, 4096}, {7680, 32, 2560}, {512, 1024, 27},
+                                {3072, 128, 1024}}),
+          json::array({{1760, 128, 1760}}))
+    .axis("dtype", {"fp32", "tf32", "fp16", "bf16"})
+    .takes({flag::sizes(), flag::dtype()})
+    .no_blas_from_pool()  // one sgemm at a time, OpenBLAS's own threads
+    .cases(expand)
+    .summary(summarize);
 
 }  // namespace dlb::bench

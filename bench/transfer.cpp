@@ -18,7 +18,7 @@
 #include <sstream>
 #include <vector>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "kernels/common/device.h"
 #include "kernels/common/pcie.h"
 #include "kernels/cpu/memcpy.h"
@@ -592,87 +592,93 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   }
 }
 
-}  // namespace
-
-Suite transfer_suite() {
-  Suite s;
-  s.name = "transfer";
-  s.description = "Host<->device copies: pageable vs pinned, sync vs async, overlap with compute; host memcpy";
-  s.expand = [](const SuiteOptions& o) {
-    std::vector<CaseSpec> cases;
-    const auto sizes = axis_ints(o, "size", {1024, 1 << 20, 64 << 20});
-    const auto caches = axis_strings(o, "cache", {"cold"});
-    for (const auto& c : caches)
-      if (c != "cold" && c != "hot") throw UsageError("transfer: unknown cache mode '" + c + "' (expected cold, hot)");
-    for (const auto& dev : o.devices) {
-      if (dev == "cpu") {
-        for (const auto& c : caches)
-          for (long long n : sizes) {
-            CaseId id{"transfer", "memcpy", dev, "u8", {}};
-            id.with("host", "pageable").with("cache", c).with("size", n);
-            const bool cold = c == "cold";
-            cases.push_back({id, [n, cold] { return std::make_unique<HostMemcpy>(static_cast<std::size_t>(n), cold); }});
-          }
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  std::vector<CaseSpec> cases;
+  const auto sizes = axis_ints(o, "size");
+  const auto caches = axis_strings(o, "cache");
+  for (const auto& c : caches)
+    if (c != "cold" && c != "hot") throw UsageError("transfer: unknown cache mode '" + c + "' (expected cold, hot)");
+  for (const auto& dev : o.devices) {
+    if (dev == "cpu") {
+      for (const auto& c : caches)
+        for (long long n : sizes) {
+          CaseId id{"transfer", "memcpy", dev, "u8", {}};
+          id.with("host", "pageable").with("cache", c).with("size", n);
+          const bool cold = c == "cold";
+          cases.push_back({id, [n, cold] { return std::make_unique<HostMemcpy>(static_cast<std::size_t>(n), cold); }});
+        }
+      continue;
+    }
+#ifdef DLB_HAVE_CUDA
+    if (!is_gpu(dev)) continue;
+    const int g = gpu_index(dev);
+    const auto ops = axis_strings(o, "op");
+    const auto hosts = axis_strings(o, "host");
+    const auto apis = axis_strings(o, "api");
+    for (const auto& h : hosts) parse_host(h);
+    for (const auto& a : apis)
+      if (a != "sync" && a != "async") throw UsageError("transfer: unknown api '" + a + "' (expected sync, async)");
+    for (const auto& op : ops) {
+      if (op == "overlap") {
+        // Batches of 1 MiB..256 MiB: smaller ones are all launch overhead, larger ones leave too few.
+        for (long long n : sizes) {
+          if (n < (1 << 20) || n > (256LL << 20) || n % 4) continue;
+          CaseId id{"transfer", "overlap", dev, "fp32", {}};
+          id.with("host", "pinned").with("api", "async").with("size", n);
+          cases.push_back({id, [g, n] { return std::make_unique<Overlap>(g, static_cast<std::size_t>(n)); }});
+        }
         continue;
       }
-#ifdef DLB_HAVE_CUDA
-      if (!is_gpu(dev)) continue;
-      const int g = gpu_index(dev);
-      const auto ops = axis_strings(o, "op", {"h2d", "d2h", "d2d", "bidir", "overlap"});
-      const auto hosts = axis_strings(o, "host", {"pageable", "pinned", "pinned_wc"});
-      const auto apis = axis_strings(o, "api", {"sync", "async"});
-      for (const auto& h : hosts) parse_host(h);
-      for (const auto& a : apis)
-        if (a != "sync" && a != "async") throw UsageError("transfer: unknown api '" + a + "' (expected sync, async)");
-      for (const auto& op : ops) {
-        if (op == "overlap") {
-          // Batches of 1 MiB..256 MiB: smaller ones are all launch overhead, larger ones leave too few.
-          for (long long n : sizes) {
-            if (n < (1 << 20) || n > (256LL << 20) || n % 4) continue;
-            CaseId id{"transfer", "overlap", dev, "fp32", {}};
-            id.with("host", "pinned").with("api", "async").with("size", n);
-            cases.push_back({id, [g, n] { return std::make_unique<Overlap>(g, static_cast<std::size_t>(n)); }});
+      const Dir d = parse_dir(op);
+      for (long long n : sizes) {
+        if (d == Dir::d2d) {
+          for (const auto& a : apis) {
+            CaseId id{"transfer", op, dev, "u8", {}};
+            id.with("host", "none").with("api", a).with("size", n);
+            const bool async = a == "async";
+            cases.push_back({id, [g, n, async] {
+                               return std::make_unique<GpuCopy>(g, Dir::d2d, HostKind::none, async, static_cast<std::size_t>(n));
+                             }});
           }
           continue;
         }
-        const Dir d = parse_dir(op);
-        for (long long n : sizes) {
-          if (d == Dir::d2d) {
-            for (const auto& a : apis) {
-              CaseId id{"transfer", op, dev, "u8", {}};
-              id.with("host", "none").with("api", a).with("size", n);
-              const bool async = a == "async";
-              cases.push_back({id, [g, n, async] {
-                                 return std::make_unique<GpuCopy>(g, Dir::d2d, HostKind::none, async, static_cast<std::size_t>(n));
-                               }});
-            }
-            continue;
-          }
-          for (const auto& h : hosts) {
-            // Write-combined memory is for the CPU to write and the GPU to read: CPU reads of it are
-            // uncached, so it is offered for h2d only.
-            if (h == "pinned_wc" && d != Dir::h2d) continue;
-            for (const auto& a : apis) {
-              // Two directions at once need two streams: cudaMemcpy's legacy default stream would
-              // serialize them, so bidir is async only.
-              if (d == Dir::bidir && a == "sync") continue;
-              CaseId id{"transfer", op, dev, "u8", {}};
-              id.with("host", h).with("api", a).with("size", n);
-              const HostKind hk = parse_host(h);
-              const bool async = a == "async";
-              cases.push_back({id, [g, d, hk, async, n] {
-                                 return std::make_unique<GpuCopy>(g, d, hk, async, static_cast<std::size_t>(n));
-                               }});
-            }
+        for (const auto& h : hosts) {
+          // Write-combined memory is for the CPU to write and the GPU to read: CPU reads of it are
+          // uncached, so it is offered for h2d only.
+          if (h == "pinned_wc" && d != Dir::h2d) continue;
+          for (const auto& a : apis) {
+            // Two directions at once need two streams: cudaMemcpy's legacy default stream would
+            // serialize them, so bidir is async only.
+            if (d == Dir::bidir && a == "sync") continue;
+            CaseId id{"transfer", op, dev, "u8", {}};
+            id.with("host", h).with("api", a).with("size", n);
+            const HostKind hk = parse_host(h);
+            const bool async = a == "async";
+            cases.push_back({id, [g, d, hk, async, n] {
+                               return std::make_unique<GpuCopy>(g, d, hk, async, static_cast<std::size_t>(n));
+                             }});
           }
         }
       }
-#endif
     }
-    return cases;
-  };
-  s.summarize = summarize;
-  return s;
+#endif
+  }
+  return cases;
 }
+
+}  // namespace
+
+DLB_SUITE(transfer)
+    .about("Host<->device copies: pageable vs pinned, sync vs async, overlap with compute; host memcpy")
+    .axis("size", {1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864, 268435456, 1073741824},
+          {1024, 1048576, 67108864})
+    .axis("op", {"h2d", "d2h", "d2d", "bidir", "overlap"})
+    .axis("host", {"pageable", "pinned", "pinned_wc"})
+    .axis("api", {"sync", "async"})
+    .axis("cache", {"cold"})  // or "hot": the source already in the caches (host memcpy)
+    .takes({flag::size_bytes()})
+    .no_blas_from_pool()
+    .cases(expand)
+    .summary(summarize);
 
 }  // namespace dlb::bench

@@ -8,7 +8,7 @@
 
 #include "harness/commands.h"
 #include "harness/fingerprint.h"
-#include "harness/runner.h"
+#include "harness/run/run.h"
 
 namespace dlb::harness {
 

@@ -1,4 +1,5 @@
-// `dlbench run` and `dlbench list`.
+// `dlbench run` and `dlbench list`. The suite flags (--sizes, --batch, ...) come from the suites'
+// declarations (bench/suite.h): one command-line option per flag name over all suites.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -6,27 +7,31 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "harness/commands.h"
-#include "kernels/common/errors.h"
 #include "harness/dist.h"
-#include "harness/runner.h"
+#include "harness/run/plan.h"
+#include "harness/run/run.h"
 #include "harness/sweep.h"
 #include "harness/tables.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
 
 namespace dlb::harness {
 
 namespace {
 struct RunFlags {
-  std::string suite = "lecture", device = "all", out, sizes, batch, images, dtype, filter, input, peer;
+  std::string suite = "lecture", device = "all", out, filter;
   std::string repetitions, min_time, ranks;
-  bool quick = false, no_report = false, list = false, cuda_graph = false, profile = false, no_interleave = false;
+  bool quick = false, no_report = false, list = false, no_interleave = false;
   std::string seed;
-  std::set<std::string> given;  // the flags given on the command line (an empty value counts)
+  std::map<std::string, std::string> values;  // suite flags with a value, by name
+  std::map<std::string, bool> switches;       // suite flags without one
+  std::set<std::string> given;                // the flags given on the command line (an empty value counts)
 };
 
 // The options of `sub` that were given, by their long name.
@@ -37,48 +42,110 @@ std::set<std::string> given_flags(const CLI::App* sub) {
   return out;
 }
 
-// A flag that a chosen suite does not use is refused, naming the suite (a silently ignored --sizes
-// runs a different sweep than the one asked for).
-void check_flags_for_suites(const RunFlags& f, const std::vector<std::string>& suites) {
-  for (const char* flag : {"--sizes", "--batch", "--images", "--dtype", "--input", "--cuda-graph", "--peer", "--profile"}) {
-    if (!f.given.count(flag)) continue;
-    for (const auto& s : suites) {
-      const auto uses = suite_flags(s);
-      if (uses.empty() || std::find(uses.begin(), uses.end(), flag) != uses.end()) continue;
-      std::string list;
-      for (const auto& u : uses) list += (list.empty() ? "" : ", ") + u;
-      throw UsageError(std::string(flag) + ": suite " + s + " does not use it (its flags: " + list + ")");
-    }
-  }
+// Every flag some suite declares, once per name (the first declaration's help).
+std::vector<const bench::FlagSpec*> suite_flags() {
+  std::vector<const bench::FlagSpec*> out;
+  for (const bench::Suite* s : bench::all_suites())
+    for (const auto& f : s->flags)
+      if (std::none_of(out.begin(), out.end(), [&](const bench::FlagSpec* x) { return x->name == f.name; })) out.push_back(&f);
+  return out;
 }
 
 void add_common(CLI::App* sub, RunFlags& f) {
   sub->add_option("--suite,-s", f.suite, "Suite(s), comma-separated, or 'all' (default: lecture)");
   sub->add_option("--device,-d", f.device, "cpu | cuda | cuda:N | all, comma-separated (default: all)");
   sub->add_flag("--quick,-q", f.quick, "CI scale: small sweeps, fewer repetitions");
-  sub->add_option("--sizes", f.sizes, "Override the size axis, e.g. 512,2048 (transfer: 1MB,256KiB)");
-  sub->add_option("--batch", f.batch, "Override the batch axis, e.g. 64,4,2");
-  sub->add_option("--images", f.images, "Training suites: images per timed epoch (default 50000, --quick 1024)");
-  sub->add_option("--dtype", f.dtype, "Restrict dtypes: fp32,tf32,fp16,bf16");
   sub->add_option("--filter", f.filter, "Only cases whose name matches this regular expression");
-  sub->add_option("--input", f.input, "Training input pipeline: pageable | pinned | prefetch | resident | all");
-  sub->add_flag("--cuda-graph", f.cuda_graph, "Capture the GPU training step in a CUDA graph");
-  sub->add_flag("--profile", f.profile,
-                "Training suites: after timing, one more step per case recorded per layer (traces/<case>.json)");
-  sub->add_option("--peer", f.peer, "Also run a peer implementation (pytorch) and print it beside ours");
+  for (const bench::FlagSpec* spec : suite_flags()) {
+    if (spec->parse == bench::FlagSpec::Parse::on) sub->add_flag(spec->name, f.switches[spec->name], spec->help);
+    else sub->add_option(spec->name, f.values[spec->name], spec->help);
+  }
+}
+
+// A suite flag's value. Suites that parse one flag differently (--sizes: plain for matmul, with
+// units for transfer) agree on the plain integers when run together.
+nlohmann::json parse_flag(const bench::FlagSpec& spec, const std::string& text) {
+  using P = bench::FlagSpec::Parse;
+  const std::string& flag = spec.name;
+  auto choice_list = [&] {
+    std::string s;
+    for (std::size_t i = 0; i < spec.choices.size(); ++i)
+      s += (i == 0 ? "" : i + 1 == spec.choices.size() ? " or " : ", ") + spec.choices[i];
+    return s;
+  };
+  switch (spec.parse) {
+    case P::ints: return parse_list(text, flag, false, spec.max);
+    case P::bytes: return parse_list(text, flag, true, spec.max);
+    case P::size_sweep: return parse_size_sweep(text);
+    case P::dtypes: {
+      auto words = parse_words(text, flag);
+      for (const auto& w : words) {
+        try {
+          parse_dtype(w);
+        } catch (const UsageError& e) {
+          throw UsageError(flag + ": " + e.what());
+        }
+      }
+      return words;
+    }
+    case P::words: {
+      const auto words = parse_words(text, flag);
+      for (const auto& w : words)
+        if (std::find(spec.choices.begin(), spec.choices.end(), w) == spec.choices.end())
+          throw UsageError(flag + " '" + w + "': unknown value (expected " + choice_list() + ")");
+      if (words.size() > 1 && std::find(words.begin(), words.end(), "all") != words.end())
+        throw UsageError(flag + " '" + text + "': 'all' already holds every value");
+      return words;
+    }
+    case P::word:
+      if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end())
+        throw UsageError(flag + " '" + text + "': unknown value (expected " + choice_list() + ")");
+      return text;
+    case P::on: return true;
+  }
+  return nullptr;
+}
+
+// The suite flags given, checked against the suites chosen (a flag that a chosen suite does not take
+// is refused, naming the suite: a silently ignored --sizes runs a different sweep than the one asked
+// for), parsed into axis overrides and extras.
+void apply_suite_flags(const RunFlags& f, RunOptions& o) {
+  for (const bench::FlagSpec* any : suite_flags()) {
+    const std::string& flag = any->name;
+    if (!f.given.count(flag)) continue;
+    std::vector<const bench::FlagSpec*> specs;
+    for (const auto& name : o.suites) {
+      const bench::Suite& s = suite_named(name);
+      const bench::FlagSpec* spec = s.flag_named(flag);
+      if (!spec) {
+        std::string list;
+        for (const auto& u : s.flags) list += (list.empty() ? "" : ", ") + u.name;
+        throw UsageError(flag + ": suite " + s.name + " does not use it (its flags: " + (list.empty() ? "none" : list) + ")");
+      }
+      specs.push_back(spec);
+    }
+    bench::FlagSpec spec = *specs.front();
+    for (const auto* s : specs)
+      if (s->parse != spec.parse) spec.parse = bench::FlagSpec::Parse::ints;
+    const bool on = spec.parse == bench::FlagSpec::Parse::on;
+    if (on && !f.switches.at(flag)) continue;
+    const nlohmann::json v = parse_flag(spec, on ? "" : f.values.at(flag));
+    (spec.axis ? o.overrides : o.extra)[spec.key] = v;
+  }
 }
 
 RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
   RunOptions o;
   if (f.suite == "all") {
     o.suites.clear();
-    for (const auto& s : bench::all_suites()) o.suites.push_back(s.name);
+    for (const bench::Suite* s : bench::all_suites()) o.suites.push_back(s->name);
   } else {
     o.suites = parse_words(f.suite, "--suite");
     if (o.suites.size() > 1 && std::find(o.suites.begin(), o.suites.end(), "all") != o.suites.end())
       throw UsageError("--suite '" + f.suite + "': 'all' already holds every suite");
+    for (const auto& s : o.suites) suite_named(s);
   }
-  check_flags_for_suites(f, o.suites);
+  apply_suite_flags(f, o);
   o.device = f.device;
   o.quick = f.quick;
   if (f.given.count("--repetitions")) o.repetitions = static_cast<int>(parse_int(f.repetitions, "--repetitions", 1, 1000));
@@ -90,46 +157,31 @@ RunOptions to_options(const RunFlags& f, const std::vector<std::string>& argv) {
   o.report = !f.no_report;
   o.list_only = f.list;
   o.argv = argv;
-  const bool units = o.suites.size() == 1 && o.suites[0] == "transfer";
-  const bool dist = o.suites.size() == 1 && o.suites[0] == "dist";
-  if (f.given.count("--sizes")) {
-    o.overrides["size"] = dist ? parse_size_sweep(f.sizes) : parse_list(f.sizes, "--sizes", units);
-    o.extra["sizes_given"] = true;  // suites with extra shapes beside the size axis run only these
-  }
-  if (f.given.count("--batch")) o.overrides["batch"] = parse_list(f.batch, "--batch", false, 1 << 20);
-  if (f.given.count("--images")) o.overrides["images"] = parse_list(f.images, "--images", false, 100000000);
-  if (f.given.count("--dtype")) {
-    auto words = parse_words(f.dtype, "--dtype");
-    for (const auto& w : words) {
-      try {
-        parse_dtype(w);
-      } catch (const UsageError& e) {
-        throw UsageError(std::string("--dtype: ") + e.what());
-      }
-    }
-    o.overrides["dtype"] = words;
-  }
-  if (f.given.count("--input")) {
-    const auto words = parse_words(f.input, "--input");
-    for (const auto& w : words)
-      if (w != "pageable" && w != "pinned" && w != "prefetch" && w != "resident" && w != "all")
-        throw UsageError("--input '" + w + "': unknown mode (expected pageable, pinned, prefetch, resident or all)");
-    if (words.size() > 1 && std::find(words.begin(), words.end(), "all") != words.end())
-      throw UsageError("--input '" + f.input + "': 'all' already holds every mode");
-    o.extra["input"] = words;
-  }
-  if (f.cuda_graph) o.extra["cuda_graph"] = true;
-  if (f.profile) o.extra["profile"] = true;
-  if (f.given.count("--peer")) {
-    if (f.peer != "pytorch") throw UsageError("--peer '" + f.peer + "': unknown peer (expected pytorch)");
-    o.extra["peer"] = f.peer;
-  }
   return o;
+}
+
+// `dlbench list`: each suite with its axes (default; --quick) and flags, from its declaration.
+void print_suites(std::ostream& out) {
+  auto values = [](const nlohmann::json& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ",") + (x.is_string() ? x.get<std::string>() : x.dump());
+    return s.empty() ? std::string("(none)") : s;
+  };
+  for (const bench::Suite* s : bench::all_suites()) {
+    out << s->name << (s->name == "lecture" ? " (default)" : "") << ": " << s->description << "\n";
+    for (const auto& a : s->axes) {
+      out << "  " << a.name << " = " << values(a.values);
+      if (!a.quick.is_null() && a.quick != a.values) out << "  (--quick: " << values(a.quick) << ")";
+      out << "\n";
+    }
+    std::string flags;
+    for (const auto& fl : s->flags) flags += " " + fl.name;
+    out << "  flags:" << (flags.empty() ? " none" : flags) << (s->distributed ? " --ranks" : "") << "\n\n";
+  }
 }
 }  // namespace
 
 void add_run_command(CLI::App& app, int& rc) {
-  auto argv = std::make_shared<std::vector<std::string>>();
   auto f = std::make_shared<RunFlags>();
   CLI::App* run = app.add_subcommand("run", "Run suites: verify every case, time it, write results and tables");
   add_common(run, *f);
@@ -146,7 +198,7 @@ void add_run_command(CLI::App& app, int& rc) {
   auto* seed = run->add_option("--seed", f->seed, "Seed of the rounds' shuffle, 0..2^64-1 (default: random; recorded in the results)");
   run->add_flag("--no-report", f->no_report, "Do not write the HTML report at the end");
   run->add_flag("--list", f->list, "Print the cases that would run, and run nothing");
-  run->add_option("--ranks", f->ranks, "Suite dist: run N ranks, 1..1024 (re-launches itself under mpirun)");
+  run->add_option("--ranks", f->ranks, "Suites across ranks (dist): run N ranks, 1..1024 (re-launches itself under mpirun)");
   run->callback([f, run, resume, force, seed, &rc] {
     f->given = given_flags(run);
     if (!f->no_report) check_python_runs_report();  // before hours of cases, not after
@@ -165,36 +217,36 @@ void add_run_command(CLI::App& app, int& rc) {
       o.seed = n;
     }
     if (*force) o.out_mode = OutMode::force;
+    bool across_ranks = false;
+    for (const auto& s : o.suites) across_ranks |= suite_named(s).distributed;
     if (!resume->empty()) {
       o.out_mode = OutMode::resume;
       o.out = *resume;
       // No flag that shapes the case set or the timing: take the interrupted run's own.
       o.stored_options = true;
-      for (const char* flag : {"--suite", "--device", "--quick", "--sizes", "--batch", "--images", "--dtype", "--filter",
-                               "--input", "--cuda-graph", "--peer", "--repetitions", "--min-time", "--no-interleave"})
-        if (run->count(flag) > 0) o.stored_options = false;
+      for (const char* flag : {"--suite", "--device", "--quick", "--filter", "--repetitions", "--min-time", "--no-interleave"})
+        if (f->given.count(flag)) o.stored_options = false;
+      for (const bench::FlagSpec* spec : suite_flags())
+        if (f->given.count(spec->name)) o.stored_options = false;
     } else if (run->count("--resume") > 0) {
       throw UsageError("--resume: expected a results folder");
     }
-    const bool dist = std::find(o.suites.begin(), o.suites.end(), "dist") != o.suites.end();
     const int ranks = f->given.count("--ranks") ? static_cast<int>(parse_int(f->ranks, "--ranks", 1, 1024)) : 0;
-    if (ranks != 0 && !dist) throw UsageError("--ranks: only suite dist runs across ranks (add --suite dist)");
-    if (dist && o.out_mode == OutMode::resume) throw UsageError("--resume: suite dist runs are not resumable; run it again");
-    rc = dist ? run_distributed(o, ranks) : run_suites(o);
+    if (ranks != 0 && !across_ranks) throw UsageError("--ranks: only suite dist runs across ranks (add --suite dist)");
+    if (across_ranks && o.out_mode == OutMode::resume) throw UsageError("--resume: suite dist runs are not resumable; run it again");
+    rc = across_ranks ? run_distributed(o, ranks) : run_suites(o);
   });
 
   auto lf = std::make_shared<RunFlags>();
   lf->suite = "";
-  CLI::App* list = app.add_subcommand("list", "List the suites, or the cases one would run (--suite ...)");
+  CLI::App* list = app.add_subcommand("list", "List the suites with their axes and flags, or the cases one would run (--suite ...)");
   add_common(list, *lf);
   list->callback([lf, list, &rc] {
     lf->given = given_flags(list);
     if (!lf->given.count("--suite")) {
       for (const auto& flag : lf->given)
         throw UsageError("list " + flag + ": give --suite too (without it, list prints the suites)");
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& s : bench::all_suites()) rows.push_back({s.name, s.description});
-      print_table(std::cout, {"Suite", "What it measures"}, rows);
+      print_suites(std::cout);
       rc = 0;
       return;
     }

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "harness/commands.h"
-#include "harness/runner.h"
+#include "harness/run/run.h"
 #include "harness/sweep.h"
 #include "kernels/common/device.h"
 #include "kernels/common/errors.h"
@@ -27,7 +27,7 @@ struct TrainFlags {
   bool cuda_graph = false, lr_given = false;
 };
 
-// One device, checked like `run --device` (harness/runner.h); "cuda" means the first GPU.
+// One device, checked like `run --device` (harness/run/run.h); "cuda" means the first GPU.
 std::string resolve_device(const std::string& d) {
   const auto devs = resolve_devices(d);
   if (d == "all" || d.find(',') != std::string::npos || (devs.size() != 1 && d != "cuda" && d != "gpu"))

@@ -17,7 +17,8 @@
 #include <csignal>
 #include <thread>
 
-#include "bench/case.h"
+#include "bench/suite.h"
+#include "harness/run/plan.h"
 #include "harness/sweep.h"
 #include "kernels/comm/comm.h"
 #include "kernels/common/errors.h"
@@ -124,25 +125,18 @@ void fault_injection() {
 // Ranks other than 0: the same dist cases in the same order, with the same timing policy; nothing
 // is written or printed (rank 0 records the slowest rank's times, which every rank computes).
 int follow(const RunOptions& opts) {
-  bench::SuiteOptions so;
-  so.axes = suite_axes("dist", opts.quick, opts.overrides);
-  so.quick = opts.quick;
-  so.devices = resolve_devices(opts.device);
-  so.extra = opts.extra;
-  std::regex filter;
-  if (!opts.filter.empty()) filter = compile_filter(opts.filter);
+  const Plan plan = plan_run(opts);  // as rank 0 plans it
   const TimingPolicy policy = timing_policy(opts);
   const Peaks none;
   std::size_t i = 0;
-  for (const auto& c : bench::find_suite("dist")->expand(so)) {
-    if (!opts.filter.empty() && !std::regex_search(c.id.name(), filter)) continue;
+  for (const auto& [suite, c] : plan.cases) {
+    if (!suite->distributed) continue;
     nlohmann::json record;
     run_case(c, i++, policy, none, record);
     if (i == 1) fault_injection();
   }
   return 0;
 }
-
 
 }  // namespace
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/runner.h"
+#include "harness/run/run.h"
 
 namespace dlb::harness {
 

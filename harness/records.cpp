@@ -1,6 +1,6 @@
-// A case's results entries: its identity, a Google Benchmark run or a failure as a record,
-// throughput and % of peak, energy, and the aggregates of interleaved repetitions. The run loop
-// (runner.cpp) times; this file says what a record holds.
+// A case's results entries: its identity, a repetition or a failure as a record, throughput and % of
+// peak, energy, and the aggregates of the repetitions (computed here, not by Google Benchmark). The
+// engine (harness/run/engine.cpp) times; this file says what a record holds.
 #include "harness/records.h"
 
 #include <algorithm>
@@ -213,28 +213,20 @@ json failure_from(const json& base, std::exception_ptr ep) {
   return r;
 }
 
-// A Google Benchmark run (a repetition or an aggregate) as a results entry.
+// A repetition (Google Benchmark's run of it, harness/run/timer.h) as a results entry.
 json run_entry(const json& base, const std::string& fn, const Run& r, double foreign_cpu, const Case& c,
                const Peaks& peaks) {
   json e = base;
-  const bool agg = r.run_type == Run::RT_Aggregate;
-  e["name"] = agg ? fn + "_" + r.aggregate_name : fn;
-  e["run_type"] = agg ? "aggregate" : "iteration";
+  e["name"] = fn;
+  e["run_type"] = "iteration";
   e["repetitions"] = r.repetitions;
-  if (agg) {
-    e["aggregate_name"] = r.aggregate_name;
-    e["aggregate_unit"] = r.aggregate_unit == benchmark::kPercentage ? "percentage" : "time";
-  } else {
-    e["repetition_index"] = r.repetition_index;
-  }
+  e["repetition_index"] = r.repetition_index;
   // A case that makes N back-to-back calls per iteration (Case::calls_per_run) is reported per call.
   const long calls = std::max(1L, c.calls_per_run());
-  e["iterations"] = agg ? r.iterations : r.iterations * calls;
+  e["iterations"] = r.iterations * calls;
   if (calls > 1) e["calls_per_iteration"] = calls;
-  // cv is a ratio: Google Benchmark's adjusted time would scale it by the unit and divide it by the count
-  const bool ratio = agg && r.aggregate_unit == benchmark::kPercentage;
-  e["real_time"] = ratio ? r.real_accumulated_time : r.GetAdjustedRealTime() / double(calls);
-  e["cpu_time"] = ratio ? r.cpu_accumulated_time : r.GetAdjustedCPUTime() / double(calls);
+  e["real_time"] = r.GetAdjustedRealTime() / double(calls);
+  e["cpu_time"] = r.GetAdjustedCPUTime() / double(calls);
   e["time_unit"] = "us";
   if (std::isfinite(foreign_cpu)) e["foreign_cpu"] = foreign_cpu;
   const std::string metric = metric_key(c.metric());
@@ -242,9 +234,9 @@ json run_entry(const json& base, const std::string& fn, const Run& r, double for
   if (r.error_occurred) {
     e["error_occurred"] = true;
     e["error_message"] = r.error_message;
-    // Out of memory in a timed run (gb_time passes OutOfMemory's message on): marked as in setup.
+    // Out of memory in a timed run (the timer passes OutOfMemory's message on): marked as in setup.
     if (r.error_message.rfind("out of memory", 0) == 0) e["error"] = "out of memory", e["verified"] = false;
-  } else if (!agg || r.aggregate_name == "mean" || r.aggregate_name == "median") {
+  } else {
     add_throughput(e, e["real_time"].get<double>() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
     note_peak_clock(e);
   }
@@ -259,8 +251,8 @@ json summary_record(const std::vector<json>& entries) {
   return entries.empty() ? json() : entries.front();
 }
 
-// Google Benchmark's aggregates (mean, median, stddev, cv; sample stddev, cv = stddev / mean) of the
-// iteration entries, with the same keys its own aggregates get in run_entry.
+// The aggregates Google Benchmark would write (mean, median, stddev, cv; sample stddev, cv = stddev /
+// mean) of the iteration entries, with its keys.
 std::vector<json> aggregate_entries(const json& base, const std::string& fn, const std::vector<json>& its,
                                     const Case& c, const Peaks& peaks) {
   const std::size_t n = its.size();

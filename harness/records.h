@@ -67,13 +67,13 @@ bool out_of_memory(std::exception_ptr ep);  // OutOfMemory or std::bad_alloc
 // The record of a case that failed while it was made, set up, verified or timed.
 nlohmann::json failure_from(const nlohmann::json& base, std::exception_ptr ep);
 
-// A Google Benchmark run (a repetition or an aggregate) as a results entry.
+// A repetition (Google Benchmark's run of it, harness/run/timer.h) as a results entry.
 nlohmann::json run_entry(const nlohmann::json& base, const std::string& fn, const benchmark::BenchmarkReporter::Run& r,
                          double foreign_cpu, const bench::Case& c, const Peaks& peaks);
 // The case's record for tables: the median, or the only repetition.
 nlohmann::json summary_record(const std::vector<nlohmann::json>& entries);
-// Google Benchmark's aggregates (mean, median, stddev, cv; sample stddev, cv = stddev / mean) of the
-// iteration entries, with the same keys its own aggregates get in run_entry.
+// The aggregates Google Benchmark would write (mean, median, stddev, cv; sample stddev, cv = stddev /
+// mean) of the iteration entries, with its keys (dlbench computes them: docs/timing.md).
 std::vector<nlohmann::json> aggregate_entries(const nlohmann::json& base, const std::string& fn,
                                               const std::vector<nlohmann::json>& its, const bench::Case& c,
                                               const Peaks& peaks);

@@ -40,6 +40,9 @@ class ResultsWriter {
 
   const std::string& dir() const { return dir_; }
   const std::vector<nlohmann::json>& entries() const { return entries_; }
+  // For keys derived across cases (bench::Suite::derive) after the entries were appended: the next
+  // write_json shows them; results.jsonl keeps the entries as appended.
+  std::vector<nlohmann::json>& entries() { return entries_; }
 
  private:
   void open_results(OutMode mode);

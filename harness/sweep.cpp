@@ -1,4 +1,4 @@
-// Sweep lists and suite axes (see sweep.h).
+// Command-line lists, numbers and --filter (see sweep.h).
 #include "harness/sweep.h"
 
 #include <algorithm>
@@ -145,32 +145,6 @@ double parse_real(const std::string& text, const std::string& flag, double lo, d
   const double v = std::strtod(text.c_str(), nullptr);
   if (!std::isfinite(v) || v < lo || v > hi) throw UsageError(flag + " '" + text + "': out of range" + range);
   return v;
-}
-
-std::vector<std::string> suite_flags(const std::string& suite) {
-  static const std::map<std::string, std::vector<std::string>> flags = {
-      {"matmul", {"--sizes", "--dtype"}},
-      {"conv", {"--batch", "--dtype"}},
-      {"lecture", {"--batch", "--images", "--dtype", "--input", "--cuda-graph", "--peer", "--profile"}},
-      {"train", {"--batch", "--images", "--dtype", "--input", "--cuda-graph", "--profile"}},
-      {"amp", {"--batch", "--sizes", "--dtype", "--profile"}},
-      {"transfer", {"--sizes"}},
-  };
-  auto it = flags.find(suite);
-  return it == flags.end() ? std::vector<std::string>{} : it->second;
-}
-
-nlohmann::json suite_axes(const std::string& suite, bool quick, const nlohmann::json& overrides) {
-  nlohmann::json axes = nlohmann::json::object();
-  const auto& files = embedded_suite_files();
-  auto it = files.find(suite);
-  if (it != files.end()) {
-    const auto doc = nlohmann::json::parse(it->second);
-    if (doc.contains("axes")) axes.update(doc.at("axes"));
-    if (quick && doc.contains("quick")) axes.update(doc.at("quick"));
-  }
-  axes.update(overrides);
-  return axes;
 }
 
 std::regex compile_filter(const std::string& pattern) {

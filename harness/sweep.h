@@ -1,12 +1,9 @@
-// Sweep expansion inputs: lists from the command line (--sizes 512,2048, --batch 64,4,2, sizes with
-// units like 1MB or 256KiB) and the suite axis files (harness/suites/<suite>.json) they override.
+// The command line's lists and numbers: --sizes 512,2048, --batch 64,4,2, sizes with units like 1MB
+// or 256KiB, every numeric flag, and --filter's bounded regular expression.
 #pragma once
-#include <map>
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace dlb::harness {
 
@@ -31,15 +28,5 @@ constexpr std::size_t kFilterMaxChars = 1024;
 constexpr int kFilterMaxDepth = 16;
 constexpr long long kFilterMaxRepeat = 1000;
 std::regex compile_filter(const std::string& pattern);
-
-// The run flags a suite uses (--sizes, --batch, --images, --dtype, --input, --cuda-graph, --peer);
-// empty for a suite this table does not know (no flag is refused for it).
-std::vector<std::string> suite_flags(const std::string& suite);
-
-// The axis file of `suite`: {"axes": {...}, "quick": {...}} embedded at configure time.
-const std::map<std::string, std::string>& embedded_suite_files();
-
-// Axes for a run: the file's "axes", overlaid by its "quick" when quick, then by `overrides`.
-nlohmann::json suite_axes(const std::string& suite, bool quick, const nlohmann::json& overrides);
 
 }  // namespace dlb::harness

@@ -35,6 +35,8 @@ const std::vector<OpCast>& autocast_table() {
       {"conv_transpose3d", K::lower_precision}, {"linear", K::lower_precision}, {"matmul", K::lower_precision},
       {"mm", K::lower_precision}, {"bmm", K::lower_precision}, {"addmm", K::lower_precision},
       {"baddbmm", K::lower_precision}, {"addbmm", K::lower_precision}, {"prelu", K::lower_precision},
+      {"scaled_dot_product_attention", K::lower_precision}, {"rnn_tanh", K::lower_precision},
+      {"lstm", K::lower_precision},
       // numerically sensitive: fp32
       {"softmax", K::fp32}, {"log_softmax", K::fp32}, {"cross_entropy", K::fp32}, {"nll_loss", K::fp32},
       {"mse_loss", K::fp32}, {"l1_loss", K::fp32}, {"smooth_l1_loss", K::fp32}, {"kl_div", K::fp32},
@@ -46,7 +48,8 @@ const std::vector<OpCast>& autocast_table() {
       {"relu", K::input_type}, {"sigmoid", K::input_type}, {"tanh", K::input_type}, {"gelu", K::input_type},
       {"max_pool2d", K::input_type}, {"avg_pool2d", K::input_type}, {"adaptive_avg_pool2d", K::input_type},
       {"dropout", K::input_type}, {"flatten", K::input_type}, {"reshape", K::input_type}, {"add", K::input_type},
-      {"mul", K::input_type}, {"batch_norm", K::input_type},
+      {"mul", K::input_type}, {"batch_norm", K::input_type}, {"embedding", K::input_type},
+      {"select", K::input_type},
       // several inputs: the widest one
       {"cat", K::promote}, {"stack", K::promote}, {"addcmul", K::promote}, {"addcdiv", K::promote},
       {"index_put", K::promote},

@@ -1,7 +1,9 @@
 // Shape, Param, the Op table and the init fill (see layer.h).
 #include "models/layer.h"
 
+#include <cmath>
 #include <stdexcept>
+#include <vector>
 
 namespace dlb::models {
 
@@ -22,6 +24,21 @@ Shape Shape::with_batch(int n) const {
   Shape s = *this;
   if (s.rank_ == 0) s.rank_ = 1;
   s.d_[0] = n;
+  return s;
+}
+
+Shape Shape::appended(int d) const {
+  if (rank_ >= kMaxRank) throw std::invalid_argument("Shape: rank above 6");
+  Shape s = *this;
+  s.d_[std::size_t(s.rank_++)] = d;
+  return s;
+}
+
+Shape Shape::without(int axis) const {
+  if (axis < 0 || axis >= rank_) throw std::invalid_argument("Shape: no dimension " + std::to_string(axis));
+  Shape s;
+  for (int i = 0; i < rank_; ++i)
+    if (i != axis) s.d_[std::size_t(s.rank_++)] = d_[std::size_t(i)];
   return s;
 }
 
@@ -58,6 +75,14 @@ const OpInfo& op_info(Op op) {
       {Op::max_pool2d, "MaxPool2d", "max_pool2d", "pool", true},
       {Op::flatten, "Flatten", "flatten", "flatten", true},
       {Op::add, "Add", "add", "add", false},
+      {Op::embedding, "Embedding", "embedding", "embedding", false},
+      {Op::rnn_tanh, "RNN", "rnn_tanh", "rnn", false},
+      {Op::lstm, "LSTM", "lstm", "lstm", false},
+      {Op::select_step, "Select", "select", "select", true},
+      {Op::layer_norm, "LayerNorm", "layer_norm", "norm", false},
+      {Op::dropout, "Dropout", "dropout", "dropout", false},
+      {Op::positional_encoding, "PositionalEncoding", "add", "posenc", false},
+      {Op::multihead_attention, "MultiheadAttention", "scaled_dot_product_attention", "attn", false},
       {Op::custom, "Custom", "custom", "custom", false},
   };
   for (const OpInfo& i : table)
@@ -74,6 +99,18 @@ void fill_uniform_bound(float* p, std::size_t n, float bound, std::uint64_t seed
     z ^= z >> 31;
     const double u = double(z >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
     p[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+  }
+}
+
+void fill_normal(float* p, std::size_t n, float stddev, std::uint64_t seed) {
+  // Pairs of uniforms from fill_uniform_bound's stream (u in (-1, 1), folded to (0, 1]).
+  std::vector<float> u(n + (n & 1));
+  fill_uniform_bound(u.data(), u.size(), 1.f, seed);
+  for (std::size_t i = 0; i < n; i += 2) {
+    const double u1 = 1.0 - std::abs(double(u[i])) * 0.999999, u2 = 0.5 * (double(u[i + 1]) + 1.0);
+    const double r = std::sqrt(-2.0 * std::log(u1)) * stddev, t = 6.283185307179586 * u2;
+    p[i] = float(r * std::cos(t));
+    if (i + 1 < n) p[i + 1] = float(r * std::sin(t));
   }
 }
 

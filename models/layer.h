@@ -38,6 +38,8 @@ class Shape {
   std::size_t size() const;
   std::size_t per_item() const;  // size() / n()
   Shape with_batch(int n) const;
+  Shape appended(int d) const;    // one more innermost dimension: [n, seq] -> [n, seq, d]
+  Shape without(int axis) const;  // dimension `axis` dropped: [n, seq, f] -> [n, f]
   std::string str() const;  // "64x3x32x32"
   bool operator==(const Shape& o) const;
   bool operator!=(const Shape& o) const { return !(*this == o); }
@@ -70,7 +72,12 @@ struct Param {
 // in any dtype (autocast rounds nothing after it). Plans and the GPU trainer switch on this enum.
 // custom: a layer without a row yet (a test's, a prototype's): it runs as a plain CPU step, autocast
 // and the GPU trainer refuse it.
-enum class Op { conv2d, conv_transpose2d, linear, relu, sigmoid, max_pool2d, flatten, add, custom };
+enum class Op {
+  conv2d, conv_transpose2d, linear, relu, sigmoid, max_pool2d, flatten, add,
+  // the sequence models' (models/seq_zoo.cpp)
+  embedding, rnn_tanh, lstm, select_step, layer_norm, dropout, positional_encoding, multihead_attention,
+  custom
+};
 struct OpInfo {
   Op op;
   const char* kind;      // "Conv2d"
@@ -131,10 +138,16 @@ class Layer {
   virtual void backward_ref(const Bwd<double>& a) = 0;
   // FLOPs of forward for one batch (napkin math for GFLOP/s; backward is twice that with dx).
   virtual double forward_flops(Shapes in) const { (void)in; return 0; }
+  // Training or evaluation (model.eval(): Dropout passes its input through), and the training step
+  // a layer drawing random numbers keys them by (Dropout's Philox mask: the same step gives the same
+  // mask in the fp32 path and the reference, the next step another). Model::set_step calls it.
+  virtual void set_step(bool training, std::uint64_t step) { (void)training, (void)step; }
 };
 
 // Deterministic uniform(-bound, bound) fill (splitmix64), so runs and devices agree.
 void fill_uniform_bound(float* p, std::size_t n, float bound, std::uint64_t seed);
+// Deterministic normal(0, stddev) fill (Box-Muller over the same stream): nn.Embedding's init.
+void fill_normal(float* p, std::size_t n, float stddev, std::uint64_t seed);
 // Param::grad += src (the steps that compute a weight gradient into scratch).
 void add_into(float* dst, const float* src, std::size_t n);
 

@@ -13,8 +13,8 @@
 
 namespace dlb::models {
 
-Model::Model(std::string name, Shape input, LossKind loss) : name_(std::move(name)), loss_(loss) {
-  inputs_.push_back({input.with_batch(1), false, 0});
+Model::Model(std::string name, Shape input, LossKind loss, bool integer_input) : name_(std::move(name)), loss_(loss) {
+  inputs_.push_back({input.with_batch(1), integer_input, 0});
   producer_.push_back(-1);
 }
 
@@ -147,9 +147,15 @@ double Model::train_flops(int n) const {
   return f;
 }
 
+void Model::set_step(bool training, std::uint64_t step) {
+  for (const Node& nd : nodes_) nd.layer->set_step(training, step);
+}
+
 std::string Model::layer_name(std::size_t i) const {
   const auto ps = nodes_.at(i).layer->params();
-  if (!ps.empty()) return ps[0]->name.substr(0, ps[0]->name.find('.'));
+  // The module's path: the parameter's name less its last part ("conv1", "lstm",
+  // "transformer.encoder.layers.0.self_attn").
+  if (!ps.empty()) return ps[0]->name.substr(0, ps[0]->name.rfind('.'));
   const Op op = nodes_[i].layer->op();
   int ordinal = 0;
   for (std::size_t j = 0; j <= i; ++j) ordinal += nodes_[j].layer->op() == op;
@@ -220,6 +226,7 @@ double Model::forward_backward_ref(const double* x, const Batch& b, std::vector<
   const void* xs[Layer::kMaxInputs];
   double* dxs[Layer::kMaxInputs];
   std::vector<double> part[Layer::kMaxInputs];  // a gradient to add to one written already
+  bool to_part[Layer::kMaxInputs];
   for (std::size_t j = nodes_.size(); j-- > 0;) {
     const Node& nd = nodes_[j];
     for (std::size_t k = 0; k < nd.in.size(); ++k) {
@@ -227,9 +234,13 @@ double Model::forward_backward_ref(const double* x, const Batch& b, std::vector<
       in[k] = sh[v];
       xs[k] = integer_value(int(v)) ? b.input(-1 - producer(int(v))) : v == 0 ? x : act[v].data();
       dxs[k] = nullptr;
+      to_part[k] = false;
       const bool want = !integer_value(int(v)) && (!is_input(int(v)) || (v == 0 && dx));
       if (!want) continue;
-      if (written[v]) {
+      // into a part when the value has a gradient already, or an earlier input of this node is it
+      to_part[k] = written[v] != 0;
+      for (std::size_t e = 0; e < k; ++e) to_part[k] = to_part[k] || (nd.in[e] == nd.in[k] && dxs[e]);
+      if (to_part[k]) {
         part[k].assign(sh[v].size(), 0.0);
         dxs[k] = part[k].data();
       } else {
@@ -242,7 +253,7 @@ double Model::forward_backward_ref(const double* x, const Batch& b, std::vector<
     for (std::size_t k = 0; k < nd.in.size(); ++k) {
       const auto v = std::size_t(nd.in[k]);
       if (!dxs[k]) continue;
-      if (written[v])
+      if (to_part[k])
         for (std::size_t e = 0; e < part[k].size(); ++e) grad[v][e] += part[k][e];
       written[v] = 1;
     }

@@ -45,8 +45,9 @@ struct Node {
 
 class Model {
  public:
-  // `input`: input 0's shape (float; its batch dimension is ignored).
-  Model(std::string name, Shape input, LossKind loss);
+  // `input`: input 0's shape (its batch dimension is ignored); float, or integer (token ids: a
+  // sequence model's input 0, passed in Batch::inputs).
+  Model(std::string name, Shape input, LossKind loss, bool integer_input = false);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -97,6 +98,9 @@ class Model {
   std::string layer_name(std::size_t node) const;
   // --profile: forward_backward() reports a region per step and direction and the loss (null: off).
   void set_profiler(Profiler* p) { prof_ = p; }
+  // Training mode and step number for every layer (Layer::set_step: Dropout's mask, eval mode).
+  // The trainers call it before each step; a fresh model trains at step 0.
+  void set_step(bool training, std::uint64_t step);
 
   // The fp32 step: zero_grad(); forward_backward() leaves gradients in Param::grad and returns the
   // loss. predict() runs forward only and returns the output (logits / reconstruction).

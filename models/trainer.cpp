@@ -149,8 +149,16 @@ class CpuTrainer final : public Trainer {
 
   float gradients(const Batch& b) override {
     cpu::BlasThreadsScope blas(blas_threads());
+    m_.set_step(true, std::uint64_t(opt_.steps()));
     m_.zero_grad();
     return m_.forward_backward(b);
+  }
+
+  // The sequence models' step: their GEMMs are few and large (a projection over every position), so
+  // OpenBLAS keeps its threads; our kernels split rows between its calls.
+  float train_batch(const Batch& b) override {
+    m_.set_step(true, std::uint64_t(opt_.steps()));
+    return train_step(m_, opt_, b);
   }
 
   std::string describe() const override {

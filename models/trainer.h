@@ -45,6 +45,10 @@ class Trainer {
   virtual double train_epoch(const Dataset& d, int batch) = 0;
   // Fraction of `d` classified right (cross-entropy models) or the mean loss (MSE models).
   virtual double evaluate(const Dataset& d, int batch) = 0;
+  // One training step (zero-grad, forward, loss, backward, optimizer) on a host batch with any inputs
+  // (the sequence models' token ids); returns its loss. Dropout draws its masks for the optimizer's
+  // step number. Waits for the device before returning.
+  virtual float train_batch(const Batch& b) = 0;
   // One forward + backward (no optimizer step) on a host batch; gradients come back to the host
   // model's Param::grad, the loss is returned. For verification against another path.
   virtual float gradients(const Batch& b) = 0;

@@ -11,7 +11,10 @@
 # leaves both files. CUDA builds on machines without a GPU driver only (else exit 77).
 set -u
 src=$1 build=$2 out=$3
-if ! compgen -G "$build/bin/test_*_gpu" >/dev/null; then echo "skipped: no gpu test binaries in $build/bin (CPU-only build)"; exit 77; fi
+# A CUDA build is what dlbench itself says it is (a gpu-labelled .cpp test exists in CPU-only builds too).
+if ! "$build/bin/dlbench" info --json 2>/dev/null | grep -q '"built_with_cuda": *true'; then
+  echo "skipped: $build is a CPU-only build (dlbench info: built_with_cuda false)"; exit 77
+fi
 if command -v nvidia-smi >/dev/null 2>&1 || [ -e /dev/nvidiactl ]; then
   echo "skipped: a GPU driver is here (the GPU job runs the real calls; this rehearses them without one)"; exit 77
 fi

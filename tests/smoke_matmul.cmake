@@ -23,6 +23,6 @@ add_test(NAME smoke.matmul_openblas_core COMMAND env -u OPENBLAS_CORETYPE bash -
      grep -q '\"openblas_core\": *\"Haswell\"' $d/hsw/results.jsonl; grep -q '\"openblas_core_mode\": *\"forced\"' $d/hsw/results.jsonl; fi; echo ok"
   bash ${DLB_CLI})
 set_tests_properties(smoke.matmul_openblas_core PROPERTIES LABELS smoke TIMEOUT 120)
-# Interleaving's seed (harness/runner.cpp run_window): a bad one is refused.
+# Interleaving's seed (harness/run/engine.h Ordering): a bad one is refused.
 dlb_smoke(run_seed_negative 2 run --suite matmul --device cpu --sizes 8 --seed -1 --no-report --out ${OUT}/x)
 dlb_smoke(run_seed_overflow 2 run --suite matmul --device cpu --sizes 8 --seed 18446744073709551616 --no-report --out ${OUT}/x)

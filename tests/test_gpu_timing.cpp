@@ -1,6 +1,6 @@
 // GPU case timing without a GPU: the N-calls-per-event-pair calibration (bench/gpu_timing.h), the L2
 // residency keys, and the harness reporting a case that makes N back-to-back calls per iteration
-// (Case::calls_per_run) per call, back to back (run_case) and interleaved (run_window).
+// (Case::calls_per_run) per call, back to back (run_case) and interleaved (measure over a window).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,7 +9,7 @@
 
 #include "bench/case.h"
 #include "bench/gpu_timing.h"
-#include "harness/runner.h"
+#include "harness/run/engine.h"
 
 using namespace dlb;
 using namespace dlb::bench;
@@ -120,10 +120,10 @@ TEST(GpuTiming, HarnessReportsPerCallBackToBack) {
 
 TEST(GpuTiming, HarnessReportsPerCallInterleaved) {
   std::vector<CaseSpec> specs = {batched_spec(2, 0), batched_spec(0, 1)};
-  std::vector<std::pair<const CaseSpec*, std::size_t>> window = {{&specs[0], 0}, {&specs[1], 1}};
+  const std::vector<dlb::harness::PlannedCase> window = {{&specs[0], 0}, {&specs[1], 1}};
   TimingPolicy p = quick_policy();
   p.tiny_min_time = 0.02;  // the tiny-case probe sees one run() of 4 ms: not tiny
-  const auto w = dlb::harness::run_window(window, p, Peaks{}, 7);
+  const auto w = dlb::harness::measure(window, p, dlb::harness::Ordering::interleaved(7), Peaks{});
   ASSERT_FALSE(w.interrupted);
   ASSERT_EQ(w.cases.size(), 2u);
   expect_per_call(w.cases[0].entries, 2);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "bench/gpu_timing.h"
-#include "harness/runner.h"
+#include "harness/run/engine.h"
 #include "tests/gpu_test.h"
 
 using namespace dlb;
@@ -21,11 +21,10 @@ __global__ void count_call(unsigned long long* n) { atomicAdd(n, 1ull); }
 
 // The first case of `suite` on cuda:0 whose name contains every one of `parts`.
 bench::CaseSpec pick(const char* suite, json axes, const std::vector<std::string>& parts) {
-  bench::SuiteOptions o;
-  o.axes = std::move(axes);
-  o.quick = true;
+  const bench::Suite& declared = *bench::find_suite(suite);
+  bench::SuiteOptions o = declared.options(true, axes);
   o.devices = {"cuda:0"};
-  for (auto& s : bench::find_suite(suite)->expand(o)) {
+  for (auto& s : declared.expand(o)) {
     const std::string n = s.id.name();
     bool all = true;
     for (const auto& p : parts) all = all && n.find(p) != std::string::npos;
@@ -106,7 +105,7 @@ TEST(GpuCallTimerGpu, MatmulCasesArePerCallWithL2AndPeakClock) {
 TEST(GpuCallTimerGpu, ConvAndAmpCasesArePerCall) {
   SKIP_WITHOUT_GPU();
   json conv_axes = {{"layer", {"lecture.conv1"}}, {"layer_batch", {4}}, {"op", {"conv2d_fwd"}},
-                    {"dtype", {"fp32"}}, {"deepbench", json::array()}, {"sweep", false}};
+                    {"dtype", {"fp32"}}, {"deepbench", json::array()}, {"sweep_layer", json::array()}};
   const std::vector<bench::CaseSpec> specs = {
       pick("conv", conv_axes, {"impl=cudnn", "layer=lecture.conv1", "batch=4"}),
       pick("amp", {{"model", json::array()}, {"size", {512}}, {"dtype", {"fp32"}}}, {"amp/gemm/cuda:0/fp32"}),

@@ -1,4 +1,4 @@
-// Interleaved timing (harness run_window) on fake cases: every case of a window is set up and
+// Interleaved timing (the engine over a window, harness/run/engine.h) on fake cases: every case of a window is set up and
 // verified before any is timed, rounds run each case once in a seeded shuffled order, the entries have
 // the back-to-back layout, failures are recorded untimed, noisy cases get extra rounds.
 #include <gtest/gtest.h>
@@ -10,14 +10,16 @@
 #include <vector>
 
 #include "bench/case.h"
-#include "harness/runner.h"
+#include "harness/run/engine.h"
 #include "kernels/common/errors.h"
 
 using namespace dlb;
 using namespace dlb::bench;
 using dlb::harness::Peaks;
 using dlb::harness::run_case;
-using dlb::harness::run_window;
+using dlb::harness::measure;
+using dlb::harness::Ordering;
+using dlb::harness::PlannedCase;
 using dlb::harness::TimingPolicy;
 using nlohmann::json;
 
@@ -71,9 +73,9 @@ class FakeCase : public Case {
 
 struct Specs {
   std::vector<CaseSpec> specs;
-  std::vector<std::pair<const CaseSpec*, std::size_t>> window() const {
-    std::vector<std::pair<const CaseSpec*, std::size_t>> w;
-    for (std::size_t i = 0; i < specs.size(); ++i) w.emplace_back(&specs[i], i);
+  std::vector<PlannedCase> window() const {
+    std::vector<PlannedCase> w;
+    for (std::size_t i = 0; i < specs.size(); ++i) w.push_back({&specs[i], i});
     return w;
   }
 };
@@ -118,7 +120,7 @@ TEST(Interleave, EntriesHaveTheBackToBackShape) {
   const Specs s = make_specs({Mode::good, Mode::good}, &log);
   json record;
   const auto b2b = run_case(s.specs[0], 0, policy(), Peaks{}, record);
-  const auto w = run_window(s.window(), policy(), Peaks{}, 1);
+  const auto w = measure(s.window(), policy(), Ordering::interleaved(1), Peaks{});
   ASSERT_FALSE(w.interrupted);
   ASSERT_EQ(w.cases.size(), 2u);
   EXPECT_EQ(shape(w.cases[0].entries), shape(b2b));  // same entries, same keys, same order
@@ -144,7 +146,7 @@ TEST(Interleave, EntriesHaveTheBackToBackShape) {
 TEST(Interleave, EveryCaseIsVerifiedBeforeAnyIsTimed) {
   Log log;
   const Specs s = make_specs({Mode::good, Mode::good, Mode::good, Mode::good, Mode::good}, &log);
-  const auto w = run_window(s.window(), policy(), Peaks{}, 7);
+  const auto w = measure(s.window(), policy(), Ordering::interleaved(7), Peaks{});
   ASSERT_EQ(w.cases.size(), 5u);
   EXPECT_EQ(w.rounds, 3);
   ASSERT_GE(log.first("run "), 0);
@@ -158,7 +160,7 @@ TEST(Interleave, RoundsAreShuffledBySeed) {
   const Specs s = make_specs(std::vector<Mode>(8, Mode::good), &log);
   auto order = [&](std::uint64_t seed) {
     std::vector<std::size_t> o;
-    const auto w = run_window(s.window(), policy(), Peaks{}, seed, &o);
+    const auto w = measure(s.window(), policy(), Ordering::interleaved(seed), Peaks{}, &o);
     EXPECT_EQ(w.cases.size(), 8u);
     return o;
   };
@@ -180,7 +182,7 @@ TEST(Interleave, RoundsAreShuffledBySeed) {
 TEST(Interleave, FailuresAreRecordedAndNeverTimed) {
   Log log;
   const Specs s = make_specs({Mode::wrong, Mode::good, Mode::unsupported}, &log);
-  const auto w = run_window(s.window(), policy(), Peaks{}, 3);
+  const auto w = measure(s.window(), policy(), Ordering::interleaved(3), Peaks{});
   ASSERT_EQ(w.cases.size(), 3u);
   EXPECT_EQ(w.cases[0].record.at("error_occurred"), true);
   EXPECT_EQ(w.cases[0].record.at("verified"), false);
@@ -194,11 +196,11 @@ TEST(Interleave, FailuresAreRecordedAndNeverTimed) {
 TEST(Interleave, OutOfMemoryBesideOthersOpensTheNextWindow) {
   Log log;
   const Specs s = make_specs({Mode::good, Mode::oom, Mode::good}, &log);
-  const auto w = run_window(s.window(), policy(), Peaks{}, 3);
+  const auto w = measure(s.window(), policy(), Ordering::interleaved(3), Peaks{});
   ASSERT_EQ(w.cases.size(), 1u);  // the oom case was not consumed: it is retried alone
   EXPECT_EQ(w.cases[0].record.at("aggregate_name"), "median");
-  const std::vector<std::pair<const CaseSpec*, std::size_t>> alone = {{&s.specs[1], 1}};
-  const auto w2 = run_window(alone, policy(), Peaks{}, 3);
+  const std::vector<PlannedCase> alone = {{&s.specs[1], 1}};
+  const auto w2 = measure(alone, policy(), Ordering::interleaved(3), Peaks{});
   ASSERT_EQ(w2.cases.size(), 1u);  // alone, it is a result: out of memory
   EXPECT_EQ(w2.cases[0].record.at("error"), "out of memory");
 }
@@ -206,9 +208,7 @@ TEST(Interleave, OutOfMemoryBesideOthersOpensTheNextWindow) {
 TEST(Interleave, WindowIsBoundedByCount) {
   Log log;
   const Specs s = make_specs(std::vector<Mode>(5, Mode::good), &log);
-  TimingPolicy p = policy();
-  p.window = 2;
-  const auto w = run_window(s.window(), p, Peaks{}, 3);
+  const auto w = measure(s.window(), policy(), Ordering::interleaved(3, 2), Peaks{});
   EXPECT_EQ(w.cases.size(), 2u);
   EXPECT_EQ(log.first("setup 2"), -1);
 }
@@ -218,7 +218,7 @@ TEST(Interleave, NoisyCaseGetsExtraRounds) {
   const Specs s = make_specs({Mode::good, Mode::noisy}, &log);
   TimingPolicy p = policy();
   p.retry_noisy = true;
-  const auto w = run_window(s.window(), p, Peaks{}, 5);
+  const auto w = measure(s.window(), p, Ordering::interleaved(5), Peaks{});
   ASSERT_EQ(w.cases.size(), 2u);
   EXPECT_EQ(w.cases[0].entries.front().at("repetitions"), 3);  // cv 0: no more
   EXPECT_EQ(w.cases[1].entries.front().at("repetitions"), 6);  // cv ~ 0.3: twice as many
@@ -232,12 +232,12 @@ TEST(Interleave, TinyCasesGetTheLongerMinimumTime) {
   p.repetitions = 2;
   p.tiny_min_time = 0.02;  // 1 ms iterations are under tiny_below_s = 2 ms: 20 ms repetitions
   p.tiny_below_s = 2e-3;
-  const auto w = run_window(s.window(), p, Peaks{}, 5);
+  const auto w = measure(s.window(), p, Ordering::interleaved(5), Peaks{});
   ASSERT_EQ(w.cases.size(), 2u);
   EXPECT_GE(w.cases[0].entries.front().at("iterations").get<long>(), 20);
   EXPECT_EQ(w.cases[0].entries[1].at("iterations"), w.cases[0].entries[0].at("iterations"));  // fixed after round 1
   EXPECT_EQ(w.cases[1].entries.front().at("iterations"), 2);  // the case's own count is kept
   p.tiny_min_time = 0;  // off (the user gave --min-time): 1 ms per repetition is enough
-  const auto w2 = run_window(s.window(), p, Peaks{}, 5);
+  const auto w2 = measure(s.window(), p, Ordering::interleaved(5), Peaks{});
   EXPECT_LT(w2.cases[0].entries.front().at("iterations").get<long>(), 20);
 }

@@ -14,11 +14,7 @@
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/common/errors.h"
 #include "kernels/cpu/openblas_core.h"
-#include "bench/case.h"
-
-namespace dlb::bench {
-Suite matmul_suite();  // bench/matmul.cpp
-}
+#include "bench/suite.h"
 
 namespace {
 
@@ -348,7 +344,7 @@ nlohmann::json gpu_record(const std::string& impl, double gflops, bool dispatch_
 
 std::string matmul_summary(const std::vector<nlohmann::json>& records) {
   std::ostringstream out;
-  dlb::bench::matmul_suite().summarize(records, out);
+  dlb::bench::find_suite("matmul")->summarize(records, out);
   return out.str();
 }
 

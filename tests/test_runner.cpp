@@ -1,11 +1,12 @@
-// The run loop's policy on fake cases: verified before timed, failures never timed, out of memory
+// The engine's policy on fake cases (back to back: a window of one): verified before timed, failures never timed, out of memory
 // and unsupported recorded, throughput and the Google Benchmark entry layout.
 #include <gtest/gtest.h>
 
 #include <atomic>
 
 #include "bench/case.h"
-#include "harness/runner.h"
+#include "harness/run/engine.h"
+#include "harness/run/run.h"
 #include "kernels/common/errors.h"
 
 using namespace dlb;

@@ -1,4 +1,4 @@
-// Sweep lists and suite axes: what --sizes/--batch accept and reject.
+// Command-line lists and numbers: what --sizes/--batch accept and reject; --filter's bounds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,15 +50,6 @@ TEST(Sweep, MessageNamesFlagAndValue) {
   }
 }
 
-TEST(Sweep, SuiteAxesQuickAndOverrides) {
-  auto full = dlb::harness::suite_axes("matmul", false, nlohmann::json::object());
-  auto quick = dlb::harness::suite_axes("matmul", true, nlohmann::json::object());
-  ASSERT_TRUE(full.contains("size"));
-  EXPECT_GT(full["size"].size(), quick["size"].size());
-  auto over = dlb::harness::suite_axes("matmul", true, {{"size", {77}}});
-  EXPECT_EQ(over["size"], nlohmann::json::array({77}));
-}
-
 // Issue 13: one decimal number parser for every numeric flag and environment variable.
 TEST(Sweep, ParseIntDecimalOnly) {
   using dlb::harness::parse_int;
@@ -95,20 +86,6 @@ TEST(Sweep, DuplicatesRefused) {
   EXPECT_THROW(parse_list("1MB,1000KB", "--sizes", true), UsageError);  // the same number of bytes
   EXPECT_THROW(dlb::harness::parse_words("fp32,fp32", "--dtype"), UsageError);
   EXPECT_EQ(dlb::harness::parse_words("fp32,bf16", "--dtype").size(), 2u);
-}
-
-TEST(Sweep, SuiteFlags) {
-  using dlb::harness::suite_flags;
-  auto uses = [](const std::string& s, const std::string& f) {
-    const auto v = suite_flags(s);
-    return std::find(v.begin(), v.end(), f) != v.end();
-  };
-  EXPECT_TRUE(uses("matmul", "--sizes"));
-  EXPECT_FALSE(uses("conv", "--sizes"));
-  EXPECT_FALSE(uses("lecture", "--sizes"));  // its images are --images, capped
-  EXPECT_TRUE(uses("lecture", "--images"));
-  EXPECT_FALSE(uses("matmul", "--batch"));
-  EXPECT_TRUE(suite_flags("no-such-suite").empty());
 }
 
 // --filter is bounded before std::regex sees it: 20,000 nested groups crashed the process (its

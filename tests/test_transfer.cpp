@@ -10,15 +10,11 @@
 #include <cstring>
 #include <vector>
 
-#include "bench/case.h"
-#include "harness/runner.h"
+#include "bench/suite.h"
+#include "harness/run/engine.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/pcie.h"
 #include "kernels/cpu/memcpy.h"
-
-namespace dlb::bench {
-Suite transfer_suite();  // bench/transfer.cpp
-}
 
 using namespace dlb;
 using dlb::bench::SuiteOptions;
@@ -27,10 +23,10 @@ using nlohmann::json;
 namespace {
 
 std::vector<bench::CaseSpec> cpu_cases(json sizes, json cache = json::array({"cold"})) {
-  SuiteOptions o;
-  o.axes = {{"size", sizes}, {"cache", cache}};
+  const bench::Suite& suite = *bench::find_suite("transfer");
+  SuiteOptions o = suite.options(false, {{"size", sizes}, {"cache", cache}});
   o.devices = {"cpu"};
-  return bench::transfer_suite().expand(o);
+  return suite.expand(o);
 }
 
 harness::TimingPolicy quick() {

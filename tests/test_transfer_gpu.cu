@@ -6,25 +6,21 @@
 #include <set>
 #include <vector>
 
-#include "bench/case.h"
+#include "bench/suite.h"
 #include "kernels/cpu/memcpy.h"
 #include "kernels/cuda/cuda_util.h"
 #include "tests/gpu_test.h"
 #include "kernels/cuda/transfer.h"
-
-namespace dlb::bench {
-Suite transfer_suite();  // bench/transfer.cpp
-}
 
 using namespace dlb;
 using nlohmann::json;
 
 namespace {
 std::vector<bench::CaseSpec> gpu_cases(json ops, json sizes) {
-  bench::SuiteOptions o;
-  o.axes = {{"op", ops}, {"size", sizes}, {"host", {"pageable", "pinned", "pinned_wc"}}, {"api", {"sync", "async"}}};
+  const bench::Suite& suite = *bench::find_suite("transfer");
+  bench::SuiteOptions o = suite.options(false, {{"op", ops}, {"size", sizes}});
   o.devices = {"cuda:0"};
-  return bench::transfer_suite().expand(o);
+  return suite.expand(o);
 }
 }  // namespace
 

@@ -138,6 +138,14 @@ class GpuTrainer final : public Trainer {
                                 cudaMemcpyDeviceToHost));
   }
 
+  float train_batch(const Batch& b) override {
+    plan(b.n);
+    upload_batch_sync(b);
+    zero_loss();
+    step(b.n);
+    return read_loss();
+  }
+
   float gradients(const Batch& b) override {
     plan(b.n);
     upload_batch_sync(b);

@@ -28,7 +28,7 @@ Shape Linear::out_shape(Shapes ins) const {
 
 void Linear::init(std::uint64_t seed) {
   const float bound = 1.f / std::sqrt(float(in_f));
-  fill_uniform_bound(weight.value.data(), weight.size(), bound, seed);
+  fill_uniform_bound(weight.value.data(), weight.size(), xavier ? std::sqrt(6.f / float(in_f + out_f)) : bound, seed);
   fill_uniform_bound(bias.value.data(), bias.size(), bound, seed + 1);
 }
 

@@ -22,6 +22,7 @@ class Linear final : public Layer {
   double forward_flops(Shapes in) const override { return 2.0 * double(rows(in[0])) * in_f * out_f; }
   int rows(const Shape& in) const { return int(in.size() / std::size_t(in_f)); }
   int in_f, out_f;
+  bool xavier = false;  // init the weight xavier_uniform (nn.Transformer's _reset_parameters) instead
   Param weight, bias;
 };
 

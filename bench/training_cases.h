@@ -1,0 +1,34 @@
+// The training cases the lecture and train suites share: one epoch of a seed model on one device
+// (TrainingCase: ours, verified against the fp64 reference on the CPU and against the CPU on a GPU)
+// and the PyTorch peer (PeerCase: bench/peers/pytorch_lecture.py, timed in the same rounds as ours).
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/suite.h"
+#include "models/data.h"
+
+namespace dlb::bench {
+
+// Seeded synthetic data, shaped for the model: CIFAR-shaped 3x32x32, or 1- / 3-channel 28x28 crops
+// of it for the MNIST-shaped models. Cached so the cases of one run share it.
+std::shared_ptr<const models::Dataset> training_data(std::size_t images, int c, int h, int w);
+
+// "CPU" or "GPU": the lecture's device column.
+std::string device_label(const std::string& device);
+
+// The training cases of one model x batch x images on one device: one per GPU input pipeline (axis
+// "input", "all" = the four) and dtype (axis "dtype"); `lead` holds the case's first keys (model,
+// ...). `lecture`: print the lecture's progress lines.
+void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
+                        std::vector<std::pair<std::string, json>> lead, const std::string& device, long long batch,
+                        long long images, const SuiteOptions& o, bool lecture);
+
+// The PyTorch peer's case of the lecture's point (model net128, impl=pytorch): as many epochs as ours
+// get (`repetitions`). UsageError first when DLBENCH_PEER_THREADS is bad.
+void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const std::string& device, long long batch,
+                   long long images, int repetitions);
+
+}  // namespace dlb::bench

@@ -1,0 +1,31 @@
+// The timing engine's numbers, named in one place (docs/timing.md says why each is what it is).
+#pragma once
+
+namespace dlb::harness::timing {
+
+// Repetitions per case: 5 a side is the fewest with which compare's Mann-Whitney test can reach p < 0.05.
+inline constexpr int kRepetitions = 5;
+// Seconds per repetition when the case does not fix its iterations (--min-time).
+inline constexpr double kMinTime = 0.1;
+inline constexpr double kMinTimeQuick = 0.02;
+// Noisy retry: a case whose repetitions' cv exceeds kMaxCv gets twice its repetitions, at most
+// kMaxRepetitions (not with --quick).
+inline constexpr double kMaxCv = 0.05;
+inline constexpr int kMaxRepetitions = 20;
+// Warm-up before a case's first repetition: min(kWarmUpCap, min_time) seconds; before a later one,
+// when other cases ran in between (interleaved), a kLaterWarmUpShare of that: enough to bring the
+// case's data back into the caches.
+inline constexpr double kWarmUpCap = 0.05;
+inline constexpr double kLaterWarmUpShare = 0.2;
+// Tiny cases: an iteration under kTinyBelow seconds is dominated by the timer and cache state; it
+// gets repetitions of at least kTinyMinTime (kTinyMinTimeQuick with --quick) unless --min-time is given.
+inline constexpr double kTinyBelow = 1e-3;
+inline constexpr double kTinyMinTime = 0.2;
+inline constexpr double kTinyMinTimeQuick = 0.05;
+// Interleaved windows: at most kWindowCases cases set up together, holding at most kWindowBytes of
+// resident memory and kWindowFreeShare of the memory free when the run starts.
+inline constexpr int kWindowCases = 16;
+inline constexpr double kWindowBytes = 4e9;
+inline constexpr double kWindowFreeShare = 0.25;
+
+}  // namespace dlb::harness::timing

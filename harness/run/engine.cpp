@@ -1,0 +1,255 @@
+// The timing engine (see engine.h): prepare, rounds, entries.
+#include "harness/run/engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "bench/case.h"
+#include "harness/cpu_load.h"
+#include "harness/meters.h"
+#include "harness/run/stopping.h"
+#include "harness/run/timer.h"
+#include "kernels/common/child.h"
+#include "kernels/common/nvtx.h"
+
+namespace dlb::harness {
+
+using json = nlohmann::json;
+using Run = benchmark::BenchmarkReporter::Run;
+
+namespace {
+
+struct Slot {
+  const bench::CaseSpec* spec = nullptr;
+  std::size_t index = 0;
+  std::string fn;  // the case's name
+  json base;
+  std::unique_ptr<bench::Case> c;
+  std::unique_ptr<StoppingRule> rule;
+  bool timing = false;  // set up and verified: to be timed
+  double min_time = 0;
+  long iters = 0;  // fixed iterations per repetition (the case's own, or the first repetition's)
+  std::vector<Run> runs;
+  std::vector<double> seconds;        // per iteration, one per run (the stopping rule's input)
+  std::vector<double> round_trip_ns;  // core_round_trip_ns() before each repetition's round
+  CaseResult out;
+
+  bool wants_more() const { return timing && rule->wanted(seconds) > static_cast<int>(runs.size()); }
+};
+
+void teardown(std::unique_ptr<bench::Case>& c) {
+  if (!c) return;
+  try {
+    c->teardown();
+  } catch (...) {
+  }
+  c.reset();
+}
+
+long resident_bytes() {
+  long pages = 0, rss = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    std::fclose(f);
+  }
+  return rss * sysconf(_SC_PAGESIZE);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// 1. Make, set up and verify; choose how the case's repetitions are timed. False: the case runs out
+// of memory beside the cases already set up, and is left for the next window.
+bool prepare(Slot& s, const TimingPolicy& policy, bool alone) {
+  try {
+    s.c = s.spec->make();
+    s.c->setup();
+    const CheckResult chk = s.c->verify();
+    s.base["verified"] = chk.ok;
+    s.base["max_rel_err"] = chk.max_rel_err;
+    s.base["tolerance"] = chk.tolerance;
+    if (!chk.ok) {
+      s.out.record = failure_entry(s.base, "verification failed: " + chk.message);
+      s.out.entries = {s.out.record};
+    } else {
+      s.timing = true;
+      s.rule = stopping_rule(policy, *s.c);
+      s.iters = s.c->iterations();
+      s.min_time = policy.min_time;
+      // Tiny cases: one untimed iteration tells; microseconds are dominated by timer and cache state.
+      if (s.iters == 0 && policy.tiny_min_time > policy.min_time) {
+        const auto t0 = std::chrono::steady_clock::now();
+        double secs = s.c->run();
+        if (!s.c->manual_time()) secs = seconds_since(t0);
+        if (secs < policy.tiny_below_s) s.min_time = policy.tiny_min_time;
+      }
+    }
+  } catch (...) {
+    if (out_of_memory(std::current_exception()) && !alone) {
+      teardown(s.c);
+      return false;
+    }
+    s.out.record = failure_from(s.base, std::current_exception());
+    s.out.entries = {s.out.record};
+  }
+  if (!s.timing) teardown(s.c);  // a failed case holds no memory while the others are timed
+  return true;
+}
+
+// One repetition of slot s. False when it failed: the error entry is then the case's record.
+bool time_one(Slot& s, const Peaks& peaks, bool others_ran) {
+  // Warm-up: before the first repetition; a share of it before a later one when other cases are
+  // timed in between (their data took the caches).
+  double warm = 0;
+  if (s.c->iterations() == 0 && (s.runs.empty() || others_ran))
+    warm = std::min(timing::kWarmUpCap, s.min_time) * (s.runs.empty() ? 1.0 : timing::kLaterWarmUpShare);
+  const auto r = time_repetition(*s.c, s.fn, s.iters, s.iters > 0 ? 0 : s.min_time, warm);
+  if (!r || r->error_occurred) {
+    s.timing = false;
+    json e = r ? run_entry(s.base, s.fn, *r, std::nan(""), *s.c, peaks) : failure_entry(s.base, "no timing");
+    if (!r) e["verified"] = false;
+    s.out.record = e;
+    s.out.entries = {e};
+    return false;
+  }
+  if (s.iters == 0) s.iters = r->iterations;  // later repetitions: the same iterations
+  s.runs.push_back(*r);
+  s.seconds.push_back(r->GetAdjustedRealTime() * 1e-6);  // us per iteration (kMicrosecond) -> s
+  return true;
+}
+
+// 3. The case's entries in Google Benchmark's shape, with the window's meters.
+void build_entries(Slot& s, double foreign_cpu, const json& meters, const Peaks& peaks) {
+  std::vector<json> its;
+  for (std::size_t k = 0; k < s.runs.size(); ++k) {
+    json e = run_entry(s.base, s.fn, s.runs[k], foreign_cpu, *s.c, peaks);
+    e["repetitions"] = s.runs.size();
+    e["repetition_index"] = k;
+    if (std::isfinite(s.round_trip_ns[k])) e["core_round_trip_ns"] = s.round_trip_ns[k];
+    e.update(meters);
+    its.push_back(std::move(e));
+  }
+  s.out.entries = its;
+  for (auto& a : aggregate_entries(s.base, s.fn, its, *s.c, peaks)) {
+    a.update(meters);
+    s.out.entries.push_back(std::move(a));
+  }
+  s.out.record = summary_record(s.out.entries);
+}
+
+}  // namespace
+
+WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy& policy, const Ordering& ordering,
+                     const Peaks& peaks, std::vector<std::size_t>* timing_order) {
+  const bool rss_reset = reset_peak_rss();  // the window's own peak, where the kernel lets us reset it
+  WindowResult res;
+  std::vector<Slot> slots;
+  auto abandon = [&] {
+    for (auto& s : slots) teardown(s.c);
+    res.cases.clear();
+    res.interrupted = true;
+    return res;
+  };
+  auto stop_now = [&] { return interrupt_requested() && !ordering.finish_on_interrupt; };
+
+  // 1. Prepare every case of the window before any is timed.
+  const long rss0 = resident_bytes();
+  for (const auto& [spec, index] : window) {
+    if (static_cast<int>(slots.size()) >= std::max(1, ordering.window)) break;
+    if (!slots.empty() && resident_bytes() - rss0 > ordering.window_bytes) break;
+    if (interrupt_requested()) return abandon();
+    Slot s;
+    s.spec = spec, s.index = index, s.fn = spec->id.name(), s.base = base_entry(spec->id, index);
+    const NvtxRange nvtx_case(s.fn);  // nsys / ncu timelines show which case was set up
+    if (!prepare(s, policy, slots.empty())) break;
+    if (!s.timing && s.out.record.value("interrupted", false)) return abandon();  // its child process was stopped
+    slots.push_back(std::move(s));
+  }
+
+  // 2. Rounds.
+  std::mt19937_64 rng(ordering.seed);
+  const bool one = slots.size() == 1;
+  const ForeignCpuProbe load;  // other processes' share of the CPUs while the window was timed
+  auto children_cpu = [&] {     // our own children's (the peer's epochs are part of the window)
+    double t = 0;
+    for (const auto& s : slots)
+      if (s.c) t += s.c->child_cpu_seconds();
+    return t;
+  };
+  const double children0 = children_cpu();
+  const std::string device = one ? slots.front().spec->id.device : "";
+  const EnergyMark e0 = one ? energy_mark(device) : EnergyMark{};
+  const bool interleaved = std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return s.timing; }) > 1;
+  while (true) {
+    std::vector<Slot*> order;
+    for (auto& s : slots)
+      if (s.wants_more()) order.push_back(&s);
+    if (order.empty()) break;
+    if (ordering.shuffle) std::shuffle(order.begin(), order.end(), rng);
+    const double round_trip = core_round_trip_ns();  // the host's phase for this round (cpu_load.h)
+    for (Slot* s : order) {
+      if (stop_now()) return abandon();
+      if (timing_order) timing_order->push_back(s->index);
+      const NvtxRange nvtx_case(s->fn);
+      if (time_one(*s, peaks, interleaved)) s->round_trip_ns.push_back(round_trip);
+    }
+    ++res.rounds;
+  }
+  if (stop_now()) return abandon();
+  const double foreign_cpu = load.fraction(children_cpu() - children0);
+
+  // 3. Entries. Meters: the host memory peak of the window's cases set up together; energy per case
+  // only when the case was timed alone.
+  json meters = json::object();
+  if (one && slots.front().timing) {
+    double iters = 0;
+    const Slot& s = slots.front();
+    for (const auto& r : s.runs) iters += double(r.iterations) * double(std::max(1L, s.c->calls_per_run()));  // per call
+    meters = energy_keys(e0, energy_mark(device), iters, s.c->work().items);
+  } else {
+    meters["energy_note"] = "not per case when interleaved (--no-interleave measures it)";
+  }
+  if (const auto rss = peak_rss_bytes()) {
+    meters["host_peak_rss_bytes"] = *rss;
+    meters["host_peak_rss_scope"] = !rss_reset ? "process" : one ? "case" : "window";
+  }
+  for (auto& s : slots) {
+    if (s.timing) {
+      json m = meters;
+      if (!policy.trace_dir.empty()) {  // --profile: one more step, untimed, after the timing (bench/profile.h)
+        try {
+          bench::ProfileResult pr;
+          if (s.c->profile(pr)) m["profile"] = bench::write_profile(policy.trace_dir, s.fn, pr);
+        } catch (const std::exception& ex) {
+          m["profile"] = {{"error", ex.what()}};
+        }
+      }
+      build_entries(s, foreign_cpu, m, peaks);
+    }
+    teardown(s.c);
+    // A case that failed while a signal was pending (its child process stopped) is not a result.
+    if (interrupt_requested() && s.out.record.value("error_occurred", false)) return abandon();
+    res.cases.push_back(std::move(s.out));
+  }
+  return res;
+}
+
+std::vector<json> run_case(const bench::CaseSpec& spec, std::size_t index, const TimingPolicy& policy, const Peaks& peaks,
+                           json& record) {
+  const WindowResult w = measure({{&spec, index}}, policy, Ordering::back_to_back(), peaks);
+  if (w.cases.empty()) {
+    record = {{"interrupted", true}};
+    return {};
+  }
+  record = w.cases.front().record;
+  return w.cases.front().entries;
+}
+
+}  // namespace dlb::harness
