@@ -227,13 +227,13 @@ class TrainingCase final : public Case {
   double last_loss_ = 0;
 };
 
-// The PyTorch peer (bench/peers/pytorch_lecture.py --serve): one child per case, started and warmed
-// up in setup(), then one epoch per repetition on request, so the harness times its epochs in the
+// A PyTorch peer (bench/peers/pytorch_lecture.py, pytorch_gpt2.py; --serve): one child per case,
+// started and warmed up in setup(), then one repetition (an epoch, N steps) per request line, so the harness times its epochs in the
 // same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
 // the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
-std::string peer_script() {
-  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_lecture.py";
-  return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_lecture.py";
+std::string peer_script(const std::string& file) {
+  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/" + file;
+  return std::string(DLB_SOURCE_DIR) + "/bench/peers/" + file;
 }
 
 // The interpreter for the peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch
@@ -301,16 +301,17 @@ std::vector<std::string> peer_threads_args() {
 
 class PeerCase final : public Case {
  public:
-  PeerCase(std::string device, int batch, std::size_t images, int reps)
-      : device_(std::move(device)), batch_(batch), images_(images), reps_(reps) {}
+  PeerCase(PeerSpec spec, int reps) : spec_(std::move(spec)), reps_(reps) {}
   void setup() override {
-    const std::string script = peer_script();
+    if (spec_.prepare) spec_.prepare();
+    const std::string script = peer_script(spec_.script);
     if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
     const PeerPython& py = peer_python();
     if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
     python_ = py.python;
-    std::vector<std::string> args = {py.python, script, "--device", device_, "--batch", std::to_string(batch_),
-                                     "--images", std::to_string(images_), "--serve"};
+    std::vector<std::string> args = {py.python, script};
+    args.insert(args.end(), spec_.args.begin(), spec_.args.end());
+    args.push_back("--serve");
     for (const auto& a : peer_threads_args()) args.push_back(a);
     try {
       child_ = std::make_unique<LineChild>(args);
@@ -324,11 +325,11 @@ class PeerCase final : public Case {
     if (ready.contains("math") && ready.at("math").is_object()) math_ = ready.at("math");
   }
   CheckResult verify() override {
-    run();  // one untimed epoch: the peer runs and its loss is finite
+    run();  // one untimed repetition: the peer runs and its loss is finite
     return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
   }
   double run() override {
-    child_->send("epoch");  // a peer that has gone ends its output instead: next_record says why
+    child_->send(spec_.request);  // a peer that has gone ends its output instead: next_record says why
     const json r = next_record("seconds");
     loss_ = r.value("loss", loss_);
     loss_read_ = r.value("loss_read", std::string("step"));  // a peer without the key read it every step
@@ -341,9 +342,10 @@ class PeerCase final : public Case {
   bool manual_time() const override { return true; }
   long iterations() const override { return 1; }
   int repetitions() const override { return reps_; }
-  Work work() const override { return {0, 0, double(images_)}; }
-  Metric metric() const override { return Metric::imgs_per_s; }
+  Work work() const override { return spec_.work; }
+  Metric metric() const override { return spec_.metric; }
   void annotate(json& r) const override {
+    r.update(spec_.keys);
     r["peer"] = "pytorch";
     r["torch_version"] = version_;
     r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
@@ -377,9 +379,7 @@ class PeerCase final : public Case {
     throw Unsupported("pytorch peer failed: " + first);
   }
 
-  std::string device_;
-  int batch_;
-  std::size_t images_;
+  PeerSpec spec_;
   int reps_;
   std::unique_ptr<LineChild> child_;
   double loss_ = NAN;
@@ -439,7 +439,16 @@ void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const
   peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage (exit 2), before any case runs
   CaseId id{suite, "train", device, "fp32", {}};
   id.with("model", "net128").with("impl", "pytorch").with("batch", batch).with("images", images);
-  cases.push_back({id, [=] { return std::make_unique<PeerCase>(device, int(batch), std::size_t(images), repetitions); }});
+  PeerSpec p;
+  p.script = "pytorch_lecture.py";
+  p.args = {"--device", device, "--batch", std::to_string(batch), "--images", std::to_string(images)};
+  p.request = "epoch";
+  p.work = {0, 0, double(images)};
+  add_peer(cases, id, p, repetitions);
+}
+
+void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions) {
+  cases.push_back({id, [=] { return std::make_unique<PeerCase>(spec, repetitions); }});
 }
 
 }  // namespace dlb::bench
