@@ -10,6 +10,7 @@
 // The GPU has no gpt2 of ours yet (the CUDA trainer refuses its layers): those cases are unsupported.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -63,6 +64,7 @@ class OursCase final : public Case {
     const Gpt2Config c = config_of(p_);
     try {
       model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.T);
+      drop_reference();
       opt_ = std::make_unique<models::Optimizer>(models::gpt2_optimizer(), model_->params());
     } catch (const std::bad_alloc&) {
       throw OutOfMemory("gpt2 " + p_.config);
@@ -79,6 +81,7 @@ class OursCase final : public Case {
     const double got = model_->forward_backward(one);
     model_->sync_ref();
     const double want = model_->loss_ref(nullptr, one);
+    drop_reference();
     batches_->rewind();
     model_->zero_grad();
     return judge(std::abs(got - want) / std::max(1e-12, std::abs(want)), default_tolerance(DType::fp32) * 10,
@@ -99,6 +102,11 @@ class OursCase final : public Case {
   void teardown() override { opt_.reset(), model_.reset(), batches_.reset(); }
 
  private:
+  // The fp64 copies every Param holds (2 GB at gpt2-124m): only verify's forward reads them (and
+  // fills them first). Dropped, the case stays under the harness's 4 GB interleaving window.
+  void drop_reference() {
+    for (models::Param* q : model_->params()) q->ref_value = {}, q->ref_grad = {};
+  }
   Point p_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Optimizer> opt_;
@@ -115,13 +123,21 @@ class NoGpuCase final : public Case {
   Metric metric() const override { return Metric::gflops; }
 };
 
-// The peer's files: the same seeded weights and tokens as ours, written once per run and point.
+// The peer's files: the same seeded weights and tokens as ours, written per case (removed after it).
 void write_peer_files(const Point& p, const fs::path& dir) {
   const Gpt2Config c = config_of(p);
   fs::create_directories(dir);
   if (!fs::exists(dir / "model.bin")) models::write_gpt2_checkpoint((dir / "model.bin").string(), models::gpt2_random_weights(c, 1));
   models::write_gpt2_tokens((dir / "tokens.bin").string(),
                             models::gpt2_random_tokens(std::size_t(p.B) * p.T + 1, c.vocab_size, 2));
+}
+
+// The peer's cases before ours at each point: the harness sets up a window's cases in sweep order
+// and adds none once our process has grown past its memory bound (ours holds 2.6 GB at gpt2-124m);
+// the peer's memory is its own process's, so with it first both are timed in one interleaved window.
+std::vector<std::string> peer_first(std::vector<std::string> impls) {
+  std::stable_partition(impls.begin(), impls.end(), [](const std::string& i) { return i != "ours"; });
+  return impls;
 }
 
 std::vector<CaseSpec> expand(const SuiteOptions& o) {
@@ -132,7 +148,7 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
     for (const auto& dev : o.devices)
       for (long long B : axis_ints(o, "batch"))
         for (long long T : axis_ints(o, "seq"))
-          for (const auto& impl : axis_strings(o, "impl")) {
+          for (const auto& impl : peer_first(axis_strings(o, "impl"))) {
             const Point p{config, int(B), int(T)};
             auto id = [&](const std::string& i) {
               CaseId c{"gpt2", "train", dev, "fp32", {}};
@@ -159,6 +175,10 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
               annotate_point(s.keys, p, steps);
               s.keys["peer_mode"] = mode;
               s.prepare = [p, dir] { write_peer_files(p, dir); };
+              s.cleanup = [dir] {
+                std::error_code ec;
+                fs::remove_all(dir, ec);
+              };
               CaseId c = id("pytorch");
               if (mode != "eager") c = id("pytorch-" + mode);
               add_peer(cases, c, s, o.repetitions > 0 ? o.repetitions : 5);

@@ -336,7 +336,10 @@ class PeerCase final : public Case {
     cpu_ = r.value("cpu_seconds", cpu_);
     return r.at("seconds").get<double>();
   }
-  void teardown() override { child_.reset(); }
+  void teardown() override {
+    child_.reset();
+    if (spec_.cleanup) spec_.cleanup();
+  }
   double child_cpu_seconds() const override { return cpu_; }  // the peer's own CPU time (all its threads)
   bool fixed_repetitions() const override { return true; }
   bool manual_time() const override { return true; }

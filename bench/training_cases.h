@@ -42,6 +42,7 @@ struct PeerSpec {
   Metric metric = Metric::imgs_per_s;
   json keys = json::object();     // added to its records
   std::function<void()> prepare;  // run first in setup() (write the files it reads)
+  std::function<void()> cleanup;  // run in teardown() (remove them)
 };
 void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions);
 
