@@ -279,11 +279,11 @@ class TrainingCase final : public Case {
   int epochs_ = 0;
 };
 
-// The PyTorch peer (bench/peers/pytorch_lecture.py --serve): one child per case, started and warmed
-// up in setup(), then one epoch per repetition on request, so the harness times its epochs in the
+// A PyTorch peer (bench/peers/pytorch_lecture.py, pytorch_gpt2.py; --serve): one child per case,
+// started and warmed up in setup(), then one repetition (an epoch, N steps) per request line, so the harness times its epochs in the
 // same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
 // the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
-std::string peer_script() { return peer_script_path("pytorch_lecture.py"); }
+std::string peer_script(const std::string& file) { return peer_script_path(file); }
 
 // The interpreter for the peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch
 // 2.x from PyPI: README); otherwise, of the launcher's choice, Debian's and PATH's python3, the one
@@ -350,29 +350,18 @@ std::vector<std::string> peer_threads_args() {
 
 class PeerCase final : public Case {
  public:
-  PeerCase(std::string device, int batch, std::size_t images, int reps, std::shared_ptr<const Feed> feed)
-      : device_(std::move(device)), batch_(batch), images_(images), reps_(reps), feed_(std::move(feed)) {}
+  PeerCase(PeerSpec spec, int reps) : spec_(std::move(spec)), reps_(reps) {}
   void setup() override {
-    const std::string script = peer_script();
+    if (spec_.prepare) spec_.prepare(spec_);
+    const std::string script = peer_script(spec_.script);
     if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
     const PeerPython& py = peer_python();
     if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
     python_ = py.python;
-    std::vector<std::string> args = {py.python, script, "--device", device_, "--batch", std::to_string(batch_),
-                                     "--images", std::to_string(images_), "--serve"};
+    std::vector<std::string> args = {py.python, script};
+    args.insert(args.end(), spec_.args.begin(), spec_.args.end());
+    args.push_back("--serve");
     for (const auto& a : peer_threads_args()) args.push_back(a);
-    if (feed_) {  // torchvision over the same files, its own DataLoader
-      ld::LoaderOptions lo = with_dataset(feed_->o, images_);
-      const auto src = open_dataset(lo);
-      if (src->format() == ld::Format::cifar_binary) throw Unsupported("pytorch peer: torchvision reads no CIFAR-10 binary batches");
-      images_ = src->size();
-      for (const std::string& a : {std::string("--data"), src->path(), std::string("--data-format"),
-                                   std::string(src->format() == ld::Format::cifar_python ? "python" : "folder"), std::string("--workers"),
-                                   std::to_string(lo.workers), std::string("--pin"), std::string(lo.pin ? "on" : "off"),
-                                   std::string("--prefetch"), std::to_string(lo.prefetch), std::string("--seed"), std::to_string(lo.seed)})
-        args.push_back(a);
-      *(std::find(args.begin(), args.end(), "--images") + 1) = std::to_string(images_);  // the dataset's samples
-    }
     try {
       child_ = std::make_unique<LineChild>(args);
     } catch (const std::runtime_error& e) {
@@ -385,31 +374,34 @@ class PeerCase final : public Case {
     if (ready.contains("math") && ready.at("math").is_object()) math_ = ready.at("math");
   }
   CheckResult verify() override {
-    run();  // one untimed epoch: the peer runs and its loss is finite
+    run();  // one untimed repetition: the peer runs and its loss is finite
     return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
   }
   double run() override {
-    child_->send("epoch");  // a peer that has gone ends its output instead: next_record says why
+    child_->send(spec_.request);  // a peer that has gone ends its output instead: next_record says why
     const json r = next_record("seconds");
     loss_ = r.value("loss", loss_);
     loss_read_ = r.value("loss_read", std::string("step"));  // a peer without the key read it every step
     cpu_ = r.value("cpu_seconds", cpu_);
     return r.at("seconds").get<double>();
   }
-  void teardown() override { child_.reset(); }
+  void teardown() override {
+    child_.reset();
+    if (spec_.cleanup) spec_.cleanup();
+  }
   double child_cpu_seconds() const override { return cpu_; }  // the peer's own CPU time (all its threads)
   bool fixed_repetitions() const override { return true; }
   bool manual_time() const override { return true; }
   long iterations() const override { return 1; }
   int repetitions() const override { return reps_; }
-  Work work() const override { return {0, 0, double(images_)}; }
-  Metric metric() const override { return Metric::imgs_per_s; }
+  Work work() const override { return spec_.work; }
+  Metric metric() const override { return spec_.metric; }
   void annotate(json& r) const override {
+    r.update(spec_.keys);
     r["peer"] = "pytorch";
     r["torch_version"] = version_;
     r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
     r["torch_threads"] = threads_;
-    r["fed_by"] = feed_ ? feed_->by : "resident";
     r["mean_loss"] = loss_;
     r["loss_read"] = loss_read_;
     // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
@@ -439,11 +431,8 @@ class PeerCase final : public Case {
     throw Unsupported("pytorch peer failed: " + first);
   }
 
-  std::string device_;
-  int batch_;
-  std::size_t images_;
+  PeerSpec spec_;
   int reps_;
-  std::shared_ptr<const Feed> feed_;
   std::unique_ptr<LineChild> child_;
   double loss_ = NAN;
   std::string loss_read_ = "step";
@@ -527,7 +516,31 @@ void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const
   CaseId id{suite, "train", device, "fp32", {}};
   id.with("model", "net128").with("impl", "pytorch").with("batch", batch).with("images", images);
   if (feed) id.with("fed_by", feed->by);
-  cases.push_back({id, [=] { return std::make_unique<PeerCase>(device, int(batch), std::size_t(images), repetitions, feed); }});
+  PeerSpec p;
+  p.script = "pytorch_lecture.py";
+  p.args = {"--device", device, "--batch", std::to_string(batch), "--images", std::to_string(images)};
+  p.request = "epoch";
+  p.work = {0, 0, double(images)};
+  p.keys["fed_by"] = feed ? feed->by : "resident";
+  if (feed)  // torchvision over the same files, its own DataLoader
+    p.prepare = [feed, images](PeerSpec& s) {
+      ld::LoaderOptions lo = with_dataset(feed->o, std::size_t(images));
+      const auto src = open_dataset(lo);
+      if (src->format() == ld::Format::cifar_binary) throw Unsupported("pytorch peer: torchvision reads no CIFAR-10 binary batches");
+      const std::string n = std::to_string(src->size());  // the dataset's samples
+      *(std::find(s.args.begin(), s.args.end(), "--images") + 1) = n;
+      s.work = {0, 0, double(src->size())};
+      for (const std::string& a : {std::string("--data"), src->path(), std::string("--data-format"),
+                                   std::string(src->format() == ld::Format::cifar_python ? "python" : "folder"), std::string("--workers"),
+                                   std::to_string(lo.workers), std::string("--pin"), std::string(lo.pin ? "on" : "off"),
+                                   std::string("--prefetch"), std::to_string(lo.prefetch), std::string("--seed"), std::to_string(lo.seed)})
+        s.args.push_back(a);
+    };
+  add_peer(cases, id, p, repetitions);
+}
+
+void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions) {
+  cases.push_back({id, [=] { return std::make_unique<PeerCase>(spec, repetitions); }});
 }
 
 }  // namespace dlb::bench

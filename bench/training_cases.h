@@ -2,6 +2,7 @@
 // (TrainingCase: ours, verified against the fp64 reference on the CPU and against the CPU on a GPU)
 // and the PyTorch peer (PeerCase: bench/peers/pytorch_lecture.py, timed in the same rounds as ours).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,5 +43,19 @@ void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
 // by torchvision + its own DataLoader over the same files (workers, pin_memory), non_blocking copies.
 void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const std::string& device, long long batch,
                    long long images, int repetitions, std::shared_ptr<const Feed> feed = nullptr);
+
+// Any PyTorch peer script of bench/peers/ run that way (--serve, one repetition per `request` line,
+// each answered by a JSON line {"seconds", "loss", "cpu_seconds"}), timed in the same rounds as ours.
+struct PeerSpec {
+  std::string script;             // "pytorch_gpt2.py"
+  std::vector<std::string> args;  // its flags (--serve and DLBENCH_PEER_THREADS's --threads are added)
+  std::string request;            // the line that asks for one repetition: "epoch", "steps"
+  Work work;                      // of one repetition
+  Metric metric = Metric::imgs_per_s;
+  json keys = json::object();     // added to its records
+  std::function<void(PeerSpec&)> prepare;  // run first in setup(): write the files it reads, adjust args/work
+  std::function<void()> cleanup;  // run in teardown() (remove them)
+};
+void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions);
 
 }  // namespace dlb::bench

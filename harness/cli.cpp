@@ -75,11 +75,14 @@ int cli_main(int argc, char** argv) {
       else if (std::string(argv[1]) == "baseline" && (argc < 3 || (std::string(argv[2]) != "save" && std::string(argv[2]) != "check")))
         msg = argc < 3 ? "baseline: expected save or check (try: dlbench baseline --help)"
                        : std::string("baseline: unknown subcommand '") + argv[2] + "' (expected save or check)";
-      else if (std::string(argv[1]) == "data" && (argc < 3 || (std::string(argv[2]) != "make" && std::string(argv[2]) != "load")))
-        msg = argc < 3 ? "data: expected make or load (try: dlbench data --help)"
-                       : std::string("data: unknown subcommand '") + argv[2] + "' (expected make or load)";
+      else if (std::string(argv[1]) == "data" &&
+               (argc < 3 || (std::string(argv[2]) != "make" && std::string(argv[2]) != "load" && std::string(argv[2]) != "show")))
+        msg = argc < 3 ? "data: expected make, load or show (try: dlbench data --help)"
+                       : std::string("data: unknown subcommand '") + argv[2] + "' (expected make, load or show)";
       else if (std::string(argv[1]) == "data" && argc == 3)
-        msg = std::string("data ") + argv[2] + ": " + (std::string(argv[2]) == "make" ? "expected: data make cifar10 DIR" : "expected: data load DATASET");
+        msg = std::string("data ") + argv[2] + ": expected: " +
+              (std::string(argv[2]) == "make" ? "data make cifar10|gpt2 DIR"
+               : std::string(argv[2]) == "load" ? "data load DATASET" : "data show FILE");
       std::cerr << "dlbench: error: " << msg << "\n";
       return 2;
     }

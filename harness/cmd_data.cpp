@@ -1,5 +1,7 @@
 // `dlbench data make cifar10 DIR [--format ...] [--images N] [--seed S]`: a seeded synthetic CIFAR-10 in
-// the forms users have the real one (models/loader/make.h). `dlbench data load DATASET [loader flags]`:
+// the forms users have the real one (models/loader/make.h). `dlbench data make gpt2 DIR [--config C]
+// [--tokens N] [--seed S]`: seeded GPT-2 weights and tokens in llm.c's files (models/gpt2_files.h);
+// `dlbench data show FILE` checks such a file and prints its header. `dlbench data load DATASET [loader flags]`:
 // the loader alone (models/loader/loader.h), each configuration (workers x mode) run for --repetitions
 // rounds, a fresh loader per round (workers started, one or more epochs), interleaved with the other
 // configurations and with the PyTorch peer (--peer pytorch, bench/peers/pytorch_loader.py) in the same
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +28,8 @@
 #include "harness/sweep.h"
 #include "kernels/common/child.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/safe_file.h"
+#include "models/gpt2_files.h"
 #include "models/loader/loader.h"
 #include "models/loader/make.h"
 
@@ -36,10 +41,51 @@ namespace {
 
 struct MakeFlags {
   std::string what, dir, formats = "python", images = "50000", test_images, seed = "0";
+  std::string config = "gpt-mini", tokens = "65536";
 };
 
-int run_make(const MakeFlags& f) {
-  if (f.what != "cifar10") throw UsageError("data make '" + f.what + "': expected cifar10");
+// DIR/<config>.bin and DIR/tokens.bin, the files llm.c's train_gpt2 reads (-e, -i).
+int run_make_gpt2(const MakeFlags& f, const CLI::App* make) {
+  for (const char* o : {"--format", "--images", "--test-images"})
+    if (make->count(o)) throw UsageError(std::string("data make gpt2: ") + o + " is cifar10's (gpt2 takes --config, --tokens, --seed)");
+  const models::Gpt2Config c = models::gpt2_config(f.config);
+  const auto n = static_cast<std::size_t>(parse_int(f.tokens, "--tokens", 2, (1LL << 31) - 1));
+  const auto seed = static_cast<std::uint64_t>(parse_int(f.seed, "--seed", 0, 1LL << 62));
+  std::error_code ec;
+  std::filesystem::create_directories(f.dir, ec);
+  if (ec || !std::filesystem::is_directory(f.dir)) throw InputError("cannot create " + f.dir + (ec ? ": " + ec.message() : ""));
+  const std::string ckpt = f.dir + "/" + c.name + ".bin", toks = f.dir + "/tokens.bin";
+  models::write_gpt2_checkpoint(ckpt, models::gpt2_random_weights(c, seed));
+  models::write_gpt2_tokens(toks, models::gpt2_random_tokens(n, c.vocab_size, seed));
+  std::printf("%s: %s, %zu parameters (llm.c checkpoint, version 3, seed %llu)\n%s: %zu tokens (seed %llu)\n", ckpt.c_str(),
+              c.name.c_str(), c.num_params(), static_cast<unsigned long long>(seed), toks.c_str(), n,
+              static_cast<unsigned long long>(seed));
+  return 0;
+}
+
+// An llm.c checkpoint or token file, read whole and checked (as train reads it); its header printed.
+int run_show(const std::string& path) {
+  const std::string head = read_file_head(path, 4, nullptr);
+  std::int32_t magic = 0;
+  if (head.size() == 4) std::memcpy(&magic, head.data(), 4);
+  if (magic == 20240520) {
+    const auto t = models::read_gpt2_tokens(path, 0);
+    std::printf("%s: llm.c tokens, %zu uint16 ids, largest %d\n", path.c_str(), t.size(), int(*std::max_element(t.begin(), t.end())));
+    return 0;
+  }
+  const models::Gpt2Weights w = models::read_gpt2_checkpoint(path);  // names the magic when it is neither
+  const models::Gpt2Config& c = w.config;
+  std::printf("%s: llm.c GPT-2 checkpoint, fp32: max_seq_len %d, vocab_size %d (padded %d), num_layers %d, num_heads %d, "
+              "channels %d; %zu parameters\n",
+              path.c_str(), c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers, c.num_heads, c.channels, c.num_params());
+  return 0;
+}
+
+int run_make(const MakeFlags& f, const CLI::App* make) {
+  if (f.what == "gpt2") return run_make_gpt2(f, make);
+  if (f.what != "cifar10") throw UsageError("data make '" + f.what + "': expected cifar10 or gpt2");
+  for (const char* o : {"--config", "--tokens"})
+    if (make->count(o)) throw UsageError(std::string("data make cifar10: ") + o + " is gpt2's");
   const auto n = static_cast<std::size_t>(parse_int(f.images, "--images", 1, 1 << 22));
   const auto n_test = static_cast<std::size_t>(f.test_images.empty() ? n / 5 : parse_int(f.test_images, "--test-images", 0, 1 << 22));
   const auto seed = static_cast<std::uint64_t>(parse_int(f.seed, "--seed", 0, 1LL << 62));
@@ -210,18 +256,26 @@ int run_load(const LoadFlags& f, CLI::App* sub) {
 }  // namespace
 
 void add_data_command(CLI::App& app, int& rc) {
-  CLI::App* data = app.add_subcommand("data", "Datasets on disk and the data loader: make a synthetic CIFAR-10, run the loader alone");
+  CLI::App* data = app.add_subcommand("data", "Datasets on disk and the data loader: make a synthetic CIFAR-10 or GPT-2 files, run the loader alone");
   data->require_subcommand(1);
 
   auto mf = std::make_shared<MakeFlags>();
-  CLI::App* make = data->add_subcommand("make", "Write a seeded synthetic CIFAR-10 as python batches, binary batches, PNG or JPEG folders");
-  make->add_option("WHAT", mf->what, "cifar10")->required();
+  CLI::App* make = data->add_subcommand(
+      "make", "Write a seeded synthetic CIFAR-10 (python/binary batches, PNG/JPEG folders) or GPT-2 weights and tokens (llm.c's files)");
+  make->add_option("WHAT", mf->what, "cifar10 | gpt2")->required();
   make->add_option("DIR", mf->dir, "Folder to write into (each form in its own subfolder)")->required();
   make->add_option("--format", mf->formats, "python,binary,png,jpeg (a list; default python)");
   make->add_option("--images", mf->images, "Training images (default 50000)");
   make->add_option("--test-images", mf->test_images, "Test images (default images / 5)");
-  make->add_option("--seed", mf->seed, "Seed of the synthetic images (default 0)");
-  make->callback([mf, &rc] { rc = run_make(*mf); });
+  make->add_option("--seed", mf->seed, "Seed of the synthetic images, weights and tokens (default 0)");
+  make->add_option("--config", mf->config, "gpt2: gpt-mini (default) | gpt2-124m");
+  make->add_option("--tokens", mf->tokens, "gpt2: tokens in tokens.bin (default 65536)");
+  make->callback([mf, make, &rc] { rc = run_make(*mf, make); });
+
+  auto shown = std::make_shared<std::string>();
+  CLI::App* show = data->add_subcommand("show", "Check an llm.c GPT-2 checkpoint or token file and print its header");
+  show->add_option("FILE", *shown, "gpt2_124M.bin, tokens.bin, ... (llm.c's layouts)")->required();
+  show->callback([shown, &rc] { rc = run_show(*shown); });
 
   auto lf = std::make_shared<LoadFlags>();
   CLI::App* load = data->add_subcommand("load", "Run the data loader alone over a dataset folder: images/s, first batch, CPU, stages");

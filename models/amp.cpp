@@ -54,7 +54,7 @@ const std::vector<OpCast>& autocast_table() {
       {"cat", K::promote}, {"stack", K::promote}, {"addcmul", K::promote}, {"addcdiv", K::promote},
       {"index_put", K::promote},
       // optimizer updates on fp32 master weights
-      {"sgd", K::fp32}, {"adam", K::fp32},
+      {"sgd", K::fp32}, {"adam", K::fp32}, {"adamw", K::fp32},
   };
   return t;
 }

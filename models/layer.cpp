@@ -83,6 +83,9 @@ const OpInfo& op_info(Op op) {
       {Op::dropout, "Dropout", "dropout", "dropout", false},
       {Op::positional_encoding, "PositionalEncoding", "add", "posenc", false},
       {Op::multihead_attention, "MultiheadAttention", "scaled_dot_product_attention", "attn", false},
+      {Op::gelu, "GELU", "gelu", "gelu", false},
+      {Op::position_embedding, "PositionEmbedding", "add", "wpe", false},
+      {Op::lm_head, "TiedLMHead", "linear", "lm_head", false},
       {Op::custom, "Custom", "custom", "custom", false},
   };
   for (const OpInfo& i : table)

@@ -76,6 +76,8 @@ enum class Op {
   conv2d, conv_transpose2d, linear, relu, sigmoid, max_pool2d, flatten, add,
   // the sequence models' (models/seq_zoo.cpp)
   embedding, rnn_tanh, lstm, select_step, layer_norm, dropout, positional_encoding, multihead_attention,
+  // GPT-2's (models/gpt2.cpp)
+  gelu, position_embedding, lm_head,
   custom
 };
 struct OpInfo {

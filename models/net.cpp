@@ -7,6 +7,7 @@
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/seq/adamw.h"
 #include "kernels/cpu/threads.h"
 
 namespace dlb::models {
@@ -54,11 +55,12 @@ double loss_forward_backward_ref(LossKind k, const double* out, const Batch& b, 
 }
 
 Optimizer::Optimizer(OptimizerConfig cfg, std::vector<Param*> params) : cfg_(std::move(cfg)), params_(std::move(params)) {
-  if (cfg_.kind != "sgd" && cfg_.kind != "adam") throw UsageError("optimizer '" + cfg_.kind + "': expected sgd or adam");
+  if (cfg_.kind != "sgd" && cfg_.kind != "adam" && cfg_.kind != "adamw")
+    throw UsageError("optimizer '" + cfg_.kind + "': expected sgd, adam or adamw");
   if (!(cfg_.lr > 0) || !std::isfinite(cfg_.lr)) throw UsageError("learning rate must be a positive number");
   for (Param* p : params_) {
     s1_.emplace_back(p->size(), 0.f);
-    s2_.emplace_back(cfg_.kind == "adam" ? p->size() : 0, 0.f);
+    s2_.emplace_back(cfg_.kind != "sgd" ? p->size() : 0, 0.f);
   }
 }
 
@@ -74,6 +76,8 @@ void Optimizer::copy_state_from(const Optimizer& o) {
 void Optimizer::update(float* value, const float* grad, float* s1, float* s2, std::size_t n) const {
   if (cfg_.kind == "sgd")
     cpu::sgd_momentum_step(value, grad, s1, n, cfg_.lr, cfg_.momentum, t_ == 1);
+  else if (cfg_.kind == "adamw")
+    cpu::seq::adamw_step(value, grad, s1, s2, n, {cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay}, t_);
   else
     cpu::adam_step(value, grad, s1, s2, n, cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, t_);
 }

@@ -12,9 +12,10 @@
 namespace dlb::models {
 
 struct OptimizerConfig {
-  std::string kind = "sgd";  // "sgd" | "adam"
+  std::string kind = "sgd";  // "sgd" | "adam" | "adamw" (GPT-2's: kernels/cpu/seq/adamw.h)
   float lr = 0.001f, momentum = 0.9f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float weight_decay = 0.01f;  // adamw's (decoupled), PyTorch's default
 };
 
 class Optimizer {

@@ -141,6 +141,32 @@ f=$(first_cat ld_trunc) && truncate -s 200 "$f"
 f=$(first_cat ld_unreadable) && rm -f "$f" && ln -s "$T/ld_unreadable/nowhere.png" "$f"
 head -c 100 /dev/urandom > "$T/ld_bmp/cifar10-png/train/cat/0.bmp"
 
+# llm.c's GPT-2 files (dlbench data show, issue 31): a tiny valid checkpoint (T=2, V=3 padded to 4, L=1,
+# H=1, C=2: 90 floats) and token file, then one spoiled field each.
+/usr/bin/python3 - "$T" <<'PY' 2>/dev/null
+import struct, sys
+T = sys.argv[1]
+def ckpt(name, h=(20240326, 3, 2, 3, 1, 1, 2, 4), n=90, body=None):
+    b = struct.pack("<256i", *(list(h) + [0] * (256 - len(h)))) + (body if body is not None else struct.pack("<%df" % n, *([0.5] * n)))
+    open(T + "/" + name, "wb").write(b)
+def toks(name, h=(20240520, 1, 5), ids=(0, 1, 2, 3, 4)):
+    open(T + "/" + name, "wb").write(struct.pack("<256i", *(list(h) + [0] * (256 - len(h)))) + struct.pack("<%dH" % len(ids), *ids))
+ckpt("g2_magic.bin", h=(20240327, 3, 2, 3, 1, 1, 2, 4))
+ckpt("g2_bf16.bin", h=(20240326, 5, 2, 3, 1, 1, 2, 4))
+ckpt("g2_heads.bin", h=(20240326, 3, 2, 3, 1, 3, 2, 4))
+ckpt("g2_vp.bin", h=(20240326, 3, 2, 3, 1, 1, 2, 2))
+ckpt("g2_layers.bin", h=(20240326, 3, 2, 3, -1, 1, 2, 4))
+ckpt("g2_claim.bin", h=(20240326, 3, 65536, 1048576, 1024, 1, 32768, 1048576))
+ckpt("g2_trunc.bin", n=89)
+ckpt("g2_over.bin", n=91)
+ckpt("g2_nan.bin", body=struct.pack("<90f", *([0.5] * 89 + [float("nan")])))
+open(T + "/g2_head.bin", "wb").write(struct.pack("<100i", 20240326, 3, *([0] * 98)))
+toks("tok_zero.bin", h=(20240520, 1, 0), ids=())
+toks("tok_trunc.bin", h=(20240520, 1, 6))
+toks("tok_over.bin", h=(20240520, 1, 4))
+toks("tok_version.bin", h=(20240520, 2, 5))
+PY
+
 # ---- the table ----
 n=0 bad=0 tried=0
 while IFS= read -r line || [ -n "$line" ]; do

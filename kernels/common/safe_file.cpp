@@ -29,21 +29,18 @@ std::string kind_of(mode_t m) {
 
 std::string mib(std::uint64_t b) { return b >= (1u << 20) ? std::to_string(b >> 20) + " MiB" : std::to_string(b) + " bytes"; }
 
-}  // namespace
-
-std::string read_file_safely(const std::string& path, std::uint64_t max_bytes, bool follow_links) {
-  auto check = [&](const struct stat& st) {
-    if (S_ISDIR(st.st_mode)) throw InputError(path + ": is a folder, not a file");
-    if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file (" + kind_of(st.st_mode) + "); refusing to read it");
-    if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
-      throw InputError(path + ": " + mib(static_cast<std::uint64_t>(st.st_size)) + " is over the cap of " + mib(max_bytes) + " for this file");
+// Opens `path` for reading with read_file_safely's refusals (over max_bytes too); st gets its fstat.
+void open_checked(const std::string& path, std::uint64_t max_bytes, bool follow_links, Fd& f, struct stat& st) {
+  auto check = [&](const struct stat& s) {
+    if (S_ISDIR(s.st_mode)) throw InputError(path + ": is a folder, not a file");
+    if (!S_ISREG(s.st_mode)) throw InputError(path + ": not a regular file (" + kind_of(s.st_mode) + "); refusing to read it");
+    if (static_cast<std::uint64_t>(s.st_size) > max_bytes)
+      throw InputError(path + ": " + mib(static_cast<std::uint64_t>(s.st_size)) + " is over the cap of " + mib(max_bytes) + " for this file");
   };
-  struct stat st {};
   // lstat/stat first: a FIFO or device is named without opening it at all.
   if ((follow_links ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0)
     throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
   check(st);
-  Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
   if (f.fd < 0) {
     if (errno == ELOOP && !follow_links) throw InputError(path + ": is a symbolic link; refusing to follow it");
@@ -51,28 +48,54 @@ std::string read_file_safely(const std::string& path, std::uint64_t max_bytes, b
   }
   if (::fstat(f.fd, &st) != 0) throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
   check(st);  // the name may have been swapped between stat and open
+}
+
+// read(2) into p[0, n), retrying EINTR; the bytes read (fewer at the end of the file).
+std::size_t read_some(const std::string& path, int fd, char* p, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+}  // namespace
+
+std::string read_file_safely(const std::string& path, std::uint64_t max_bytes, bool follow_links) {
+  Fd f;
+  struct stat st {};
+  open_checked(path, max_bytes, follow_links, f, st);
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;
   while (true) {
     if (got == text.size()) {
       if (text.size() >= max_bytes && text.size() > 0) {
         char probe;
-        ssize_t n;
-        while ((n = ::read(f.fd, &probe, 1)) < 0 && errno == EINTR) {
-        }
-        if (n <= 0) break;
+        if (read_some(path, f.fd, &probe, 1) == 0) break;
         throw InputError(path + ": grew past the cap of " + mib(max_bytes) + " while read");
       }
       text.resize(std::min<std::uint64_t>(max_bytes, text.size() + 65536));
     }
-    const ssize_t n = ::read(f.fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw InputError(path + ": cannot be read (" + std::strerror(errno) + ")");
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+    const std::size_t n = read_some(path, f.fd, text.data() + got, text.size() - got);
+    got += n;
+    if (got < text.size()) break;  // the end of the file
   }
   text.resize(got);
   return text;
+}
+
+std::string read_file_head(const std::string& path, std::size_t n, std::uint64_t* size) {
+  Fd f;
+  struct stat st {};
+  open_checked(path, ~std::uint64_t(0), true, f, st);
+  if (size) *size = static_cast<std::uint64_t>(st.st_size);
+  std::string head(std::min<std::uint64_t>(n, static_cast<std::uint64_t>(st.st_size)), '\0');
+  head.resize(read_some(path, f.fd, head.data(), head.size()));
+  return head;
 }
 
 std::string write_failure(const std::string& path, int err) {

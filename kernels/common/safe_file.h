@@ -1,6 +1,7 @@
 // Files in and out, for every layer: one reader that never blocks and never reads without bound, one
 // writer that never writes through a name it did not just create, and one JSON depth limit.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +16,11 @@ namespace dlb {
 // descriptor), a symbolic link when follow_links is false (O_NOFOLLOW), and a file over max_bytes (also
 // one that grows past it while read). Interrupted reads are retried; nothing else waits.
 std::string read_file_safely(const std::string& path, std::uint64_t max_bytes, bool follow_links = true);
+
+// The first n bytes of `path` (all of it when shorter) and, in *size, its size: a file format's header
+// checked before the body is read (no size cap here; read_file_safely with the size the header
+// implies reads the rest). Refuses what read_file_safely refuses.
+std::string read_file_head(const std::string& path, std::size_t n, std::uint64_t* size);
 
 // Why a write failed, in one line naming the path: ENOSPC ("no space left on the device"), EFBIG
 // ("over the file size limit (ulimit -f)"), anything else by strerror.

@@ -1,9 +1,10 @@
-// ReLU and Sigmoid (see activations.h): each reference beside its fast path.
+// ReLU, Sigmoid and GELU (see activations.h): each reference beside its fast path.
 #include "models/layers/activations.h"
 
 #include <cmath>
 
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/seq/gelu.h"
 
 namespace dlb::models {
 
@@ -29,6 +30,16 @@ void Sigmoid::backward_ref(const Bwd<double>& a) {
 void Sigmoid::forward(const Fwd<float>& a) { cpu::sigmoid_forward(a.x(), a.y, a.in[0].size()); }
 void Sigmoid::backward(const Bwd<float>& a) {
   if (a.dx()) cpu::sigmoid_backward(a.y, a.dy, a.dx(), a.in[0].size());
+}
+
+// GELU reads its input in backward (the tanh is recomputed: cheaper than keeping it).
+void GELU::forward(const Fwd<float>& a) { cpu::seq::gelu_forward(a.x(), a.y, a.in[0].size()); }
+void GELU::backward(const Bwd<float>& a) {
+  if (a.dx()) cpu::seq::gelu_backward(a.x(), a.dy, a.dx(), a.in[0].size());
+}
+void GELU::forward_ref(const Fwd<double>& a) { cpu::seq::gelu_forward_ref(a.x(), a.y, a.in[0].size()); }
+void GELU::backward_ref(const Bwd<double>& a) {
+  if (a.dx()) cpu::seq::gelu_backward_ref(a.x(), a.dy, a.dx(), a.in[0].size());
 }
 
 }  // namespace dlb::models

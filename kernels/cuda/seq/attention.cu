@@ -326,4 +326,13 @@ void attention_backward_flash(const Attn& a, AnyView q, AnyView k, AnyView v, An
   check_launch();
 }
 
+const std::vector<FlashKernel>& flash_kernels() {
+  static const std::vector<FlashKernel> rows = {
+      {"flash", DType::fp32, false, kMaxD, attention_forward_flash, attention_backward_flash},
+      {"flash", DType::bf16, false, kMaxD, attention_forward_flash, attention_backward_flash},
+      {"flash_tc", DType::bf16, true, 128, attention_forward_flash_tc, attention_backward_flash_tc},
+  };
+  return rows;
+}
+
 }  // namespace dlb::cuda::seq

@@ -10,6 +10,7 @@
 
 #include "kernels/common/verify.h"
 #include "kernels/cpu/seq/attention.h"
+#include "kernels/cpu/seq/attention_check.h"
 #include "kernels/cpu/threads.h"
 #include "tests/seq_test_util.h"
 
@@ -171,4 +172,33 @@ TEST(SeqAttention, TableAndArguments) {
   EXPECT_EQ(attn(1, 1, 4, 4, 8, false).flops_forward(), 4.0 * 8 * 16);
   EXPECT_EQ(attn(1, 1, 4, 4, 8, true).flops_forward(), 4.0 * 8 * 10);
   EXPECT_EQ(attn(1, 1, 6, 4, 8, true).flops_forward(), 4.0 * 8 * 18);
+}
+
+// The suite's sampled fp64 check (attention_check.h): it passes flash's result, agrees with the full
+// reference's verdict, and catches one wrong element in a sampled dK row and in O.
+TEST(SeqAttention, SampledCheckPassesRightAndCatchesWrong) {
+  for (bool causal : {false, true}) {
+    Attn a;
+    a.B = 2, a.H = 3, a.Tq = 40, a.Tk = 40, a.D = 16, a.causal = causal;
+    Problem pb(a, false);
+    const std::size_t n = std::size_t(a.B) * a.H * a.Tq * a.D;
+    std::vector<float> o(n), dq(n), dk(n), dv(n);
+    AttnSaved s;
+    auto c = [&](const std::vector<float>& x) { return bhtd<const float>(x.data(), a.H, a.Tq, a.D); };
+    auto m = [&](std::vector<float>& x) { return bhtd<float>(x.data(), a.H, a.Tq, a.D); };
+    attention_forward_flash(a, c(pb.qkv), c(pb.k_sep), c(pb.v_sep), m(o), s);
+    attention_backward_flash(a, c(pb.qkv), c(pb.k_sep), c(pb.v_sep), c(o), c(pb.dout), s, m(dq), m(dk), m(dv));
+    auto check = [&] {
+      return attention_check_sampled(a, c(pb.qkv), c(pb.k_sep), c(pb.v_sep), c(o), c(pb.dout), c(dq), c(dk), c(dv), 8);
+    };
+    const AttnCheck ok = check();
+    EXPECT_LT(ok.worst(), 1e-5) << ok.o << " " << ok.dq << " " << ok.dk << " " << ok.dv;
+    EXPECT_GT(ok.dk, 0);  // compared, not skipped
+    dk[std::size_t(a.Tq - 1) * a.D + 3] += 0.5f;  // head (0, 0), key Tq - 1: always sampled
+    EXPECT_GT(check().dk, 1e-3);
+    o[5] += 0.5f;
+    EXPECT_GT(check().o, 1e-3);
+    const AttnCheck fwd_only = attention_check_sampled(a, c(pb.qkv), c(pb.k_sep), c(pb.v_sep), c(o), {}, {}, {}, {});
+    EXPECT_EQ(fwd_only.dq, 0);
+  }
 }

@@ -1,7 +1,8 @@
 // The sequence kernels on the GPU (kernels/cuda/seq/) against the CPU's fp64 references
 // (kernels/cpu/seq/): GELU, Philox dropout (the CPU's mask, bit for bit), AdamW, embedding (and its
 // deterministic backward), softmax, the fused classifier, LayerNorm, our RNN/LSTM layer and cuDNN's,
-// attention unfused and flash (fp32 and bf16). Skips without a CUDA device.
+// attention unfused and the fused kernels of flash_kernels() (fp32, bf16, bf16 tensor cores). Skips without
+// a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -251,14 +252,17 @@ TEST(SeqGpu, RnnLayersMatchReference) {
     }
 }
 
-// Unfused (fp32, with and without dropout) and flash (fp32, bf16) against the reference.
+// Unfused (fp32, with and without dropout) and every fused kernel of the table (flash fp32, bf16;
+// flash_tc bf16 on the tensor cores) against the reference: tiles cut by T (70, 130 are not
+// multiples of 64), Tq != Tk both ways.
 TEST(SeqGpu, AttentionMatchesReference) {
   SKIP_WITHOUT_GPU();
   for (int D : {64, 128, 20})
     for (bool causal : {false, true})
       for (float drop : {0.f, 0.2f}) {
         cs::Attn a;
-        a.B = 2, a.H = 3, a.Tq = 70, a.Tk = D == 20 ? 45 : 70, a.D = D, a.causal = causal, a.dropout = drop;
+        a.B = 2, a.H = 3, a.Tq = 70, a.Tk = D == 20 ? 45 : D == 64 ? 130 : 70, a.D = D, a.causal = causal;
+        a.dropout = drop;
         a.seed = 7, a.offset = 11;
         const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * D, nk = std::size_t(a.B) * a.H * a.Tk * D;
         const auto q = rand_f(nq, 1), k = rand_f(nk, 2), v = rand_f(nk, 3), g = rand_f(nq, 4);
@@ -286,42 +290,46 @@ TEST(SeqGpu, AttentionMatchesReference) {
           EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
           EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
         }
-        if (drop > 0) continue;  // flash has no dropout
+        if (drop > 0) continue;  // the fused kernels have no dropout
         auto av = [&](const void* p, int T) {
           return gs::AnyView{p, long(a.H) * T * D, long(T) * D, D};
         };
         auto am = [&](void* p, int T) { return gs::AnyMView{p, long(a.H) * T * D, long(T) * D, D}; };
         Dev<float> lse(std::size_t(a.B) * a.H * a.Tq), scratch(std::size_t(a.B) * a.H * a.Tq);
-        gs::attention_forward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), am(o.p(), a.Tq),
-                                    lse.p(), DType::fp32, nullptr);
-        gs::attention_backward_flash(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), av(o.p(), a.Tq),
-                                     av(dg.p(), a.Tq), lse.p(), am(dq.p(), a.Tq), am(dk.p(), a.Tk), am(dv.p(), a.Tk),
-                                     scratch.p(), DType::fp32, nullptr);
-        {
-          SCOPED_TRACE("flash fp32 " + name);
-          EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
-          EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
-          EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
-          EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
-        }
         // bf16 storage: inputs rounded; the reference runs on the rounded inputs.
         const auto qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), gb = to_bf16(g);
         const auto Qr = to_d(from_bf16(qb)), Kr = to_d(from_bf16(kb)), Vr = to_d(from_bf16(vb)),
                    Gr = to_d(from_bf16(gb));
-        cs::attention_forward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), mv(ro, a.Tq));
-        cs::attention_backward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), cv(Gr, a.Tq), mv(rdq, a.Tq),
-                                   mv(rdk, a.Tk), mv(rdv, a.Tk));
+        std::vector<double> bro(nq), brdq(nq), brdk(nk), brdv(nk);
+        cs::attention_forward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), mv(bro, a.Tq));
+        cs::attention_backward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), cv(Gr, a.Tq), mv(brdq, a.Tq),
+                                   mv(brdk, a.Tk), mv(brdv, a.Tk));
         Dev<std::uint16_t> bq(qb), bk(kb), bv(vb), bg(gb), bo(nq), bdq(nq), bdk(nk), bdv(nk);
-        gs::attention_forward_flash(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), am(bo.p(), a.Tq), lse.p(),
-                                    DType::bf16, nullptr);
-        gs::attention_backward_flash(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), av(bo.p(), a.Tq),
-                                     av(bg.p(), a.Tq), lse.p(), am(bdq.p(), a.Tq), am(bdk.p(), a.Tk), am(bdv.p(), a.Tk),
-                                     scratch.p(), DType::bf16, nullptr);
-        SCOPED_TRACE("flash bf16 " + name);
-        const double tb = 2 * default_tolerance(DType::bf16);  // O rounded to bf16 feeds rowdot
-        EXPECT_LT(max_rel_err(from_bf16(bo.get()).data(), ro.data(), nq), tb);
-        EXPECT_LT(max_rel_err(from_bf16(bdq.get()).data(), rdq.data(), nq), tb);
-        EXPECT_LT(max_rel_err(from_bf16(bdk.get()).data(), rdk.data(), nk), tb);
-        EXPECT_LT(max_rel_err(from_bf16(bdv.get()).data(), rdv.data(), nk), tb);
+        for (const gs::FlashKernel& f : gs::flash_kernels()) {
+          if (!f.takes(D)) continue;
+          SCOPED_TRACE(std::string(f.name) + " " + dtype_name(f.storage) + " " + name);
+          if (f.storage == DType::fp32) {
+            f.forward(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), am(o.p(), a.Tq), lse.p(), DType::fp32,
+                      nullptr);
+            f.backward(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), av(o.p(), a.Tq), av(dg.p(), a.Tq),
+                       lse.p(), am(dq.p(), a.Tq), am(dk.p(), a.Tk), am(dv.p(), a.Tk), scratch.p(), DType::fp32, nullptr);
+            EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
+            EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
+            EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
+            EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+            continue;
+          }
+          f.forward(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), am(bo.p(), a.Tq), lse.p(), DType::bf16,
+                    nullptr);
+          f.backward(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), av(bo.p(), a.Tq), av(bg.p(), a.Tq),
+                     lse.p(), am(bdq.p(), a.Tq), am(bdk.p(), a.Tk), am(bdv.p(), a.Tk), scratch.p(), DType::bf16,
+                     nullptr);
+          // O rounded to bf16 feeds rowdot; the tensor-core rows also round P and dS to bf16 for their GEMMs.
+          const double tb = (f.tensor_cores ? 3 : 2) * default_tolerance(DType::bf16);
+          EXPECT_LT(max_rel_err(from_bf16(bo.get()).data(), bro.data(), nq), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bdq.get()).data(), brdq.data(), nq), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bdk.get()).data(), brdk.data(), nk), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bdv.get()).data(), brdv.data(), nk), tb);
+        }
       }
 }
