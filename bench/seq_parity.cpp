@@ -1,6 +1,8 @@
 // The parity check (see seq_parity.h): the bundle written, ours run, the peer run, both compared.
 #include "bench/seq_parity.h"
 
+#include "bench/peer.h"
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -36,10 +38,6 @@ std::vector<float> read_floats(const std::string& path, std::size_t n) {
   std::vector<float> v(n);
   std::memcpy(v.data(), b.data(), b.size());
   return v;
-}
-std::string peer_script() {
-  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/pytorch_seq.py";
-  return std::string(DLB_SOURCE_DIR) + "/bench/peers/pytorch_seq.py";
 }
 }  // namespace
 
@@ -97,7 +95,7 @@ SeqParity seq_parity(models::SeqConfig c, int n, int steps, const std::string& p
   }
 
   std::string out;
-  const int st = run_child({python, peer_script(), "--parity", dir}, {}, {}, &out);
+  const int st = run_child({python, peer_script("pytorch_seq.py"), "--parity", dir}, {}, {}, &out);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   const std::string first = out.substr(0, out.find('\n'));
   if (st < 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 3)) throw Unsupported("pytorch peer unavailable: " + first);
