@@ -102,6 +102,36 @@ class SeqTrainCase final : public Case {
     loss_ = sum / steps();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  // --profile (CPU): one more forward + backward on the first batch, a region per layer and direction,
+  // its loss and gradients checked against the same step unprofiled (no optimizer step: weights stay).
+  bool profile(ProfileResult& out) override {
+    if (device_ != "cpu") return false;
+    const models::Batch& b = batcher_->gather(data_, order_, 0, batch_);
+    const float want = trainer_->gradients(b);  // sets the step number (dropout masks) for both
+    std::vector<std::vector<float>> grads;
+    for (auto* p : model_->params()) grads.push_back(p->grad);
+    models::WallProfiler prof;
+    float got = 0;
+    {
+      models::ProfileScope step(&prof, "step", "step");
+      {
+        models::ProfileScope z(&prof, "zero_grad", "optimizer");
+        model_->zero_grad();
+      }
+      model_->set_profiler(&prof);
+      got = model_->forward_backward(b);
+      model_->set_profiler(nullptr);
+    }
+    double worst = std::abs(got - want) / std::max(1e-12f, std::abs(want));
+    const auto ps = model_->params();
+    for (std::size_t i = 0; i < ps.size(); ++i) worst = std::max(worst, max_rel_err(ps[i]->grad.data(), grads[i].data(), ps[i]->size()));
+    out.regions = prof.regions();
+    out.device = device_;
+    out.max_rel_err = worst;
+    out.verified = worst <= 1e-5;
+    out.check = "loss and gradients of the profiled step vs the same step unprofiled";
+    return true;
+  }
   long iterations() const override { return 1; }
   int repetitions() const override { return quick_ ? 2 : 0; }
   Work work() const override { return {0, 0, double(tokens())}; }
@@ -422,7 +452,7 @@ DLB_SUITE(seq)
     .axis("heads", {4}, {2})
     .axis("layers", {0})  // 0: the seed's (rnn 1, lstm 2, transformer 2 + 2)
     .axis("mask", {"none"})
-    .takes({flag::batch(), flag::peer(),
+    .takes({flag::batch(), flag::peer(), flag::profile(),
             FlagSpec{"--op", "train, infer or both", "op", true, FlagSpec::Parse::words, 0, {"train", "infer"}},
             FlagSpec{"--model", "models (rnn, lstm, transformer; infer: net128, mlp, convnet, autoencoder)", "model", true,
                      FlagSpec::Parse::words, 0, {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}},
