@@ -57,6 +57,7 @@ json chrome_trace(const std::string& case_name, const ProfileResult& p) {
   for (const auto& r : p.regions) {
     json args = {{"depth", r.depth}, {"clock", r.clock}};
     if (!r.layer.empty()) args["layer"] = r.layer;
+    if (!r.algo.empty()) args["algo"] = r.algo;
     if (r.flops > 0) {
       args["flops"] = r.flops;
       if (r.dur_us > 0) args["gflops"] = r.flops / (r.dur_us * 1e-6) * 1e-9;
@@ -77,7 +78,7 @@ json profile_summary(const ProfileResult& p) {
   std::vector<bool> leaf(p.regions.size(), true);
   for (std::size_t i = 0; i + 1 < p.regions.size(); ++i) leaf[i] = p.regions[i + 1].depth <= p.regions[i].depth;
   struct Row {
-    std::string kind;
+    std::string kind, fw_algo, bw_algo;
     double fw = 0, bw = 0, ms = 0, flops = 0;
   };
   std::vector<std::string> order;
@@ -90,8 +91,8 @@ json profile_summary(const ProfileResult& p) {
     Row& row = rows[key];
     row.kind = r.layer.empty() ? r.cat : "layer";
     const double ms = r.dur_us * 1e-3;
-    if (r.cat == "forward") row.fw += ms;
-    if (r.cat == "backward") row.bw += ms;
+    if (r.cat == "forward") row.fw += ms, row.fw_algo = r.algo;
+    if (r.cat == "backward") row.bw += ms, row.bw_algo = r.algo;
     row.ms += ms;
     row.flops += r.flops;
   }
@@ -102,6 +103,8 @@ json profile_summary(const ProfileResult& p) {
     const Row& r = rows[k];
     json j = {{"region", k}, {"kind", r.kind}, {"ms", r.ms}, {"pct_of_step", pct(r.ms)}};
     if (r.kind == "layer") j["forward_ms"] = r.fw, j["backward_ms"] = r.bw;
+    if (!r.fw_algo.empty()) j["forward_algo"] = r.fw_algo;  // the CPU kernels that ran (Region::algo)
+    if (!r.bw_algo.empty()) j["backward_algo"] = r.bw_algo;
     if (r.flops > 0 && r.ms > 0) j["gflops"] = r.flops / (r.ms * 1e-3) * 1e-9, j["flops"] = r.flops;
     out.push_back(j);
     sum += r.ms;
@@ -138,13 +141,13 @@ json write_profile(const std::string& dir, const std::string& case_name, const P
 }
 
 void print_profile(std::ostream& out, const std::string& case_name, const json& s) {
-  char buf[256];
+  char buf[512];
   std::snprintf(buf, sizeof buf, "profile %s: one step %.3f ms (%s)%s -> %s\n", case_name.c_str(),
                 s.value("step_ms", 0.0), s.value("clock", "").c_str(), s.value("verified", false) ? "" : " NOT VERIFIED",
                 s.value("trace", "").c_str());
   out << buf;
-  std::snprintf(buf, sizeof buf, "  %-16s %10s %10s %10s %7s %9s\n", "region", "fwd ms", "bwd ms", "ms", "% step",
-                "GFLOP/s");
+  std::snprintf(buf, sizeof buf, "  %-16s %10s %10s %10s %7s %9s  %s\n", "region", "fwd ms", "bwd ms", "ms", "% step",
+                "GFLOP/s", "kernels (fwd / bwd)");
   out << buf;
   for (const auto& r : s.value("rows", json::array())) {
     auto num = [&](const char* k) {
@@ -153,9 +156,11 @@ void print_profile(std::ostream& out, const std::string& case_name, const json& 
       std::snprintf(b, sizeof b, "%.3f", r[k].get<double>());
       return std::string(b);
     };
-    std::snprintf(buf, sizeof buf, "  %-16s %10s %10s %10.3f %6.1f%% %9s\n", r.value("region", "").c_str(),
+    const std::string fa = r.value("forward_algo", ""), ba = r.value("backward_algo", "");
+    const std::string algos = fa.empty() && ba.empty() ? "" : (fa.empty() ? "-" : fa) + " / " + (ba.empty() ? "-" : ba);
+    std::snprintf(buf, sizeof buf, "  %-16s %10s %10s %10.3f %6.1f%% %9s  %s\n", r.value("region", "").c_str(),
                   num("forward_ms").c_str(), num("backward_ms").c_str(), r.value("ms", 0.0),
-                  r.value("pct_of_step", 0.0), r.contains("gflops") ? num("gflops").c_str() : "-");
+                  r.value("pct_of_step", 0.0), r.contains("gflops") ? num("gflops").c_str() : "-", algos.c_str());
     out << buf;
   }
   out.flush();

@@ -47,7 +47,8 @@ void Executor::run_forward(Model& m, const Batch& b, Profiler* p) {
   ProfileScope phase(p, "forward", "phase");
   for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
     const Step& s = plan_.steps[i];
-    ProfileScope r(p, p ? "forward " + s.name : std::string(), "forward", p ? s.name : std::string(), s.fwd_flops);
+    ProfileScope r(p, p ? "forward " + s.name : std::string(), "forward", p ? s.name : std::string(), s.fwd_flops,
+                   s.fwd_algo);
     for (int j = 0; j < s.nodes; ++j) layers[j] = nodes[std::size_t(s.node + j)].layer.get();
     for (std::size_t k = 0; k < s.in.size(); ++k) {
       const auto v = std::size_t(s.in[k]);
@@ -93,7 +94,8 @@ float Executor::forward_backward(Model& m, const Batch& b, const Hooks& h) {
   ProfileScope phase(p, "backward", "phase");
   for (std::size_t i = plan_.steps.size(); i-- > 0;) {
     const Step& s = plan_.steps[i];
-    ProfileScope r(p, p ? "backward " + s.name : std::string(), "backward", p ? s.name : std::string(), s.bwd_flops);
+    ProfileScope r(p, p ? "backward " + s.name : std::string(), "backward", p ? s.name : std::string(), s.bwd_flops,
+                   s.bwd_algo);
     for (int j = 0; j < s.nodes; ++j) layers[j] = nodes[std::size_t(s.node + j)].layer.get();
     float* dy = grad_[std::size_t(s.out)].data();
     if (s.round_dy != DType::fp32) round_to(s.round_dy, dy, plan_.shapes[std::size_t(s.out)].size());

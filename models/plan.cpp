@@ -66,6 +66,51 @@ struct Ctx {
   int pool_k(int i) const { return static_cast<const MaxPool2d&>(*node(i).layer).k; }
 };
 
+// The CPU kernels a step runs, by the names records and profiles use (Step::fwd_algo / bwd_algo):
+// the conv table's row at the plan's ISA level for our fp32 and fused kernels (kernels/cpu/conv2d
+// algos.cpp picks it the same way when the step runs), oneDNN or our bf16 GEMM for the bf16 kinds;
+// "" where a layer has no choice of kernel. A backward that decides at run time (sparse dy or dense)
+// names both, "a|b".
+void name_algos(const Ctx& c, Step& s) {
+  using cpu::ConvDir;
+  const bool conv = c.op(s.node) == Op::conv2d;
+  auto row = [&](ConvDir d, int pool_k = 0) {
+    return std::string(cpu::algo_name(cpu::choose(c.conv_shape(s.node), d, c.p.isa, pool_k)));
+  };
+  auto dense_bwd = [&] {  // Conv2d::backward: dW always, dx when wanted
+    return s.dx[0] ? row(ConvDir::backward_data) + "+" + row(ConvDir::backward_filter) : row(ConvDir::backward_filter);
+  };
+  const int pool = s.nodes == 3 ? c.pool_k(s.node + 2) : 0;
+  switch (s.kind) {
+    case StepKind::layer:
+      if (conv) s.fwd_algo = row(ConvDir::forward), s.bwd_algo = dense_bwd();
+      return;
+    case StepKind::relu_pool: return;
+    case StepKind::conv_relu_pool:
+      s.fwd_algo = row(ConvDir::relu_pool_forward, pool), s.bwd_algo = row(ConvDir::relu_pool_backward_filter, pool);
+      return;
+    case StepKind::conv_sparse_dy:
+      s.fwd_algo = row(ConvDir::forward), s.bwd_algo = row(ConvDir::sparse_dy) + "|" + dense_bwd();
+      return;
+    case StepKind::conv_bf16:
+    case StepKind::conv_transpose_bf16: s.fwd_algo = s.bwd_algo = "onednn_bf16"; return;
+    case StepKind::conv_sparse_dy_bf16:
+      s.fwd_algo = "onednn_bf16", s.bwd_algo = row(ConvDir::sparse_dy_bf16) + "|onednn_bf16";
+      return;
+    case StepKind::linear_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm"; return;
+    case StepKind::conv_relu_pool_bf16:
+      s.fwd_algo = row(ConvDir::relu_pool_forward_bf16, pool);
+      s.bwd_algo = row(ConvDir::relu_pool_backward_filter_bf16, pool);
+      return;
+    case StepKind::conv_bf16_relu_pool:
+      s.fwd_algo = "onednn_bf16_nchw16c";
+      if (s.pool_bwd == PoolConvBackward::winners) s.bwd_algo = row(ConvDir::relu_pool_backward_filter_bf16, pool);
+      else if (s.pool_bwd == PoolConvBackward::nchw16c_dy) s.bwd_algo = "onednn_bf16_nchw16c";
+      else s.bwd_algo = s.sparse_dy ? row(ConvDir::sparse_dy_bf16) + "|onednn_bf16" : "onednn_bf16";
+      return;
+  }
+}
+
 // Each rule: how many nodes from node i its step takes (0: it does not apply there).
 using Match = int (*)(const Ctx& c, int i);
 
@@ -257,6 +302,7 @@ Plan make_plan(const Model& m, int n, DType dtype, Device device) {
         s.pool_bwd = PoolConvBackward::nchw16c_dy;
       s.sparse_dy = cpu::conv2d_backward_sparse_dy_shape(sh, true);
     }
+    if (device == Device::cpu) name_algos(c, s);
   }
   for (std::size_t j = p.steps.size(); j-- > 0;)  // backward order: the first to write a gradient sets it
     for (std::size_t k = 0; k < p.steps[j].in.size(); ++k) {

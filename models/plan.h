@@ -47,6 +47,7 @@ struct Step {
   std::vector<int> in;      // the values it reads (its first node's inputs)
   int out = 0;              // the value it writes (its last node's output)
   std::string name;         // in profiles: "conv1", "relu1+pool1"
+  std::string fwd_algo, bwd_algo;  // in profiles: the CPU kernels it runs (cpu_steps.h step_algo), or ""
   double fwd_flops = 0, bwd_flops = 0;
   // Per input: its gradient is wanted (not a model input), and is added to (another step wrote it first).
   std::vector<char> dx, accumulate;

@@ -16,6 +16,10 @@ void WallProfiler::begin(const std::string& name, const char* cat, const std::st
   done_.push_back(std::move(r));
 }
 
+void WallProfiler::set_algo(const std::string& algo) {
+  if (!open_.empty()) done_[open_.back()].algo = algo;
+}
+
 void WallProfiler::end() {
   if (open_.empty()) return;
   Region& r = done_[open_.back()];

@@ -19,6 +19,7 @@ struct Region {
   int depth = 0;
   double start_us = 0, dur_us = 0;
   double flops = 0;   // napkin FLOPs of the region (0 when not a compute region)
+  std::string algo;   // the kernel(s) that ran, as records name them ("fwd_col_avx512", "onednn_bf16"), or ""
   std::string clock;  // "wall" (steady_clock) or "cuda_event"
 };
 
@@ -27,6 +28,8 @@ class Profiler {
   virtual ~Profiler() = default;
   virtual void begin(const std::string& name, const char* cat, const std::string& layer = "", double flops = 0) = 0;
   virtual void end() = 0;
+  // Names the kernel(s) of the region begun last (Region::algo).
+  virtual void set_algo(const std::string& algo) = 0;
   // A GPU profiler records its events on this stream (a cudaStream_t); the trainer binds it first.
   virtual void bind_stream(void* stream) { (void)stream; }
   // All regions in begin order, once every end() has been called (a GPU profiler waits for its events).
@@ -39,6 +42,7 @@ class WallProfiler final : public Profiler {
   WallProfiler() : t0_(std::chrono::steady_clock::now()) {}
   void begin(const std::string& name, const char* cat, const std::string& layer, double flops) override;
   void end() override;
+  void set_algo(const std::string& algo) override;
   std::vector<Region> regions() override { return done_; }
 
  private:
@@ -58,9 +62,11 @@ std::unique_ptr<Profiler> make_cuda_profiler(const std::string& label);
 // begin() now, end() when the scope closes; does nothing when p is null.
 class ProfileScope {
  public:
-  ProfileScope(Profiler* p, const std::string& name, const char* cat, const std::string& layer = "", double flops = 0)
+  ProfileScope(Profiler* p, const std::string& name, const char* cat, const std::string& layer = "", double flops = 0,
+               const std::string& algo = "")
       : p_(p) {
     if (p_) p_->begin(name, cat, layer, flops);
+    if (p_ && !algo.empty()) p_->set_algo(algo);
   }
   ~ProfileScope() {
     if (p_) p_->end();

@@ -8,9 +8,10 @@ inline constexpr int kRepetitions = 5;
 // Seconds per repetition when the case does not fix its iterations (--min-time).
 inline constexpr double kMinTime = 0.1;
 inline constexpr double kMinTimeQuick = 0.02;
-// Noisy retry: a case whose repetitions' cv exceeds kMaxCv gets twice its repetitions, at most
-// kMaxRepetitions (not with --quick).
+// Noisy retry: a case whose repetitions' cv exceeds kMaxCv gets kNoisyRetryFactor times its
+// repetitions, at most kMaxRepetitions (not with --quick).
 inline constexpr double kMaxCv = 0.05;
+inline constexpr int kNoisyRetryFactor = 2;
 inline constexpr int kMaxRepetitions = 20;
 // Warm-up before a case's first repetition: min(kWarmUpCap, min_time) seconds; before a later one,
 // when other cases ran in between (interleaved), a kLaterWarmUpShare of that: enough to bring the

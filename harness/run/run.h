@@ -18,7 +18,7 @@ struct RunOptions {
   bool quick = false;
   int repetitions = 0;               // 0: timing::kRepetitions
   double min_time = 0;               // seconds per repetition; 0: timing::kMinTime (kMinTimeQuick with --quick)
-  double max_cv = timing::kMaxCv;    // above this coefficient of variation, repetitions are doubled once
+  double max_cv = timing::kMaxCv;    // above this coefficient of variation, repetitions grow once (kNoisyRetryFactor)
   std::string out;                   // results folder; "" = results/<timestamp>-<host>
   nlohmann::json overrides = nlohmann::json::object();  // axis -> values, from the suites' flags
   nlohmann::json extra = nlohmann::json::object();      // non-axis suite flags (cuda_graph, peer, profile)

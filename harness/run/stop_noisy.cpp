@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/run/constants.h"
+
 namespace dlb::harness {
 
 double coefficient_of_variation(const std::vector<double>& times) {
@@ -21,7 +23,7 @@ double coefficient_of_variation(const std::vector<double>& times) {
 int NoisyRetry::wanted(const std::vector<double>& times) const {
   if (static_cast<int>(times.size()) < n_) return n_;
   const std::vector<double> first(times.begin(), times.begin() + n_);
-  return coefficient_of_variation(first) > max_cv_ ? std::min(cap_, 2 * n_) : n_;
+  return coefficient_of_variation(first) > max_cv_ ? std::min(cap_, timing::kNoisyRetryFactor * n_) : n_;
 }
 
 }  // namespace dlb::harness

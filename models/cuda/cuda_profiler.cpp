@@ -46,6 +46,10 @@ class CudaProfiler final : public Profiler {
     recs_.push_back(r);
   }
 
+  void set_algo(const std::string& algo) override {
+    if (!open_.empty()) recs_[open_.back()].region.algo = algo;
+  }
+
   void end() override {
     if (open_.empty()) return;
     Rec& r = recs_[open_.back()];

@@ -1,7 +1,7 @@
 // Which kernel runs: THE dispatch table of the CPU convolutions. One row per algorithm: its name
 // (the records' `cpu_algo`), its direction, the shapes and ISA levels it takes, and how to run it.
 // An entry point runs the first row of its direction that applies (rows are in order of
-// preference), so a new kernel is one row here, and tests/test_conv2d_algos.cpp tests it.
+// preference), so a new kernel is one row here, and tests/kernels/cpu/conv2d/test_conv2d_algos.cpp tests it.
 #include "kernels/cpu/conv2d/internal.h"
 
 #include <stdexcept>

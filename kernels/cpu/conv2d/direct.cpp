@@ -29,35 +29,12 @@ void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt) {
     for (int k = 0; k < K; ++k) wt[i * K + k] = w[k * CRS + i];
 }
 
-// The forward kernel, once per ISA from one body (direct_forward.inc over simd.h's widths).
 }  // namespace detail
-// GCC gives every function of a region the region's target with #pragma GCC target; clang ignores
-// that pragma and needs #pragma clang attribute (the sanitizer build is clang).
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)  // = DLB_TARGET_AVX2
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")  // = DLB_TARGET_AVX2
-#endif
-namespace detail::avx2 {
-#include "kernels/cpu/conv2d/direct_forward.inc"
-}  // namespace detail::avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,fma")  // = DLB_TARGET_AVX512
-#endif
-namespace detail::avx512 {
-#include "kernels/cpu/conv2d/direct_forward.inc"
-}  // namespace detail::avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+// The forward kernel, once per ISA from one body (direct_forward.inc over simd.h's widths), as the
+// sequence kernels are compiled (kernels/cpu/foreach_isa.h; the scalar pass is never called).
+#define DLB_ISA_NAMESPACE detail  // inside dlb::cpu here
+#define DLB_ISA_INCLUDE "kernels/cpu/conv2d/direct_forward.inc"
+#include "kernels/cpu/foreach_isa.h"
 namespace detail {
 
 // The forward direct kernel: AVX-512 (K % 16 == 0) or AVX2.

@@ -12,7 +12,7 @@
 #ifdef DLB_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "gpu_test.h"
+#include "tests/gpu_test.h"
 #endif
 
 using namespace dlb::models::loader;

@@ -57,7 +57,7 @@ void toy_derive(std::vector<json>& entries) {
 }
 
 DLB_SUITE(test_toy)
-    .about("a toy suite declared by tests/test_suite.cpp")
+    .about("a toy suite declared by tests/bench/test_suite.cpp")
     .axis("n", {1, 2, 3}, {1, 2})
     .no_blas_from_pool()
     .cases(toy_cases)

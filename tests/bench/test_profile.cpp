@@ -7,6 +7,7 @@
 #include <set>
 
 #include "bench/profile.h"
+#include "kernels/cpu/conv2d/conv2d.h"
 #include "models/data.h"
 #include "models/trainer.h"
 
@@ -20,17 +21,24 @@ models::Dataset small_data(int n) {
   return std::move(s.train);
 }
 
-}  // namespace
-
-TEST(Profile, TrainerStepHasARegionPerLayerAndDirection) {
+// The regions of one profiled CPU training step of Net(16) at batch 4 (its loss in *loss).
+std::vector<models::Region> profiled_net_step(float* loss = nullptr) {
   auto m = models::make_net(16);
   m->init(0);
   const auto d = small_data(8);
   auto t = models::make_trainer(*m, models::default_optimizer("net128"), models::TrainOptions{});
   models::WallProfiler p;
-  const float loss = t->profile_step(d, 4, p);
+  const float l = t->profile_step(d, 4, p);
+  if (loss) *loss = l;
+  return p.regions();
+}
+
+}  // namespace
+
+TEST(Profile, TrainerStepHasARegionPerLayerAndDirection) {
+  float loss = 0;
+  const auto rs = profiled_net_step(&loss);
   EXPECT_TRUE(std::isfinite(loss));
-  const auto rs = p.regions();
   ASSERT_FALSE(rs.empty());
   EXPECT_EQ(rs.front().name, "step");
   EXPECT_EQ(rs.front().depth, 0);
@@ -58,6 +66,41 @@ TEST(Profile, TrainerStepHasARegionPerLayerAndDirection) {
   EXPECT_GT(fw1, 0);
   EXPECT_DOUBLE_EQ(bw1, fw1);
   EXPECT_DOUBLE_EQ(bw2, 2 * fw2);
+}
+
+// Every conv region names the conv table's rows that ran (the plan's choice at this CPU's ISA level),
+// each a real row name; the summary carries them per layer; layers without a kernel choice name none.
+TEST(Profile, ConvRegionsNameTheKernelsThatRan) {
+  const auto regions = profiled_net_step();
+  std::set<std::string> rows;
+  for (int a = int(cpu::Algo::auto_) + 1; a < int(cpu::Algo::count_); ++a) rows.insert(cpu::algo_name(cpu::Algo(a)));
+  int named = 0;
+  for (const auto& r : regions) {
+    if (r.layer.rfind("conv", 0) != 0 || r.layer.find("conv", 1) != std::string::npos) continue;
+    ASSERT_FALSE(r.algo.empty()) << r.name;
+    std::size_t at = 0;
+    while (at <= r.algo.size()) {  // "a+b|c": every piece a row of the table
+      const std::size_t e = std::min(r.algo.find_first_of("+|", at), r.algo.size());
+      EXPECT_TRUE(rows.count(r.algo.substr(at, e - at))) << r.name << ": " << r.algo;
+      at = e + 1;
+    }
+    ++named;
+  }
+  EXPECT_EQ(named, 4);  // conv1 and conv2, forward and backward
+  for (const auto& r : regions)
+    if (r.layer.rfind("fc", 0) == 0) {
+      EXPECT_EQ(r.algo, "") << r.name;
+    }
+  bench::ProfileResult pr;
+  pr.regions = regions;
+  const json s = bench::profile_summary(pr);
+  bool conv1 = false;
+  for (const auto& row : s["rows"])
+    if (row["region"] == "conv1") {
+      conv1 = true;
+      EXPECT_TRUE(row.contains("forward_algo") && row.contains("backward_algo")) << row.dump();
+    }
+  EXPECT_TRUE(conv1);
 }
 
 TEST(Profile, ProfiledStepEqualsUnprofiledStep) {

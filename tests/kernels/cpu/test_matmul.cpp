@@ -295,7 +295,9 @@ TEST(OpenBlasCore, CliRunsTheCoreItChoseForThisCpu) {
                                           << "): " << ob.value("core_reason", "");
   EXPECT_EQ(ob.value("core_reason", ""), want.reason);
   // Whatever runs, this CPU executes it (a known core) and nothing wider exists for it.
-  if (openblas_core_tier(core) > 0) EXPECT_TRUE(openblas_core_runs_on(flags, core)) << core;
+  if (openblas_core_tier(core) > 0) {
+    EXPECT_TRUE(openblas_core_runs_on(flags, core)) << core;
+  }
   EXPECT_FALSE(choose_openblas_core(flags, core).change) << core;
   // The re-execution itself, on any CPU that runs AVX2 (where the library's own pick needs none):
   // forcing a core other than the library's re-executes once with it, and says so.
