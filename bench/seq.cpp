@@ -398,7 +398,9 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
     std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "Seq len", "Train throughput (tokens/s)",
                                                 "oneDNN RNN", "PyTorch", "ours / PyTorch"}};
-    for (const auto& [k, v] : train) {
+    for (const auto& kv : train) {
+      const auto& k = kv.first;
+      const auto& v = kv.second;  // named, not a structured binding: the lambda captures it (clang)
       auto get = [&](const char* impl) { return v.count(impl) ? num(v.at(impl)) : "-"; };
       const bool both = v.count("ours") && v.count("pytorch");
       rows.push_back({std::get<0>(k), std::get<1>(k) == "cpu" ? "CPU" : "GPU (" + std::get<1>(k) + ")",
@@ -424,7 +426,9 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   if (!infer.empty()) {
     out << "\n### Forward-only latency (ms), eval mode, CPU\n\n";
     std::vector<std::vector<std::string>> rows{{"Model", "Batchsize", "p50", "p99", "oneDNN p50", "PyTorch p50", "PyTorch p99"}};
-    for (const auto& [k, v] : infer) {
+    for (const auto& kv : infer) {
+      const auto& k = kv.first;
+      const auto& v = kv.second;
       auto get = [&](const char* impl, const char* key) { return v.count(impl) ? num(v.at(impl).value(key, 0.0), "%.3f") : "-"; };
       rows.push_back({k.first, std::to_string(k.second), get("ours", "p50_ms"), get("ours", "p99_ms"), get("onednn", "p50_ms"),
                       get("pytorch", "p50_ms"), get("pytorch", "p99_ms")});
