@@ -34,11 +34,12 @@ struct CaseId {
 struct Work {
   double flops = 0;  // floating-point operations (FMA = 2)
   double bytes = 0;  // bytes moved (for bandwidth cases)
-  double items = 0;  // images (for training cases)
+  double items = 0;  // images or tokens (for training and inference cases)
 };
 
-// The throughput key a case is judged by: gflops, gb_per_s or imgs_per_s.
-enum class Metric { gflops, gb_per_s, imgs_per_s };
+// The throughput key a case is judged by: gflops, gb_per_s, imgs_per_s or tokens_per_s (Work::items
+// counts images or tokens).
+enum class Metric { gflops, gb_per_s, imgs_per_s, tokens_per_s };
 
 class Case {
  public:

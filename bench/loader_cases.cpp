@@ -1,6 +1,8 @@
 // The loader's shared pieces for the suites and `dlbench data load` (see loader_cases.h).
 #include "bench/loader_cases.h"
 
+#include "bench/peer.h"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -120,20 +122,18 @@ std::size_t EpochCheck::finish() {
   return images_;
 }
 
-std::string peer_script_path(const std::string& name) {
-  if (const char* root = std::getenv("DLB_SOURCE_DIR")) return std::string(root) + "/bench/peers/" + name;
-  return std::string(DLB_SOURCE_DIR) + "/bench/peers/" + name;
-}
-
 LoaderPeer::LoaderPeer(const ld::Source& src, const ld::LoaderOptions& o, std::string* why) {
   if (src.format() == ld::Format::cifar_binary) {
     *why = "torchvision reads no CIFAR-10 binary batches";
     return;
   }
-  const char* env = std::getenv("DLBENCH_PEER_PYTHON");
-  const std::string py = env && *env ? env : "python3";
+  const PeerPython& pp = peer_python();  // the lecture peer's interpreter, chosen the same way
+  if (pp.torch.empty()) {
+    *why = pp.why;
+    return;
+  }
   const std::vector<std::string> args = {
-      py, peer_script_path("pytorch_loader.py"), "--format", src.format() == ld::Format::cifar_python ? "python" : "folder",
+      pp.python, peer_script("pytorch_loader.py"), "--format", src.format() == ld::Format::cifar_python ? "python" : "folder",
       "--path", src.path(), "--split", o.split, "--batch", std::to_string(o.batch), "--workers", std::to_string(o.workers),
       "--pin", o.pin ? "on" : "off", "--prefetch", std::to_string(o.prefetch), "--augment", ld::augment_name(o.augment),
       "--seed", std::to_string(o.seed), "--limit", std::to_string(o.limit)};

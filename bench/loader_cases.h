@@ -77,7 +77,4 @@ class LoaderPeer {
   std::string version_;
 };
 
-// bench/peers/<name> in the source tree (DLB_SOURCE_DIR in the environment overrides it).
-std::string peer_script_path(const std::string& name);
-
 }  // namespace dlb::bench

@@ -19,6 +19,7 @@
 #include "kernels/common/safe_file.h"
 #include "kernels/common/child.h"
 #include "bench/napkin.h"
+#include "bench/peer.h"
 #include "models/trainer.h"
 #include "kernels/common/verify.h"
 
@@ -283,113 +284,30 @@ class TrainingCase final : public Case {
 // started and warmed up in setup(), then one repetition (an epoch, N steps) per request line, so the harness times its epochs in the
 // same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
 // the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
-std::string peer_script(const std::string& file) { return peer_script_path(file); }
-
-// The interpreter for the peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch
-// 2.x from PyPI: README); otherwise, of the launcher's choice, Debian's and PATH's python3, the one
-// whose torch is newest. Probed once per run; "" with the reason in `why` when none imports torch.
-struct PeerPython {
-  std::string python, torch, why;
-};
-
-// "2.15.0+cpu" -> {2, 15, 0}, for comparing versions.
-std::vector<int> version_key(const std::string& v) {
-  std::vector<int> k;
-  std::istringstream in(v);
-  std::string part;
-  while (std::getline(in, part, '.')) {
-    if (part.empty() || !std::isdigit(static_cast<unsigned char>(part[0]))) break;
-    k.push_back(std::atoi(part.c_str()));
-  }
-  return k;
-}
-
-std::string torch_version_of(const std::string& py) {
-  const std::string cmd = "'" + py + "' -c 'import torch; print(torch.__version__)' 2>/dev/null";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return "";
-  char buf[128] = {0};
-  std::string v = fgets(buf, sizeof buf, f) ? buf : "";
-  const int st = pclose(f);
-  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? v : "";
-}
-
-const PeerPython& peer_python() {
-  static const PeerPython chosen = [] {
-    PeerPython best;
-    if (const char* p = std::getenv("DLBENCH_PEER_PYTHON"); p && *p) {
-      best.python = p, best.torch = torch_version_of(p);
-      if (best.torch.empty()) best.why = std::string("DLBENCH_PEER_PYTHON=") + p + " does not import torch";
-      return best;
-    }
-    std::vector<std::string> candidates;
-    if (const char* p = std::getenv("DLBENCH_PYTHON")) candidates.push_back(p);
-    candidates.push_back("/usr/bin/python3");
-    candidates.push_back("python3");
-    for (const auto& py : candidates) {
-      const std::string v = torch_version_of(py);
-      if (!v.empty() && (best.torch.empty() || version_key(v) > version_key(best.torch))) best.python = py, best.torch = v;
-    }
-    if (best.torch.empty()) best.why = "no python3 here imports torch (set DLBENCH_PEER_PYTHON, see README)";
-    return best;
-  }();
-  return chosen;
-}
-
-// DLBENCH_PEER_THREADS=N: the peer's intra-op threads (default: every core). On a shared machine
-// PyTorch's OpenMP team can collapse when another process holds a core; N = 1 measures it without.
-std::vector<std::string> peer_threads_args() {
-  const char* e = std::getenv("DLBENCH_PEER_THREADS");
-  if (!e || !*e) return {};
-  char* end = nullptr;
-  const long n = std::strtol(e, &end, 10);
-  if (*end || n < 1 || n > 1024) throw UsageError(std::string("DLBENCH_PEER_THREADS=") + e + ": expected a thread count 1..1024");
-  return {"--threads", std::to_string(n)};
-}
-
 class PeerCase final : public Case {
  public:
   PeerCase(PeerSpec spec, int reps) : spec_(std::move(spec)), reps_(reps) {}
   void setup() override {
     if (spec_.prepare) spec_.prepare(spec_);
-    const std::string script = peer_script(spec_.script);
-    if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
-    const PeerPython& py = peer_python();
-    if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
-    python_ = py.python;
-    std::vector<std::string> args = {py.python, script};
-    args.insert(args.end(), spec_.args.begin(), spec_.args.end());
+    std::vector<std::string> args = spec_.args;
     args.push_back("--serve");
-    for (const auto& a : peer_threads_args()) args.push_back(a);
-    try {
-      child_ = std::make_unique<LineChild>(args);
-    } catch (const std::runtime_error& e) {
-      throw Unsupported(std::string("pytorch peer failed: ") + e.what());
-    }
-    const json ready = next_record("ready");
-    cpu_ = ready.value("cpu_seconds", cpu_);
-    version_ = ready.value("torch", version_);
-    threads_ = ready.value("threads", threads_);
-    if (ready.contains("math") && ready.at("math").is_object()) math_ = ready.at("math");
+    peer_ = std::make_unique<PeerChild>(spec_.script, args);
   }
   CheckResult verify() override {
     run();  // one untimed repetition: the peer runs and its loss is finite
     return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
   }
   double run() override {
-    child_->send(spec_.request);  // a peer that has gone ends its output instead: next_record says why
-    const json r = next_record("seconds");
+    const json r = peer_->request(spec_.request, "seconds");
     loss_ = r.value("loss", loss_);
     loss_read_ = r.value("loss_read", std::string("step"));  // a peer without the key read it every step
-    cpu_ = r.value("cpu_seconds", cpu_);
     return r.at("seconds").get<double>();
   }
   void teardown() override {
-    child_.reset();
+    peer_.reset();
     if (spec_.cleanup) spec_.cleanup();
   }
-  double child_cpu_seconds() const override { return cpu_; }  // the peer's own CPU time (all its threads)
+  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }  // all its threads
   bool fixed_repetitions() const override { return true; }
   bool manual_time() const override { return true; }
   long iterations() const override { return 1; }
@@ -398,49 +316,17 @@ class PeerCase final : public Case {
   Metric metric() const override { return spec_.metric; }
   void annotate(json& r) const override {
     r.update(spec_.keys);
-    r["peer"] = "pytorch";
-    r["torch_version"] = version_;
-    r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
-    r["torch_threads"] = threads_;
+    if (peer_) peer_->annotate(r);
     r["mean_loss"] = loss_;
     r["loss_read"] = loss_read_;
-    // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
-    if (!math_.empty()) r["torch_math"] = math_;
   }
 
  private:
-  // The peer's next JSON line holding `key` (its other lines, e.g. warnings, are passed over). When
-  // it ends instead: Interrupted after a signal, Unsupported naming its first line (exit 3: torch
-  // does not import or has no such device) or failed.
-  json next_record(const char* key) {
-    std::string line, first;
-    while (child_->read_line(&line)) {
-      if (!line.empty() && line[0] == '{') {
-        json j;
-        try {
-          j = parse_json_bounded(line, "pytorch peer output");
-        } catch (const InputError&) {  // nested too deep: not a record
-        }
-        if (j.is_object() && j.contains(key)) return j;
-      }
-      if (first.empty()) first = line;
-    }
-    const int st = child_->finish();  // its output is read to the end already
-    if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported("pytorch peer unavailable: " + first);
-    throw Unsupported("pytorch peer failed: " + first);
-  }
-
   PeerSpec spec_;
   int reps_;
-  std::unique_ptr<LineChild> child_;
+  std::unique_ptr<PeerChild> peer_;
   double loss_ = NAN;
   std::string loss_read_ = "step";
-  double cpu_ = 0;
-  std::string version_ = "?";
-  std::string python_;
-  int threads_ = 0;
-  json math_ = json::object();
 };
 
 // Axis "input" (--input sets it); "all" expands to the four modes.

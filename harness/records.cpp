@@ -26,7 +26,7 @@ namespace {
 // A GPU entry with a compute % of peak says which peak and which SM clock it assumed.
 void note_peak_clock(json& e) {
   if (!e.contains("pct_of_peak") || !e.contains("gflops") || !bench::is_gpu(e.value("device", ""))) return;
-  if (e.contains("gb_per_s") || e.contains("imgs_per_s")) return;  // the % is of another metric
+  if (e.contains("gb_per_s") || e.contains("imgs_per_s") || e.contains("tokens_per_s")) return;  // the % is of another metric
   const int idx = bench::gpu_index(e.value("device", ""));
   for (const auto& g : cuda_info().gpus) {
     if (g.index != idx) continue;
@@ -42,6 +42,7 @@ void note_peak_clock(json& e) {
 const std::vector<MetricInfo>& metric_table() {
   static const std::vector<MetricInfo> t = {
       {"imgs_per_s", "images/s", "items_per_second", 1},
+      {"tokens_per_s", "tokens/s", "items_per_second", 1},
       {"gb_per_s", "GB/s", "bytes_per_second", 1e9},
       {"gflops", "GFLOP/s", "items_per_second", 1e9},
   };
@@ -65,6 +66,7 @@ const char* metric_key(bench::Metric m) {
     case bench::Metric::gflops: return "gflops";
     case bench::Metric::gb_per_s: return "gb_per_s";
     case bench::Metric::imgs_per_s: return "imgs_per_s";
+    case bench::Metric::tokens_per_s: return "tokens_per_s";
   }
   return "gflops";
 }

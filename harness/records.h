@@ -25,7 +25,7 @@ struct MetricInfo {
   double per_second;    // 1e9 FLOP/s per GFLOP/s
 };
 // Every metric, in the order an entry's headline throughput is looked for (a training entry carries
-// imgs_per_s and gflops: images/s is its headline; a transfer with FLOPs reports GB/s first).
+// imgs_per_s (or tokens_per_s) and gflops: images/s is its headline; a transfer with FLOPs reports GB/s first).
 const std::vector<MetricInfo>& metric_table();
 const MetricInfo* metric_info(const std::string& key);         // nullptr: not a metric
 const MetricInfo* entry_metric(const nlohmann::json& entry);    // the headline metric it carries, or nullptr
@@ -46,7 +46,7 @@ Peaks measure_cpu_peaks();
 // The ceiling for an entry's metric on its device and dtype, or 0 when unknown.
 double peak_for(const nlohmann::json& entry, const std::string& metric, const Peaks& peaks);
 
-const char* metric_key(bench::Metric m);  // "gflops", "gb_per_s" or "imgs_per_s"
+const char* metric_key(bench::Metric m);  // "gflops", "gb_per_s", "imgs_per_s" or "tokens_per_s"
 // The keys every entry of a case carries: names, suite, op, device, dtype, the sweep keys, cpu_isa.
 nlohmann::json base_entry(const bench::CaseId& id, std::size_t index);
 // An iteration entry that records a failure (never timed).

@@ -314,7 +314,7 @@ void check_results(const nlohmann::json& doc, const std::string& file) {
     for (const char* k : {"error_occurred", "verified"})
       if (e.contains(k) && !e[k].is_boolean()) throw InputError(where + ": \"" + k + "\" is not true or false");
     for (const char* k : {"real_time", "cpu_time", "iterations", "repetitions", "repetition_index", "max_rel_err",
-                          "tolerance", "gflops", "gb_per_s", "imgs_per_s", "pct_of_peak"})
+                          "tolerance", "gflops", "gb_per_s", "imgs_per_s", "tokens_per_s", "pct_of_peak"})
       if (e.contains(k) && !e[k].is_number()) throw InputError(where + ": \"" + k + "\" is not a number");
     if (e.contains("time_unit")) {
       const std::string u = e["time_unit"].get<std::string>();

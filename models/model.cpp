@@ -135,14 +135,14 @@ double Model::gradient_l2_error(const Model& ref, std::string& worst_tensor) con
   return worst;
 }
 
-double Model::train_flops(int n) const {
+double Model::flops(int n, bool train) const {
   const auto sh = value_shapes(n);
   double f = 0;
   Shape in[Layer::kMaxInputs];
   for (const Node& nd : nodes_) {
     bool dx = false;
     for (std::size_t k = 0; k < nd.in.size(); ++k) in[k] = sh[std::size_t(nd.in[k])], dx |= !is_input(nd.in[k]);
-    f += nd.layer->forward_flops(Shapes(in, int(nd.in.size()))) * (dx ? 3 : 2);
+    f += nd.layer->forward_flops(Shapes(in, int(nd.in.size()))) * (!train ? 1 : dx ? 3 : 2);
   }
   return f;
 }

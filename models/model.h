@@ -92,7 +92,8 @@ class Model {
 
   // Training FLOPs per batch: forward + backward-data + backward-filter (2x forward for a layer
   // reading only model inputs, which needs no input gradient). Napkin math for GFLOP/s.
-  double train_flops(int n) const;
+  double train_flops(int n) const { return flops(n, true); }
+  double forward_flops(int n) const { return flops(n, false); }  // inference
   // A node's name in profiles: its parameters' prefix ("conv1", "fc2"), else its op's short name
   // and ordinal ("relu1", "pool2").
   std::string layer_name(std::size_t node) const;
@@ -132,6 +133,7 @@ class Model {
   std::vector<Node> nodes_;
   std::vector<int> producer_;  // per value: its node, or -1 - k for input k
   Profiler* prof_ = nullptr;
+  double flops(int n, bool train) const;
   std::unique_ptr<Executor> exec_;  // the fp32 step's plan and buffers
   std::vector<std::vector<double>> ref_forward(const double* x, const Batch& b, const std::vector<Shape>& sh) const;
 };

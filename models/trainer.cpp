@@ -189,6 +189,7 @@ class CpuTrainer final : public Trainer {
   // The sequence models' step: their GEMMs are few and large (a projection over every position), so
   // OpenBLAS keeps its threads; our kernels split rows between its calls.
   float train_batch(const Batch& b) override {
+    cpu::BlasThreadsScope blas(blas_threads());  // as train_epoch: OpenBLAS's team would fight our pool's
     m_.set_step(true, std::uint64_t(opt_.steps()));
     return train_step(m_, opt_, b);
   }

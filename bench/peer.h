@@ -1,0 +1,48 @@
+// The PyTorch peers (bench/peers/*.py --serve): which interpreter runs them, and one running peer
+// process answering requests with JSON lines. Used by the lecture and train suites' PeerCase
+// (bench/training_cases.cpp) and the seq suite's (bench/seq.cpp).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/common/child.h"
+
+namespace dlb::bench {
+
+// bench/peers/<file> in the source tree (DLB_SOURCE_DIR overrides where that is).
+std::string peer_script(const std::string& file);
+
+// The interpreter for a peer: DLBENCH_PEER_PYTHON when set (that one, e.g. a venv with PyTorch 2.x
+// from PyPI: README); otherwise, of the launcher's choice, Debian's and PATH's python3, the one whose
+// torch is newest. Probed once per run; python "" with the reason in `why` when none imports torch.
+struct PeerPython {
+  std::string python, torch, why;
+};
+const PeerPython& peer_python();
+
+// DLBENCH_PEER_THREADS=N -> {"--threads", "N"} (default: none, every core). UsageError when bad.
+std::vector<std::string> peer_threads_args();
+
+// A peer started with `args` after its script (and the thread flags), warmed up: its {"ready": true}
+// line read. Unsupported (recorded as skipped) when no interpreter imports torch, the script is
+// missing, or the peer ends instead of answering (exit 3: torch or the device unavailable).
+class PeerChild {
+ public:
+  PeerChild(const std::string& script_file, std::vector<std::string> args);
+  // Sends `line`, returns the peer's next record holding `key` (other lines are passed over).
+  nlohmann::json request(const std::string& line, const char* key);
+  // peer, torch_version, peer_python, torch_threads and torch_math (a GPU's TF32 and cuDNN settings).
+  void annotate(nlohmann::json& r) const;
+  double cpu_seconds = 0;  // the peer's own CPU time so far (all its threads), from its last record
+  nlohmann::json ready;    // its first record
+
+ private:
+  nlohmann::json next_record(const char* key);
+  std::unique_ptr<LineChild> child_;
+  std::string python_;
+};
+
+}  // namespace dlb::bench

@@ -1,0 +1,477 @@
+// Suite "seq": the seed's sequence models (models/seq_zoo.h: rnn, lstm, transformer) in tokens/s.
+// op=train: one epoch of `samples` synthetic token windows (full batches, ceil(samples / batch)
+// steps) per timed iteration, ours (impl=ours, and impl=onednn for rnn and lstm on the CPU) and with
+// --peer pytorch the seed's own modules (bench/peers/pytorch_seq.py) in the same interleaved rounds.
+// op=infer: forward-only latency of one batch (p50 / p99 over the timed calls) for every model of
+// the zoo, the four image models too. Verification: ours against the fp64 reference (one step's loss
+// and gradients; the inference output's loss), the peer ran and its loss is finite.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <ostream>
+
+#include "bench/markdown.h"
+#include "bench/napkin.h"
+#include "bench/peer.h"
+#include "bench/suite.h"
+#include "bench/training_cases.h"
+#include "models/seq_zoo.h"
+#include "models/trainer.h"
+
+namespace dlb::bench {
+
+namespace {
+
+using models::SeqConfig;
+
+// Gradients of a sequence step go through softmax, LayerNorm and up to 32 recurrent steps: fp32
+// against fp64 agrees to a few 1e-6 of each tensor's scale (max |ref|); 1e-4 leaves room and still
+// catches a wrong term (a lost gradient path is off by ~1).
+constexpr double kSeqTolerance = 1e-4;
+
+// The case's sizes, from the axes (layers 0: the seed's, 1 for rnn, 2 for lstm and transformer).
+struct Sizes {
+  SeqConfig c;
+  int samples = 0;
+};
+
+std::vector<double> sorted_ms(std::vector<double> s) {
+  std::sort(s.begin(), s.end());
+  for (double& v : s) v *= 1e3;
+  return s;
+}
+// The q-quantile of sorted values (nearest rank).
+double quantile(const std::vector<double>& s, double q) {
+  if (s.empty()) return 0;
+  const std::size_t k = std::size_t(std::ceil(q * double(s.size())));
+  return s[std::min(s.size() - 1, k > 0 ? k - 1 : 0)];
+}
+void put_latency(json& r, const std::vector<double>& seconds) {
+  const auto ms = sorted_ms(seconds);
+  r["p50_ms"] = quantile(ms, 0.50);
+  r["p99_ms"] = quantile(ms, 0.99);
+  r["latency_calls"] = ms.size();
+}
+
+// --- ours -------------------------------------------------------------------------------------
+
+class SeqTrainCase final : public Case {
+ public:
+  SeqTrainCase(Sizes s, std::string device, int batch, bool quick) : s_(std::move(s)), device_(std::move(device)), batch_(batch), quick_(quick) {}
+
+  void setup() override {
+    model_ = models::make_seq_model(s_.c);
+    model_->init(0);
+    SeqConfig c = s_.c;
+    data_ = models::seq_data(c, "synthetic", std::size_t(std::max(s_.samples, batch_)), 1);
+    order_.resize(data_.size());
+    std::iota(order_.begin(), order_.end(), 0u);
+    batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
+    models::TrainOptions o;
+    o.device = device_;
+    try {
+      trainer_ = models::make_trainer(*model_, models::default_optimizer(s_.c.model), o);
+    } catch (const std::exception& e) {
+      if (device_ == "cpu") throw;
+      throw Unsupported(std::string("the GPU trainer does not run ") + s_.c.model + ": " + e.what());
+    }
+  }
+
+  CheckResult verify() override {
+    // One step's loss and gradients on a batch of 2 (the batch dimension's layout matters) against
+    // the fp64 reference from the same weights (and dropout masks: the same step number).
+    const int n = std::min(batch_, 2);
+    const models::Batch& b = batcher_->gather(data_, order_, 0, n);
+    const float loss = trainer_->gradients(b);
+    model_->sync_ref();
+    const double ref = model_->forward_backward_ref(nullptr, b);
+    double worst = std::abs(loss - ref) / std::max(1e-12, std::abs(ref));
+    for (auto* p : model_->params()) worst = std::max(worst, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
+    return judge(worst, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)");
+  }
+
+  double run() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    double sum = 0;
+    for (int k = 0; k < steps(); ++k) {
+      const std::size_t first = (std::size_t(k) * std::size_t(batch_)) % (data_.size() - std::size_t(batch_) + 1);
+      sum += trainer_->train_batch(batcher_->gather(data_, order_, first, batch_));
+    }
+    loss_ = sum / steps();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // --profile (CPU): one more forward + backward on the first batch, a region per layer and direction,
+  // its loss and gradients checked against the same step unprofiled (no optimizer step: weights stay).
+  bool profile(ProfileResult& out) override {
+    if (device_ != "cpu") return false;
+    const models::Batch& b = batcher_->gather(data_, order_, 0, batch_);
+    const float want = trainer_->gradients(b);  // sets the step number (dropout masks) for both
+    std::vector<std::vector<float>> grads;
+    for (auto* p : model_->params()) grads.push_back(p->grad);
+    models::WallProfiler prof;
+    float got = 0;
+    {
+      models::ProfileScope step(&prof, "step", "step");
+      {
+        models::ProfileScope z(&prof, "zero_grad", "optimizer");
+        model_->zero_grad();
+      }
+      model_->set_profiler(&prof);
+      got = model_->forward_backward(b);
+      model_->set_profiler(nullptr);
+    }
+    double worst = std::abs(got - want) / std::max(1e-12f, std::abs(want));
+    const auto ps = model_->params();
+    for (std::size_t i = 0; i < ps.size(); ++i) worst = std::max(worst, max_rel_err(ps[i]->grad.data(), grads[i].data(), ps[i]->size()));
+    out.regions = prof.regions();
+    out.device = device_;
+    out.max_rel_err = worst;
+    out.verified = worst <= 1e-5;
+    out.check = "loss and gradients of the profiled step vs the same step unprofiled";
+    return true;
+  }
+  long iterations() const override { return 1; }
+  int repetitions() const override { return quick_ ? 2 : 0; }
+  Work work() const override { return {0, 0, double(tokens())}; }
+  Metric metric() const override { return Metric::tokens_per_s; }
+  void annotate(json& r) const override {
+    r["model_params"] = model_->num_params();
+    napkin::put(r, napkin::train_step(*model_, batch_), steps());  // FLOPs: forward + both backwards
+    const double t = r.value("real_time", 0.0) * 1e-6;
+    if (t > 0) r["train_gflops"] = model_->train_flops(batch_) * steps() / t * 1e-9;
+    r["steps"] = steps();
+    r["mean_loss"] = loss_;
+    r["trainer"] = trainer_->describe();
+  }
+  void teardown() override {
+    trainer_.reset();
+    model_.reset();
+  }
+
+ private:
+  int steps() const { return (s_.samples + batch_ - 1) / batch_; }
+  long long tokens() const { return (long long)steps() * batch_ * s_.c.tokens_per_sample(); }
+  Sizes s_;
+  std::string device_;
+  int batch_;
+  bool quick_;
+  std::unique_ptr<models::Model> model_;
+  models::TokenData data_;
+  std::vector<std::uint32_t> order_;
+  std::unique_ptr<models::SeqBatcher> batcher_;
+  std::unique_ptr<models::Trainer> trainer_;
+  double loss_ = NAN;
+};
+
+// Forward-only latency of one batch, in eval mode (dropout off), of a sequence or an image model.
+class InferCase final : public Case {
+ public:
+  InferCase(std::string model, Sizes s, int batch, bool quick) : name_(std::move(model)), s_(std::move(s)), batch_(batch), quick_(quick) {}
+
+  void setup() override {
+    if (models::is_seq_model(name_)) {
+      model_ = models::make_seq_model(s_.c);
+      SeqConfig c = s_.c;
+      data_ = models::seq_data(c, "synthetic", std::size_t(batch_), 1);
+      std::vector<std::uint32_t> order(data_.size());
+      std::iota(order.begin(), order.end(), 0u);
+      batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
+      batch_b_ = batcher_->gather(data_, order, 0, batch_);
+      items_ = double(batch_) * s_.c.tokens_per_sample();
+    } else {
+      model_ = models::make_model(name_);
+      const models::Shape in = model_->input_shape(1);
+      images_ = training_data(std::size_t(batch_), in.c(), in.h(), in.w());
+      batch_b_ = models::Batch{images_->images.data(), images_->labels.data(), nullptr, batch_};
+      items_ = batch_;
+    }
+    model_->init(0);
+    model_->set_step(false, 0);
+  }
+
+  CheckResult verify() override {
+    // The output's loss against the fp64 reference's (which runs the same eval-mode forward).
+    const auto& out = model_->predict(batch_b_);
+    const int classes = int(out.size() / std::size_t(rows()));
+    const float loss = models::loss_forward_backward(model_->loss(), out.data(), batch_b_, out.size(), classes, nullptr);
+    model_->sync_ref();
+    std::vector<double> x64;
+    if (images_) x64.assign(batch_b_.x, batch_b_.x + model_->input_shape(batch_).size());
+    const double ref = model_->loss_ref(images_ ? x64.data() : nullptr, batch_b_);
+    return judge(std::abs(loss - ref) / std::max(1e-12, std::abs(ref)), kSeqTolerance, "forward loss vs the fp64 reference");
+  }
+
+  double run() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    model_->predict(batch_b_);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lat_.push_back(s);
+    return s;
+  }
+  bool manual_time() const override { return true; }  // each call's own time, kept for p50 / p99
+  int repetitions() const override { return quick_ ? 2 : 0; }
+  Work work() const override { return {model_ ? model_->forward_flops(batch_) : 0, 0, items_}; }
+  Metric metric() const override { return images_ ? Metric::imgs_per_s : Metric::tokens_per_s; }
+  void annotate(json& r) const override {
+    put_latency(r, lat_);
+    r["model_params"] = model_->num_params();
+  }
+  void teardown() override { model_.reset(); }
+
+ private:
+  // Rows of the output the loss reads: a label per sample, or per position for the transformer.
+  int rows() const { return images_ ? batch_ : batch_ * s_.c.labels_per_sample(); }
+  std::string name_;
+  Sizes s_;
+  int batch_;
+  bool quick_;
+  std::unique_ptr<models::Model> model_;
+  models::TokenData data_;
+  std::unique_ptr<models::SeqBatcher> batcher_;
+  std::shared_ptr<const models::Dataset> images_;
+  models::Batch batch_b_;
+  double items_ = 0;
+  std::vector<double> lat_;
+};
+
+// --- the PyTorch peer ---------------------------------------------------------------------------
+
+std::vector<std::string> peer_args(const Sizes& s, const std::string& device, int batch) {
+  const SeqConfig& c = s.c;
+  return {"--serve", "--device", device, "--model", c.model, "--batch", std::to_string(batch), "--samples",
+          std::to_string(s.samples), "--vocab", std::to_string(c.vocab), "--seq", std::to_string(c.seq), "--emb",
+          std::to_string(c.emb), "--hidden", std::to_string(c.hidden), "--layers", std::to_string(c.layers),
+          "--classes", std::to_string(c.classes), "--d-model", std::to_string(c.d_model), "--heads",
+          std::to_string(c.heads), "--dropout", std::to_string(c.dropout), "--mask", c.causal ? "causal" : "none"};
+}
+
+// op=train: an epoch per repetition on request (the same steps and tokens as ours); op=infer: one
+// forward per call, timed by the peer itself. Manual time: the peer's own seconds.
+class SeqPeerCase final : public Case {
+ public:
+  SeqPeerCase(Sizes s, std::string device, int batch, bool train, int reps)
+      : s_(std::move(s)), device_(std::move(device)), batch_(batch), train_(train), reps_(reps) {}
+  void setup() override { peer_ = std::make_unique<PeerChild>("pytorch_seq.py", peer_args(s_, device_, batch_)); }
+  CheckResult verify() override {
+    run();  // one untimed epoch or call: the peer runs (and its loss is finite)
+    lat_.clear();
+    return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
+  }
+  double run() override {
+    if (train_) {
+      const json r = peer_->request("epoch", "seconds");
+      loss_ = r.value("loss", loss_);
+      return r.at("seconds").get<double>();
+    }
+    const json r = peer_->request("infer 1", "latencies");
+    loss_ = 0;
+    lat_.push_back(r.at("latencies").at(0).get<double>());
+    return lat_.back();
+  }
+  void teardown() override { peer_.reset(); }
+  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
+  bool fixed_repetitions() const override { return train_; }
+  bool manual_time() const override { return true; }
+  long iterations() const override { return train_ ? 1 : 0; }
+  int repetitions() const override { return reps_; }
+  Work work() const override {
+    const int steps = train_ ? (s_.samples + batch_ - 1) / batch_ : 1;
+    return {0, 0, double(steps) * batch_ * s_.c.tokens_per_sample()};
+  }
+  Metric metric() const override { return Metric::tokens_per_s; }
+  void annotate(json& r) const override {
+    if (peer_) peer_->annotate(r);
+    if (train_) r["mean_loss"] = loss_;
+    else put_latency(r, lat_);
+  }
+
+ private:
+  Sizes s_;
+  std::string device_;
+  int batch_;
+  bool train_;
+  int reps_;
+  std::unique_ptr<PeerChild> peer_;
+  double loss_ = NAN;
+  std::vector<double> lat_;
+};
+
+// --- the axes -> the cases ---------------------------------------------------------------------
+
+Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, long long samples) {
+  Sizes s;
+  s.c = SeqConfig::defaults(model);
+  s.c.seq = int(seq), s.c.vocab = int(axis_ints(o, "vocab").at(0));
+  s.c.hidden = int(axis_ints(o, "hidden").at(0)), s.c.emb = int(axis_ints(o, "emb").at(0));
+  s.c.d_model = int(axis_ints(o, "d_model").at(0)), s.c.heads = int(axis_ints(o, "heads").at(0));
+  if (const long long l = axis_ints(o, "layers").at(0); l > 0) s.c.layers = int(l);
+  s.c.causal = axis_strings(o, "mask").at(0) == "causal";
+  s.samples = int(samples);
+  try {
+    s.c.check();
+    if (model == "rnn" && s.c.layers != 1) throw InputError("rnn: the seed's RNNClassifier has one layer (--layers)");
+  } catch (const InputError& e) {
+    throw UsageError(e.what());  // a size the flags set: bad usage, exit 2
+  }
+  return s;
+}
+
+void add_ids(CaseId& id, const Sizes& s, long long batch) {
+  id.with("batch", batch).with("seq", s.c.seq).with("vocab", s.c.vocab);
+  if (s.c.model == "transformer")
+    id.with("d_model", s.c.d_model).with("heads", s.c.heads).with("layers", s.c.layers).with("mask", s.c.causal ? "causal" : "none");
+  else
+    id.with("emb", s.c.emb).with("hidden", s.c.hidden).with("layers", s.c.layers);
+}
+
+std::vector<CaseSpec> expand(const SuiteOptions& o) {
+  std::vector<CaseSpec> cases;
+  const bool peer = o.extra.value("peer", "") == "pytorch";
+  if (peer) peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage, before any case runs
+  const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
+  const auto ops = axis_strings(o, "op");
+  const long long samples = axis_ints(o, "samples").at(0);
+  for (const auto& op : ops) {
+    if (op != "train" && op != "infer") throw UsageError("--op " + op + ": expected train or infer");
+    const bool train = op == "train";
+    for (const auto& model : axis_strings(o, "model")) {
+      const bool seq_model = models::is_seq_model(model);
+      if (!seq_model && std::find(models::model_names().begin(), models::model_names().end(), model) == models::model_names().end())
+        throw UsageError("--model " + model + ": not a model of the zoo");
+      if (train && !seq_model) continue;  // the image models train in suite train
+      for (long long seq : axis_ints(o, "seq")) {
+        const Sizes s = seq_model ? sizes_for(model, o, seq, samples) : Sizes{};
+        for (long long b : axis_ints(o, train ? "batch" : "infer_batch"))
+          for (const auto& dev : o.devices) {
+            if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
+            for (const auto& impl : axis_strings(o, "impl")) {
+              if (impl != "ours" && impl != "onednn") throw UsageError("--impl " + impl + ": expected ours or onednn");
+              if (impl == "onednn" && (model != "rnn" && model != "lstm")) continue;  // oneDNN's RNN primitives
+              if (impl == "onednn" && dev != "cpu") continue;
+              CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", impl}}};
+              if (seq_model) add_ids(id, s, b);
+              else id.with("batch", b);
+              Sizes si = s;
+              if (seq_model) si.c.impl = models::parse_rnn_impl(impl);
+              const bool quick = o.quick;
+              if (train)
+                cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
+              else
+                cases.push_back({id, [=] { return std::make_unique<InferCase>(model, si, int(b), quick); }});
+            }
+            if (peer && seq_model) {
+              CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
+              add_ids(id, s, b);
+              cases.push_back({id, [=] { return std::make_unique<SeqPeerCase>(s, dev, int(b), train, train ? peer_reps : 0); }});
+            }
+          }
+      }
+    }
+  }
+  return cases;
+}
+
+// --- the tables after the run --------------------------------------------------------------------
+
+std::string num(double v, const char* f = "%.0f") {
+  char b[32];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void summarize(const std::vector<json>& records, std::ostream& out) {
+  // train: (model, device, batch, seq) -> impl -> tokens/s; infer: (model, batch) -> impl -> record
+  using Key = std::tuple<std::string, std::string, long long, long long>;
+  std::map<Key, std::map<std::string, double>> train;
+  std::map<std::pair<std::string, long long>, std::map<std::string, json>> infer;
+  for (const auto& r : records) {
+    if (r.value("error_occurred", false)) continue;
+    const std::string model = r.value("model", ""), impl = r.value("impl", "ours");
+    const long long b = r.value("batch", 0LL);
+    if (r.value("op", "") == "train" && r.contains("tokens_per_s"))
+      train[{model, r.value("device", ""), b, r.value("seq", 0LL)}][impl] = r.at("tokens_per_s").get<double>();
+    if (r.value("op", "") == "infer" && r.contains("p50_ms")) infer[{model, b}][impl] = r;
+  }
+  if (!train.empty()) {
+    out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
+    std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "Seq len", "Train throughput (tokens/s)",
+                                                "oneDNN RNN", "PyTorch", "ours / PyTorch"}};
+    for (const auto& kv : train) {
+      const auto& k = kv.first;
+      const auto& v = kv.second;  // named, not a structured binding: the lambda captures it (clang)
+      auto get = [&](const char* impl) { return v.count(impl) ? num(v.at(impl)) : "-"; };
+      const bool both = v.count("ours") && v.count("pytorch");
+      rows.push_back({std::get<0>(k), std::get<1>(k) == "cpu" ? "CPU" : "GPU (" + std::get<1>(k) + ")",
+                      std::to_string(std::get<2>(k)), std::to_string(std::get<3>(k)), get("ours"), get("onednn"),
+                      get("pytorch"), both ? num(v.at("ours") / v.at("pytorch"), "%.2fx") : "-"});
+    }
+    print_markdown(out, rows);
+    // The GPU-vs-CPU crossover per model: the smallest batch at which a GPU's tokens/s beats the CPU's (ours).
+    std::map<std::string, std::map<std::string, std::map<long long, double>>> by;  // model -> device -> batch
+    for (const auto& [k, v] : train)
+      if (v.count("ours")) by[std::get<0>(k)][std::get<1>(k)][std::get<2>(k)] = v.at("ours");
+    for (const auto& [model, devs] : by)
+      for (const auto& [dev, pts] : devs) {
+        if (dev == "cpu" || !devs.count("cpu")) continue;
+        long long cross = -1;
+        for (const auto& [b, tps] : pts)
+          if (devs.at("cpu").count(b) && tps > devs.at("cpu").at(b) && cross < 0) cross = b;
+        out << "\n" << model << ": " << (cross < 0 ? dev + " does not beat the CPU at any batch measured" : "smallest batch at which " + dev + " beats the CPU: " + std::to_string(cross)) << "\n";
+      }
+    if (std::none_of(by.begin(), by.end(), [](const auto& m) { return m.second.size() > 1; }))
+      out << "\nNo GPU figure in this run: no GPU-vs-CPU crossover to report.\n";
+  }
+  if (!infer.empty()) {
+    out << "\n### Forward-only latency (ms), eval mode, CPU\n\n";
+    std::vector<std::vector<std::string>> rows{{"Model", "Batchsize", "p50", "p99", "oneDNN p50", "PyTorch p50", "PyTorch p99"}};
+    for (const auto& kv : infer) {
+      const auto& k = kv.first;
+      const auto& v = kv.second;
+      auto get = [&](const char* impl, const char* key) { return v.count(impl) ? num(v.at(impl).value(key, 0.0), "%.3f") : "-"; };
+      rows.push_back({k.first, std::to_string(k.second), get("ours", "p50_ms"), get("ours", "p99_ms"), get("onednn", "p50_ms"),
+                      get("pytorch", "p50_ms"), get("pytorch", "p99_ms")});
+    }
+    print_markdown(out, rows);
+  }
+}
+
+}  // namespace
+
+DLB_SUITE(seq)
+    .about("The seed's sequence models (rnn, lstm, transformer): training tokens/s (op=train; impl ours, onednn, "
+           "--peer pytorch) and forward-only latency p50/p99 of every model (op=infer)")
+    .axis("op", {"train", "infer"})
+    .axis("model", {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}, {"rnn", "lstm", "transformer", "mlp"})
+    .axis("impl", {"ours", "onednn"})
+    .axis("batch", {1, 8, 64}, {1, 8})      // op=train
+    .axis("infer_batch", {1, 4, 64}, {1, 4})  // op=infer
+    .axis("samples", {256}, {16})            // token windows per timed epoch (op=train)
+    .axis("seq", {32}, {8})
+    .axis("vocab", {128}, {32})
+    .axis("emb", {64}, {16})
+    .axis("hidden", {128}, {32})
+    .axis("d_model", {128}, {32})
+    .axis("heads", {4}, {2})
+    .axis("layers", {0})  // 0: the seed's (rnn 1, lstm 2, transformer 2 + 2)
+    .axis("mask", {"none"})
+    .takes({flag::batch(), flag::peer(), flag::profile(),
+            FlagSpec{"--op", "train, infer or both", "op", true, FlagSpec::Parse::words, 0, {"train", "infer"}},
+            FlagSpec{"--model", "models (rnn, lstm, transformer; infer: net128, mlp, convnet, autoencoder)", "model", true,
+                     FlagSpec::Parse::words, 0, {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}},
+            FlagSpec{"--impl", "ours, onednn (rnn, lstm on the CPU)", "impl", true, FlagSpec::Parse::words, 0, {"ours", "onednn"}},
+            FlagSpec{"--infer-batch", "op=infer batch sizes", "infer_batch", true, FlagSpec::Parse::ints, 4096},
+            FlagSpec{"--samples", "token windows per timed training epoch", "samples", true, FlagSpec::Parse::ints, 1 << 20},
+            FlagSpec{"--seq-len", "sequence length", "seq", true, FlagSpec::Parse::ints, models::kMaxSeq},
+            FlagSpec{"--vocab", "vocabulary size", "vocab", true, FlagSpec::Parse::ints, models::kMaxVocab},
+            FlagSpec{"--hidden", "rnn, lstm hidden size", "hidden", true, FlagSpec::Parse::ints, 8192},
+            FlagSpec{"--d-model", "transformer width", "d_model", true, FlagSpec::Parse::ints, 8192},
+            FlagSpec{"--heads", "transformer heads", "heads", true, FlagSpec::Parse::ints, 256},
+            FlagSpec{"--layers", "recurrent layers; transformer encoder and decoder layers each", "layers", true,
+                     FlagSpec::Parse::ints, 64},
+            FlagSpec{"--mask", "transformer decoder self-attention mask", "mask", true, FlagSpec::Parse::word, 0, {"none", "causal"}}})
+    .cases(expand)
+    .summary(summarize);
+
+}  // namespace dlb::bench
