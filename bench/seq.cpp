@@ -240,61 +240,51 @@ class InferCase final : public Case {
 
 std::vector<std::string> peer_args(const Sizes& s, const std::string& device, int batch) {
   const SeqConfig& c = s.c;
-  return {"--serve", "--device", device, "--model", c.model, "--batch", std::to_string(batch), "--samples",
+  return {"--device", device, "--model", c.model, "--batch", std::to_string(batch), "--samples",
           std::to_string(s.samples), "--vocab", std::to_string(c.vocab), "--seq", std::to_string(c.seq), "--emb",
           std::to_string(c.emb), "--hidden", std::to_string(c.hidden), "--layers", std::to_string(c.layers),
           "--classes", std::to_string(c.classes), "--d-model", std::to_string(c.d_model), "--heads",
           std::to_string(c.heads), "--dropout", std::to_string(c.dropout), "--mask", c.causal ? "causal" : "none"};
 }
 
-// op=train: an epoch per repetition on request (the same steps and tokens as ours); op=infer: one
-// forward per call, timed by the peer itself. Manual time: the peer's own seconds.
-class SeqPeerCase final : public Case {
+// op=infer: one forward per call, timed by the peer itself (manual time: the peer's own seconds).
+// op=train goes through the shared PeerCase (add_peer): an epoch per request line, as the lecture's.
+class SeqPeerInferCase final : public Case {
  public:
-  SeqPeerCase(Sizes s, std::string device, int batch, bool train, int reps)
-      : s_(std::move(s)), device_(std::move(device)), batch_(batch), train_(train), reps_(reps) {}
-  void setup() override { peer_ = std::make_unique<PeerChild>("pytorch_seq.py", peer_args(s_, device_, batch_)); }
+  SeqPeerInferCase(Sizes s, std::string device, int batch) : s_(std::move(s)), device_(std::move(device)), batch_(batch) {}
+  void setup() override {
+    std::vector<std::string> args = peer_args(s_, device_, batch_);
+    args.push_back("--serve");
+    peer_ = std::make_unique<PeerChild>("pytorch_seq.py", args);
+  }
   CheckResult verify() override {
-    run();  // one untimed epoch or call: the peer runs (and its loss is finite)
+    const double t = run();  // one untimed call: the peer runs and answers
     lat_.clear();
-    return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
+    return judge(std::isfinite(t) ? 0.0 : 1.0, 0.5, "peer latency not finite");
   }
   double run() override {
-    if (train_) {
-      const json r = peer_->request("epoch", "seconds");
-      loss_ = r.value("loss", loss_);
-      return r.at("seconds").get<double>();
-    }
     const json r = peer_->request("infer 1", "latencies");
-    loss_ = 0;
     lat_.push_back(r.at("latencies").at(0).get<double>());
     return lat_.back();
   }
   void teardown() override { peer_.reset(); }
   double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
-  bool fixed_repetitions() const override { return train_; }
+  bool fixed_repetitions() const override { return false; }
   bool manual_time() const override { return true; }
-  long iterations() const override { return train_ ? 1 : 0; }
-  int repetitions() const override { return reps_; }
-  Work work() const override {
-    const int steps = train_ ? (s_.samples + batch_ - 1) / batch_ : 1;
-    return {0, 0, double(steps) * batch_ * s_.c.tokens_per_sample()};
-  }
+  long iterations() const override { return 0; }
+  int repetitions() const override { return 0; }
+  Work work() const override { return {0, 0, double(batch_) * s_.c.tokens_per_sample()}; }
   Metric metric() const override { return Metric::tokens_per_s; }
   void annotate(json& r) const override {
     if (peer_) peer_->annotate(r);
-    if (train_) r["mean_loss"] = loss_;
-    else put_latency(r, lat_);
+    put_latency(r, lat_);
   }
 
  private:
   Sizes s_;
   std::string device_;
   int batch_;
-  bool train_;
-  int reps_;
   std::unique_ptr<PeerChild> peer_;
-  double loss_ = NAN;
   std::vector<double> lat_;
 };
 
@@ -364,7 +354,18 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
             if (peer && seq_model) {
               CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
               add_ids(id, s, b);
-              cases.push_back({id, [=] { return std::make_unique<SeqPeerCase>(s, dev, int(b), train, train ? peer_reps : 0); }});
+              if (train) {
+                PeerSpec p;
+                p.script = "pytorch_seq.py";
+                p.args = peer_args(s, dev, int(b));
+                p.request = "epoch";
+                const int steps = (s.samples + int(b) - 1) / int(b);
+                p.work = {0, 0, double(steps) * double(b) * s.c.tokens_per_sample()};
+                p.metric = Metric::tokens_per_s;
+                add_peer(cases, id, p, peer_reps);
+              } else {
+                cases.push_back({id, [=] { return std::make_unique<SeqPeerInferCase>(s, dev, int(b)); }});
+              }
             }
           }
       }

@@ -265,7 +265,7 @@ def serve(a):
             sync()
             s = time.perf_counter() - t0
             print(json.dumps({**info, "seconds": s, "tokens_per_s": steps * n * T / s, "loss": loss,
-                              "cpu_seconds": time.process_time()}), flush=True)
+                              "loss_read": "epoch", "cpu_seconds": time.process_time()}), flush=True)
         elif words[:1] == ["infer"] and len(words) == 2:
             lat = infer(int(words[1]))
             print(json.dumps({**info, "latencies": lat, "cpu_seconds": time.process_time()}), flush=True)
