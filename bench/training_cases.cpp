@@ -5,19 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 
-#include <unistd.h>
-#include <sys/wait.h>
-
-#include "kernels/common/safe_file.h"
-#include "kernels/common/child.h"
 #include "bench/napkin.h"
 #include "bench/peer.h"
 #include "models/trainer.h"
