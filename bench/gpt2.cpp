@@ -8,6 +8,7 @@
 // Ours is verified before timing: the fp32 loss of one sequence against the model's fp64 reference;
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
 // The GPU has no gpt2 of ours yet (the CUDA trainer refuses its layers): those cases are unsupported.
+// --profile records one step of ours layer by layer (bench/profile.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "bench/suite.h"
 #include "bench/training_cases.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
 #include "models/gpt2.h"
 
 namespace dlb::bench {
@@ -92,6 +94,39 @@ class OursCase final : public Case {
     loss_ = model_->forward_backward(batches_->next());
     opt_->step();
     return 0;
+  }
+  // --profile: one more step on the next batch, region by region (each layer's forward and backward,
+  // the loss, zero_grad, AdamW), its loss and gradients checked against an unprofiled step's.
+  bool profile(ProfileResult& out) override {
+    const models::Batch& b = batches_->next();
+    model_->zero_grad();
+    const double want = model_->forward_backward(b);
+    std::vector<std::vector<float>> ref;
+    for (models::Param* q : model_->params()) ref.push_back(q->grad);
+    models::WallProfiler prof;
+    double got = NAN;
+    {
+      models::ProfileScope step(&prof, "step", "step");
+      {
+        models::ProfileScope r(&prof, "zero_grad", "optimizer");
+        model_->zero_grad();
+      }
+      model_->set_profiler(&prof);
+      got = model_->forward_backward(b);
+      model_->set_profiler(nullptr);
+      models::ProfileScope r(&prof, "optimizer", "optimizer");
+      opt_->step();  // AdamW leaves the gradients as they are: compared below
+    }
+    double worst = std::abs(got - want) / std::max(1e-12, std::abs(want));
+    const auto ps = model_->params();
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()));
+    out.max_rel_err = worst;
+    out.regions = prof.regions();
+    out.device = "cpu";
+    out.verified = std::isfinite(got) && out.max_rel_err <= 1e-5;
+    out.check = "loss and gradients equal an unprofiled step's";
+    return true;
   }
   Work work() const override { return {step_flops(p_), 0, 0}; }
   Metric metric() const override { return Metric::gflops; }
@@ -231,7 +266,7 @@ DLB_SUITE(gpt2)
     .axis("seq", {64, 256}, {32})
     .axis("impl", {"ours", "pytorch"}, {"ours"})
     .axis("peer_mode", {"eager"})
-    .takes({flag::batch(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
+    .takes({flag::batch(), flag::profile(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
             FlagSpec{"--config", "GPT-2 configs: gpt2-124m, gpt-mini", "config", true, FlagSpec::Parse::words, 0,
                      {"gpt2-124m", "gpt-mini"}},
             FlagSpec{"--impl", "ours, pytorch", "impl", true, FlagSpec::Parse::words, 0, {"ours", "pytorch"}},

@@ -504,26 +504,6 @@ void maxpool2d_relu_backward_image(const float* dy, const float* y, const std::i
   maxpool2d_relu_backward_planes(dy, y, arg, dx, 0, c, h, w, k, origin);
 }
 
-float softmax_xent_forward_backward(const float* logits, const std::int32_t* labels, int n, int classes,
-                                    float* dlogits) {
-  double total = 0;
-  for (int i = 0; i < n; ++i) {
-    const float* z = logits + std::size_t(i) * classes;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < classes; ++j) mx = std::max(mx, z[j]);
-    double s = 0;
-    for (int j = 0; j < classes; ++j) s += std::exp(double(z[j]) - mx);
-    const double lse = mx + std::log(s);
-    total += lse - z[labels[i]];
-    if (dlogits) {
-      float* d = dlogits + std::size_t(i) * classes;
-      for (int j = 0; j < classes; ++j)
-        d[j] = static_cast<float>((std::exp(double(z[j]) - lse) - (j == labels[i] ? 1.0 : 0.0)) / n);
-    }
-  }
-  return static_cast<float>(total / n);
-}
-
 float mse_forward_backward(const float* pred, const float* target, std::size_t count, float* dpred) {
   double s = 0;
   const float scale = 2.f / static_cast<float>(count);

@@ -53,10 +53,6 @@ void maxpool2d_relu_forward_image(const float* x, float* y, std::int32_t* arg, i
 void maxpool2d_relu_backward_image(const float* dy, const float* y, const std::int32_t* arg, float* dx, int c, int h,
                                    int w, int k, std::int32_t origin);
 
-// Cross-entropy with a fused log-softmax, mean over the batch (nn.CrossEntropyLoss()).
-// Returns the loss; dlogits (may be null) receives d loss / d logits = (softmax - onehot) / n.
-float softmax_xent_forward_backward(const float* logits, const std::int32_t* labels, int n, int classes,
-                                    float* dlogits);
 // Mean squared error over all elements (nn.MSELoss()); dpred (may be null) = 2 (pred - target) / count.
 float mse_forward_backward(const float* pred, const float* target, std::size_t count, float* dpred);
 

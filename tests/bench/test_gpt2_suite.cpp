@@ -1,0 +1,48 @@
+// Suite gpt2 (bench/gpt2.cpp), ours at the quick size (gpt-mini, batch 1, seq 32): a case verifies,
+// runs AdamW steps, and its --profile step records every layer's forward and backward, the loss,
+// zero_grad and AdamW, and matches an unprofiled step's loss and gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "bench/suite.h"
+
+using namespace dlb;
+using bench::json;
+
+TEST(Gpt2Suite, OursProfilesEveryLayerAndChecksTheStep) {
+  const bench::Suite& s = *bench::find_suite("gpt2");
+  bench::SuiteOptions o = s.options(true, json::object());
+  o.devices = {"cpu"};
+  const auto cases = s.expand(o);
+  ASSERT_EQ(cases.size(), 1u);
+  auto c = cases[0].make();
+  c->setup();
+  const auto v = c->verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  c->run();
+  bench::ProfileResult p;
+  ASSERT_TRUE(c->profile(p));
+  EXPECT_TRUE(p.verified) << p.max_rel_err;
+  EXPECT_EQ(p.device, "cpu");
+  std::set<std::string> names;
+  int forward = 0, backward = 0;
+  for (const auto& r : p.regions) {
+    names.insert(r.name);
+    forward += r.cat == "forward" && !r.layer.empty();
+    backward += r.cat == "backward" && !r.layer.empty();
+    EXPECT_GE(r.dur_us, 0) << r.name;
+  }
+  for (const char* n : {"step", "zero_grad", "loss", "optimizer", "forward wte", "backward h.0.mlp.c_fc", "forward ln_f"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_EQ(forward, backward);
+  EXPECT_GT(forward, 6 * 9);  // gpt-mini: 6 blocks of 9 layers, and the embeddings and the head
+  const json sum = bench::profile_summary(p);
+  EXPECT_GT(sum.at("step_ms").get<double>(), 0);
+  json r;
+  c->annotate(r);
+  EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
+  c->teardown();
+}
