@@ -1,8 +1,9 @@
 // Suite amp on the sequence models (bench/amp.cpp): rnn, lstm and transformer train under bf16
 // autocast beside fp32, checked in lockstep against fp32 over a few steps (the loss within bf16's
 // tolerance, every gradient tensor within the half types' relative L2), at every ISA level this CPU
-// runs (native bf16 compute where it has avx512_bf16, emulated below); throughput in tokens/s; on
-// a GPU the sequence models are not run yet and say so.
+// runs (native bf16 compute where it has avx512_bf16, emulated below); throughput in tokens/s; the
+// plan runs the recurrent layers' GEMMs in bf16 where the CPU computes it, oneDNN's RNN impl and the
+// emulated path as plain layers; on a GPU the sequence models are not run yet and say so.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,6 +12,8 @@
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "kernels/cpu/isa.h"
+#include "models/plan.h"
+#include "models/seq_zoo.h"
 
 using namespace dlb;
 using bench::json;
@@ -68,4 +71,22 @@ TEST(SeqAmp, TheGpuTrainerDoesNotRunThemYetAndSaysSo) {
   } catch (const Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("sequence model lstm"), std::string::npos) << e.what();
   }
+}
+
+TEST(SeqAmp, ThePlanRunsRecurrentGemmsInBf16WhereTheCpuComputesIt) {
+  auto kinds = [](models::RnnImpl impl) {
+    models::SeqConfig c = models::SeqConfig::defaults("lstm");
+    c.impl = impl;
+    const auto m = models::make_seq_model(c);
+    std::string s;
+    for (const auto& st : models::make_plan(*m, 2, DType::bf16).steps) s += std::string(models::step_kind_name(st.kind)) + " ";
+    return s;
+  };
+  {
+    cpu::IsaLimit lim(cpu::Isa::avx2);  // emulated: the layer as it is, its operands rounded by the plan
+    EXPECT_EQ(kinds(models::RnnImpl::ours).find("recurrent_bf16"), std::string::npos);
+  }
+  if (!models::bf16_compute_native()) GTEST_SKIP() << "this CPU does not compute bf16 (no avx512_bf16 or no oneDNN)";
+  EXPECT_EQ(kinds(models::RnnImpl::ours), "layer recurrent_bf16 layer linear_bf16 ");  // embedding, lstm, select, fc
+  EXPECT_EQ(kinds(models::RnnImpl::onednn).find("recurrent_bf16"), std::string::npos);
 }
