@@ -16,6 +16,7 @@
 #include <map>
 #include <numeric>
 #include <ostream>
+#include <sstream>
 
 #include "bench/markdown.h"
 #include "bench/napkin.h"
@@ -341,7 +342,7 @@ class SeqPeerInferCase final : public Case {
 
 // --- the axes -> the cases ---------------------------------------------------------------------
 
-Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, long long samples) {
+Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, long long samples, const std::string& spec) {
   Sizes s;
   s.c = SeqConfig::defaults(model);
   s.c.seq = int(seq), s.c.vocab = int(axis_ints(o, "vocab").at(0));
@@ -356,7 +357,6 @@ Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, 
   } catch (const InputError& e) {
     throw UsageError(e.what());  // a size the flags set: bad usage, exit 2
   }
-  const std::string spec = o.extra.value("dataset", "synthetic");
   if (spec != "synthetic") {
     // The file's windows, enough for the largest batch; its alphabet is the vocabulary unless --vocab
     // was given (then the alphabet must fit in it). InputError (exit 2) for a bad file.
@@ -386,6 +386,13 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
   const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
   const auto ops = axis_strings(o, "op");
   const long long samples = axis_ints(o, "samples").at(0);
+  // --dataset: one spec or several, comma-separated (their cases interleave in one run)
+  std::vector<std::string> datasets;
+  std::stringstream list(o.extra.value("dataset", "synthetic"));
+  for (std::string d; std::getline(list, d, ',');) {
+    if (std::find(datasets.begin(), datasets.end(), d) != datasets.end()) throw UsageError("--dataset " + d + ": given twice");
+    datasets.push_back(d);
+  }
   for (const auto& op : ops) {
     if (op != "train" && op != "infer") throw UsageError("--op " + op + ": expected train or infer");
     const bool train = op == "train";
@@ -394,54 +401,55 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
       if (!seq_model && std::find(models::model_names().begin(), models::model_names().end(), model) == models::model_names().end())
         throw UsageError("--model " + model + ": not a model of the zoo");
       if (train && !seq_model) continue;  // the image models train in suite train
-      for (long long seq : axis_ints(o, "seq")) {
-        Sizes s;
-        if (seq_model) s = sizes_for(model, o, seq, samples);
-        for (long long b : axis_ints(o, train ? "batch" : "infer_batch"))
-          for (const auto& dev : o.devices) {
-            if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
-            for (const auto& impl : axis_strings(o, "impl")) {
-              if (impl != "ours" && impl != "onednn") throw UsageError("--impl " + impl + ": expected ours or onednn");
-              if (impl == "onednn" && (model != "rnn" && model != "lstm")) continue;  // oneDNN's RNN primitives
-              if (impl == "onednn" && dev != "cpu") continue;
-              CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", impl}}};
-              if (seq_model) add_ids(id, s, b);
-              else id.with("batch", b);
-              Sizes si = s;
-              if (seq_model) si.c.impl = models::parse_rnn_impl(impl);
-              const bool quick = o.quick;
-              if (train)
-                cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
-              else
-                cases.push_back({id, [=] { return std::make_unique<InferCase>(model, si, int(b), quick); }});
-            }
-            if (peer && seq_model) {
-              CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
-              add_ids(id, s, b);
-              if (train) {
-                PeerSpec p;
-                p.script = "pytorch_seq.py";
-                p.args = peer_args(s, dev, int(b));
-                p.request = "epoch";
-                const int steps = (s.samples + int(b) - 1) / int(b);
-                p.work = {0, 0, double(steps) * double(b) * s.c.tokens_per_sample()};
-                p.metric = Metric::tokens_per_s;
-                p.keys["dataset"] = s.dataset;
-                auto file = std::make_shared<std::string>();
-                p.prepare = [s, b, steps, file](PeerSpec& ps) {
-                  *file = write_peer_batches(s, int(b), steps);
-                  add_data_args(ps.args, *file, steps);
-                };
-                p.cleanup = [file] {
-                  if (!file->empty()) std::filesystem::remove(*file);
-                };
-                add_peer(cases, id, p, peer_reps);
-              } else {
-                cases.push_back({id, [=] { return std::make_unique<SeqPeerInferCase>(s, dev, int(b)); }});
+      for (long long seq : axis_ints(o, "seq"))
+        for (const auto& data : seq_model ? datasets : std::vector<std::string>{"synthetic"}) {
+          Sizes s;
+          if (seq_model) s = sizes_for(model, o, seq, samples, data);
+          for (long long b : axis_ints(o, train ? "batch" : "infer_batch"))
+            for (const auto& dev : o.devices) {
+              if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
+              for (const auto& impl : axis_strings(o, "impl")) {
+                if (impl != "ours" && impl != "onednn") throw UsageError("--impl " + impl + ": expected ours or onednn");
+                if (impl == "onednn" && (model != "rnn" && model != "lstm")) continue;  // oneDNN's RNN primitives
+                if (impl == "onednn" && dev != "cpu") continue;
+                CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", impl}}};
+                if (seq_model) add_ids(id, s, b);
+                else id.with("batch", b);
+                Sizes si = s;
+                if (seq_model) si.c.impl = models::parse_rnn_impl(impl);
+                const bool quick = o.quick;
+                if (train)
+                  cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
+                else
+                  cases.push_back({id, [=] { return std::make_unique<InferCase>(model, si, int(b), quick); }});
+              }
+              if (peer && seq_model) {
+                CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
+                add_ids(id, s, b);
+                if (train) {
+                  PeerSpec p;
+                  p.script = "pytorch_seq.py";
+                  p.args = peer_args(s, dev, int(b));
+                  p.request = "epoch";
+                  const int steps = (s.samples + int(b) - 1) / int(b);
+                  p.work = {0, 0, double(steps) * double(b) * s.c.tokens_per_sample()};
+                  p.metric = Metric::tokens_per_s;
+                  p.keys["dataset"] = s.dataset;
+                  auto file = std::make_shared<std::string>();
+                  p.prepare = [s, b, steps, file](PeerSpec& ps) {
+                    *file = write_peer_batches(s, int(b), steps);
+                    add_data_args(ps.args, *file, steps);
+                  };
+                  p.cleanup = [file] {
+                    if (!file->empty()) std::filesystem::remove(*file);
+                  };
+                  add_peer(cases, id, p, peer_reps);
+                } else {
+                  cases.push_back({id, [=] { return std::make_unique<SeqPeerInferCase>(s, dev, int(b)); }});
+                }
               }
             }
-          }
-      }
+        }
     }
   }
   return cases;
@@ -546,7 +554,8 @@ DLB_SUITE(seq)
             FlagSpec{"--layers", "recurrent layers; transformer encoder and decoder layers each", "layers", true,
                      FlagSpec::Parse::ints, 64},
             FlagSpec{"--mask", "transformer decoder self-attention mask", "mask", true, FlagSpec::Parse::word, 0, {"none", "causal"}},
-            FlagSpec{"--dataset", "Seq suite: synthetic (default) or text:FILE, character-level windows of a UTF-8 text file",
+            FlagSpec{"--dataset", "Seq suite: synthetic (default) or text:FILE, character-level windows of a UTF-8 text file "
+                     "(several, comma-separated, interleave)",
                      "dataset", false, FlagSpec::Parse::text, 0, {}}})
     .cases(expand)
     .summary(summarize);

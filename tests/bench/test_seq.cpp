@@ -142,6 +142,14 @@ TEST(SeqSuite, TextDatasetTrainsOnTheFilesCharacters) {
       EXPECT_EQ(run_case(spec).at("dataset"), "text:tiny.txt");
     }
   }
+  // Several datasets interleave in one run: synthetic (unnamed in the ids) beside the file's.
+  o.extra["dataset"] = "synthetic," + f.spec();
+  const auto both = s.expand(o);
+  EXPECT_EQ(both.size(), 2 * cs.size() - 1);  // mlp's infer case once
+  EXPECT_EQ(count(both, "dataset=text:tiny.txt"), int(cs.size()) - 1);
+  o.extra["dataset"] = f.spec() + "," + f.spec();
+  EXPECT_THROW(s.expand(o), UsageError);
+  o.extra["dataset"] = f.spec();
   // A vocabulary given must hold the alphabet; a larger one is kept.
   o.axes["vocab"] = {5}, o.given.push_back("vocab");
   EXPECT_THROW(s.expand(o), InputError);
