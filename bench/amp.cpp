@@ -8,12 +8,17 @@
 //               why); fp32 itself: our layer-by-layer step against the model's own train_step, to
 //               1e-5 every way. The CPU's fp32 row times the model's own train_step (training
 //               without autocast: the baseline), the half types the AmpTrainer step (record
-//               `timed_step`).
+//               `timed_step`). The sequence models (rnn, lstm, transformer, --model; the seed's default
+//               sizes, synthetic tokens, tokens/s) train the same way: under bf16 their Linear layers
+//               and (where the CPU computes bf16) recurrent GEMMs take bf16 operands, while softmax,
+//               LayerNorm, the recurrent cell's gate math and state, and the loss stay fp32
+//               (kernels/cpu/seq/rnn.h RnnShape::bf16); attention is emulated (rounded operands).
 //               On a GPU the step is the CUDA trainer's (models/cuda/gpu_trainer.cu: cuDNN/cuBLAS
 //               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
 //               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32
 //               train_step from the same weights on the same batches, trained freely (its weights
-//               stay on the device: no lockstep).
+//               stay on the device: no lockstep). The sequence models are not run there yet (the
+//               CUDA trainer runs chains of image layers): Unsupported, reported as skipped.
 //   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
 //               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
 //   ops "cast", "unscale" (GPU): our fp32->fp16/bf16 cast and fused unscale+inf/NaN check kernels
@@ -31,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -46,6 +52,7 @@
 #include "models/data.h"
 #include "models/half.h"
 #include "models/net.h"
+#include "models/seq_zoo.h"
 #include "models/trainer.h"
 
 #ifdef DLB_HAVE_CUDA
@@ -92,6 +99,27 @@ std::shared_ptr<const AmpData> amp_data(std::size_t n, int c, int h, int w) {
   cache.clear();  // keep one shape alive: the sweep runs a model's cases together
   cache[key] = d;
   return d;
+}
+
+// The sequence models (models/seq_zoo.h, the seed's default sizes): `count` batches of `n` seeded
+// synthetic token windows, each gathered once into its own buffers.
+struct SeqBatches {
+  models::SeqConfig c;
+  models::TokenData data;
+  std::vector<std::unique_ptr<models::SeqBatcher>> b;
+  SeqBatches(const std::string& model, int n, int count) : c(models::SeqConfig::defaults(model)) {
+    data = models::seq_data(c, "synthetic", std::size_t(n) * std::size_t(count), 5);
+    std::vector<std::uint32_t> order(data.size());
+    std::iota(order.begin(), order.end(), 0u);
+    for (int k = 0; k < count; ++k) {
+      b.push_back(std::make_unique<models::SeqBatcher>(c));
+      b.back()->gather(data, order, std::size_t(k) * std::size_t(n), n);
+    }
+  }
+};
+// A fresh model of the zoo by name: an image model or a sequence model at its default sizes.
+std::unique_ptr<models::Model> any_model(const std::string& name) {
+  return models::is_seq_model(name) ? models::make_seq_model(models::SeqConfig::defaults(name)) : models::make_model(name);
 }
 
 // The point a case measures, whatever its dtype: op/device[/model/batch][/size].
@@ -221,16 +249,24 @@ class TrainAmpCase final : public Case {
       : model_(std::move(model)), batch_(batch), dtype_(dtype), steps_(parity_steps) {}
 
   void setup() override {
-    m_ = models::make_model(model_);
-    const models::Shape in = m_->input_shape(1);
+    m_ = any_model(model_);
     nbatches_ = std::max(steps_, 4);
-    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c(), in.h(), in.w());
+    if (seq()) {
+      tokens_ = std::make_unique<SeqBatches>(model_, batch_, nbatches_);
+    } else {
+      const models::Shape in = m_->input_shape(1);
+      data_ = amp_data(std::size_t(batch_) * nbatches_, in.c(), in.h(), in.w());
+    }
     m_->init(1);
     opt_ = std::make_unique<models::Optimizer>(models::default_optimizer(model_), m_->params());
     if (dtype_ != DType::fp32) tr_ = std::make_unique<models::AmpTrainer>(*m_, *opt_, dtype_);  // fp32: run()
   }
 
-  models::Batch batch(int k) const {
+  bool seq() const { return models::is_seq_model(model_); }
+  // Batch k, and the dropout masks of step k for a model that has them (the same in every copy).
+  models::Batch batch(int k, models::Model& m) const {
+    m.set_step(true, std::uint64_t(k));
+    if (tokens_) return tokens_->b[std::size_t(k % nbatches_)]->batch();
     const std::size_t per = data_->images.size() / data_->labels.size();
     const std::size_t first = std::size_t(k % nbatches_) * batch_;
     models::Batch b;
@@ -243,9 +279,9 @@ class TrainAmpCase final : public Case {
   CheckResult verify() override {
     // Three fresh copies from the same init: the fp32 reference (the model's own train_step), ours
     // trained freely, and ours in lockstep (the reference's weights and optimizer state before each step).
-    auto ref = models::make_model(model_);
-    auto amp = models::make_model(model_);
-    auto lck = models::make_model(model_);
+    auto ref = any_model(model_);
+    auto amp = any_model(model_);
+    auto lck = any_model(model_);
     ref->init(1), amp->init(1), lck->init(1);
     const auto cfg = models::default_optimizer(model_);
     models::Optimizer oref(cfg, ref->params()), oamp(cfg, amp->params()), olck(cfg, lck->params());
@@ -260,12 +296,12 @@ class TrainAmpCase final : public Case {
         [&](int k) {
           for (std::size_t i = 0; i < pref.size(); ++i) before[i] = pref[i]->value;
           olck.copy_state_from(oref);  // the state the reference steps from
-          const float lr = models::train_step(*ref, oref, batch(k));
-          return std::make_pair(lr, t.step(batch(k)));
+          const float lr = models::train_step(*ref, oref, batch(k, *ref));
+          return std::make_pair(lr, t.step(batch(k, *amp)));
         },
         [&](int k) {
           for (std::size_t i = 0; i < plck.size(); ++i) plck[i]->value = before[i];
-          const float l = tl.step(batch(k));
+          const float l = tl.step(batch(k, *lck));
           if (!tl.last_step_skipped()) parity_.grads.add(plck, pref);  // fp16: a skipped step has no gradient
           return l;
         });
@@ -276,12 +312,15 @@ class TrainAmpCase final : public Case {
   // baseline a user compares mixed precision with; verify() holds our layer-by-layer fp32 loop to it.
   // The half types are timed as the AmpTrainer step.
   double run() override {
-    if (dtype_ == DType::fp32) models::train_step(*m_, *opt_, batch(k_++));
-    else tr_->step(batch(k_++));
+    const models::Batch b = batch(int(k_++ % nbatches_), *m_);
+    if (dtype_ == DType::fp32) models::train_step(*m_, *opt_, b);
+    else tr_->step(b);
     return 0;
   }
-  Work work() const override { return {m_->train_flops(batch_), 0, double(batch_)}; }
-  Metric metric() const override { return Metric::imgs_per_s; }
+  Work work() const override {
+    return {m_->train_flops(batch_), 0, double(batch_) * (tokens_ ? tokens_->c.tokens_per_sample() : 1)};
+  }
+  Metric metric() const override { return tokens_ ? Metric::tokens_per_s : Metric::imgs_per_s; }
   void annotate(json& e) const override {
     parity_.annotate(e);
     e["params"] = m_->num_params();
@@ -296,7 +335,7 @@ class TrainAmpCase final : public Case {
                               : "bf16-rounded operands and outputs, fp32 kernels (" + cpu::bf16_gemm_path() + ")";
     }
   }
-  void teardown() override { tr_.reset(), opt_.reset(), m_.reset(), data_.reset(); }
+  void teardown() override { tr_.reset(), opt_.reset(), m_.reset(), data_.reset(), tokens_.reset(); }
 
  private:
   std::string model_;
@@ -306,6 +345,7 @@ class TrainAmpCase final : public Case {
   long k_ = 0;
   LossParity parity_;
   std::shared_ptr<const AmpData> data_;
+  std::unique_ptr<SeqBatches> tokens_;  // a sequence model's batches (data_: an image model's)
   std::unique_ptr<models::Model> m_;
   std::unique_ptr<models::Optimizer> opt_;
   std::unique_ptr<models::AmpTrainer> tr_;
@@ -318,6 +358,8 @@ class TrainAmpGpuCase final : public Case {
       : dev_(std::move(device)), model_(std::move(model)), batch_(batch), dtype_(dtype), steps_(parity_steps) {}
 
   void setup() override {
+    if (models::is_seq_model(model_))  // (models/cuda/gpu_trainer.cu: chains of image layers; no embedding, RNN, attention)
+      throw Unsupported("the CUDA trainer does not run the sequence model " + model_ + " yet");
     m_ = models::make_model(model_);
     const models::Shape in = m_->input_shape(1);
     nbatches_ = std::max(steps_, 16);  // the timed epoch: nbatches_ steps
@@ -613,6 +655,7 @@ void summarize_amp(const std::vector<json>& records, std::ostream& out) {
     std::string thr = "-", speed = "-", parity = "-";
     if (!err) {
       if (r.contains("imgs_per_s")) thr = fmt(r.at("imgs_per_s").get<double>(), "%.0f imgs/s");
+      else if (r.contains("tokens_per_s")) thr = fmt(r.at("tokens_per_s").get<double>(), "%.0f tokens/s");
       else if (r.contains("gflops")) thr = fmt(r.at("gflops").get<double>(), "%.1f GFLOP/s");
       else if (r.contains("gb_per_s")) thr = fmt(r.at("gb_per_s").get<double>(), "%.1f GB/s");
       if (r.contains("speedup_vs_fp32")) speed = fmt(r.at("speedup_vs_fp32").get<double>(), "%.2fx");
@@ -649,7 +692,8 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
   const auto batches = axis_ints(o, "batch");
   const auto sizes = axis_ints(o, "size");
   const int steps = static_cast<int>(axis_ints(o, "parity_steps").front());
-  for (const auto& m : model_names) models::make_model(m);  // UsageError for an unknown model
+  for (const auto& m : model_names)
+    if (!models::is_seq_model(m)) models::make_model(m);  // UsageError for an unknown model
   for (long long b : batches)
     if (b <= 0 || b > 65536) throw UsageError("--batch " + std::to_string(b) + ": expected 1..65536");
   // fp32 first at every point: the baseline of the others' speedup_vs_fp32
@@ -714,12 +758,15 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
 DLB_SUITE(amp)
     .about("Mixed precision (fp32 vs bf16 on the CPU; fp32/tf32/fp16/bf16 training steps and GEMMs on GPUs): step time, "
            "imgs/s, speedup, loss parity")
-    .axis("model", {"mlp", "net128", "convnet", "autoencoder"}, {"mlp", "net128"})
+    .axis("model", {"mlp", "net128", "convnet", "autoencoder"}, {"mlp", "net128"})  // --model rnn,lstm,transformer too
     .axis("batch", {16, 64, 256}, {64})
     .axis("size", {512, 1024, 2048}, {512})  // op gemm: n x n x n
     .axis("dtype", {"fp32", "bf16", "fp16", "tf32"})
     .axis("parity_steps", {50}, {8})  // steps each train case is checked over against fp32
-    .takes({flag::batch(), flag::sizes(), flag::dtype(), flag::profile()})
+    .takes({flag::batch(), flag::sizes(), flag::dtype(), flag::profile(),
+            FlagSpec{"--model", "Amp suite: models (mlp, net128, convnet, autoencoder; rnn, lstm, transformer at their default sizes)",
+                     "model", true, FlagSpec::Parse::words, 0,
+                     {"mlp", "net128", "convnet", "autoencoder", "rnn", "lstm", "transformer"}}})
     .cases(expand)
     .derived(derive_speedups)
     .summary(summarize_amp);

@@ -1,16 +1,22 @@
 // Suite "seq": the seed's sequence models (models/seq_zoo.h: rnn, lstm, transformer) in tokens/s.
-// op=train: one epoch of `samples` synthetic token windows (full batches, ceil(samples / batch)
-// steps) per timed iteration, ours (impl=ours, and impl=onednn for rnn and lstm on the CPU) and with
-// --peer pytorch the seed's own modules (bench/peers/pytorch_seq.py) in the same interleaved rounds.
+// op=train: one epoch of `samples` token windows (full batches, ceil(samples / batch) steps) per
+// timed iteration, ours (impl=ours, and impl=onednn for rnn and lstm on the CPU) and with --peer
+// pytorch the seed's own modules (bench/peers/pytorch_seq.py, handed the same batches in a file) in
+// the same interleaved rounds. --dataset: synthetic (default) or text:FILE (character-level windows
+// of a local UTF-8 file, read once when the cases are made: a bad file is bad input, exit 2).
 // op=infer: forward-only latency of one batch (p50 / p99 over the timed calls) for every model of
 // the zoo, the four image models too. Verification: ours against the fp64 reference (one step's loss
 // and gradients; the inference output's loss), the peer ran and its loss is finite.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <ostream>
+#include <sstream>
 
 #include "bench/markdown.h"
 #include "bench/napkin.h"
@@ -19,6 +25,8 @@
 #include "bench/training_cases.h"
 #include "models/seq_zoo.h"
 #include "models/trainer.h"
+
+#include <unistd.h>
 
 namespace dlb::bench {
 
@@ -31,11 +39,25 @@ using models::SeqConfig;
 // catches a wrong term (a lost gradient path is off by ~1).
 constexpr double kSeqTolerance = 1e-4;
 
-// The case's sizes, from the axes (layers 0: the seed's, 1 for rnn, 2 for lstm and transformer).
+// The case's sizes, from the axes (layers 0: the seed's, 1 for rnn, 2 for lstm and transformer), and
+// its data: a text file's windows, read once in expand (they set c.vocab), or synthetic, made per case.
 struct Sizes {
   SeqConfig c;
   int samples = 0;
+  std::string dataset = "synthetic";            // the records' name: synthetic or text:BASENAME
+  std::shared_ptr<const models::TokenData> text;  // text:FILE; null: synthetic
 };
+
+// `n` windows at least (a batch of them), the same for ours and the peer.
+std::shared_ptr<const models::TokenData> windows_for(const Sizes& s, int n) {
+  if (s.text) return s.text;
+  SeqConfig c = s.c;
+  return std::make_shared<const models::TokenData>(models::seq_data(c, "synthetic", std::size_t(std::max(s.samples, n)), 1));
+}
+// The first window of training step k: consecutive full batches, wrapping over the windows.
+std::size_t first_window(int k, int batch, std::size_t windows) {
+  return (std::size_t(k) * std::size_t(batch)) % (windows - std::size_t(batch) + 1);
+}
 
 std::vector<double> sorted_ms(std::vector<double> s) {
   std::sort(s.begin(), s.end());
@@ -64,9 +86,8 @@ class SeqTrainCase final : public Case {
   void setup() override {
     model_ = models::make_seq_model(s_.c);
     model_->init(0);
-    SeqConfig c = s_.c;
-    data_ = models::seq_data(c, "synthetic", std::size_t(std::max(s_.samples, batch_)), 1);
-    order_.resize(data_.size());
+    data_ = windows_for(s_, batch_);
+    order_.resize(data_->size());
     std::iota(order_.begin(), order_.end(), 0u);
     batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
     models::TrainOptions o;
@@ -83,7 +104,7 @@ class SeqTrainCase final : public Case {
     // One step's loss and gradients on a batch of 2 (the batch dimension's layout matters) against
     // the fp64 reference from the same weights (and dropout masks: the same step number).
     const int n = std::min(batch_, 2);
-    const models::Batch& b = batcher_->gather(data_, order_, 0, n);
+    const models::Batch& b = batcher_->gather(*data_, order_, 0, n);
     const float loss = trainer_->gradients(b);
     model_->sync_ref();
     const double ref = model_->forward_backward_ref(nullptr, b);
@@ -95,10 +116,8 @@ class SeqTrainCase final : public Case {
   double run() override {
     const auto t0 = std::chrono::steady_clock::now();
     double sum = 0;
-    for (int k = 0; k < steps(); ++k) {
-      const std::size_t first = (std::size_t(k) * std::size_t(batch_)) % (data_.size() - std::size_t(batch_) + 1);
-      sum += trainer_->train_batch(batcher_->gather(data_, order_, first, batch_));
-    }
+    for (int k = 0; k < steps(); ++k)
+      sum += trainer_->train_batch(batcher_->gather(*data_, order_, first_window(k, batch_, data_->size()), batch_));
     loss_ = sum / steps();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -106,7 +125,7 @@ class SeqTrainCase final : public Case {
   // its loss and gradients checked against the same step unprofiled (no optimizer step: weights stay).
   bool profile(ProfileResult& out) override {
     if (device_ != "cpu") return false;
-    const models::Batch& b = batcher_->gather(data_, order_, 0, batch_);
+    const models::Batch& b = batcher_->gather(*data_, order_, 0, batch_);
     const float want = trainer_->gradients(b);  // sets the step number (dropout masks) for both
     std::vector<std::vector<float>> grads;
     for (auto* p : model_->params()) grads.push_back(p->grad);
@@ -144,6 +163,7 @@ class SeqTrainCase final : public Case {
     if (t > 0) r["train_gflops"] = model_->train_flops(batch_) * steps() / t * 1e-9;
     r["steps"] = steps();
     r["mean_loss"] = loss_;
+    r["dataset"] = s_.dataset;
     r["trainer"] = trainer_->describe();
   }
   void teardown() override {
@@ -159,7 +179,7 @@ class SeqTrainCase final : public Case {
   int batch_;
   bool quick_;
   std::unique_ptr<models::Model> model_;
-  models::TokenData data_;
+  std::shared_ptr<const models::TokenData> data_;
   std::vector<std::uint32_t> order_;
   std::unique_ptr<models::SeqBatcher> batcher_;
   std::unique_ptr<models::Trainer> trainer_;
@@ -174,12 +194,11 @@ class InferCase final : public Case {
   void setup() override {
     if (models::is_seq_model(name_)) {
       model_ = models::make_seq_model(s_.c);
-      SeqConfig c = s_.c;
-      data_ = models::seq_data(c, "synthetic", std::size_t(batch_), 1);
-      std::vector<std::uint32_t> order(data_.size());
+      data_ = windows_for(s_, batch_);
+      std::vector<std::uint32_t> order(data_->size());
       std::iota(order.begin(), order.end(), 0u);
       batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
-      batch_b_ = batcher_->gather(data_, order, 0, batch_);
+      batch_b_ = batcher_->gather(*data_, order, 0, batch_);
       items_ = double(batch_) * s_.c.tokens_per_sample();
     } else {
       model_ = models::make_model(name_);
@@ -218,6 +237,7 @@ class InferCase final : public Case {
   void annotate(json& r) const override {
     put_latency(r, lat_);
     r["model_params"] = model_->num_params();
+    if (!images_) r["dataset"] = s_.dataset;
   }
   void teardown() override { model_.reset(); }
 
@@ -229,7 +249,7 @@ class InferCase final : public Case {
   int batch_;
   bool quick_;
   std::unique_ptr<models::Model> model_;
-  models::TokenData data_;
+  std::shared_ptr<const models::TokenData> data_;
   std::unique_ptr<models::SeqBatcher> batcher_;
   std::shared_ptr<const models::Dataset> images_;
   models::Batch batch_b_;
@@ -248,6 +268,32 @@ std::vector<std::string> peer_args(const Sizes& s, const std::string& device, in
           std::to_string(c.heads), "--dropout", std::to_string(c.dropout), "--mask", c.causal ? "causal" : "none"};
 }
 
+// The peer trains on our batches: `steps` of them as SeqTrainCase::run gathers them, written to a
+// temporary file of little-endian int32 (per step: each token input [n * seq], then the labels);
+// the peer reads it with --data (its --steps). Returns the file's path; remove it when done.
+std::string write_peer_batches(const Sizes& s, int batch, int steps) {
+  static std::atomic<int> serial{0};
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("dlb-seq-" + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".i32");
+  const auto data = windows_for(s, batch);
+  std::vector<std::uint32_t> order(data->size());
+  std::iota(order.begin(), order.end(), 0u);
+  models::SeqBatcher batcher(s.c);
+  std::ofstream f(path, std::ios::binary);
+  const std::size_t tokens_n = std::size_t(batch) * s.c.seq, labels_n = std::size_t(batch) * s.c.labels_per_sample();
+  const int inputs = s.c.model == "transformer" ? 2 : 1;
+  for (int k = 0; k < steps; ++k) {
+    const models::Batch& b = batcher.gather(*data, order, first_window(k, batch, data->size()), batch);
+    for (int i = 0; i < inputs; ++i) f.write(static_cast<const char*>(b.inputs[i]), std::streamsize(tokens_n * 4));
+    f.write(reinterpret_cast<const char*>(b.labels), std::streamsize(labels_n * 4));
+  }
+  if (!f.flush()) throw Unsupported("pytorch peer: cannot write its batches to " + path.string());
+  return path.string();
+}
+void add_data_args(std::vector<std::string>& args, const std::string& path, int steps) {
+  for (const std::string& a : {std::string("--data"), path, std::string("--steps"), std::to_string(steps)}) args.push_back(a);
+}
+
 // op=infer: one forward per call, timed by the peer itself (manual time: the peer's own seconds).
 // op=train goes through the shared PeerCase (add_peer): an epoch per request line, as the lecture's.
 class SeqPeerInferCase final : public Case {
@@ -255,6 +301,8 @@ class SeqPeerInferCase final : public Case {
   SeqPeerInferCase(Sizes s, std::string device, int batch) : s_(std::move(s)), device_(std::move(device)), batch_(batch) {}
   void setup() override {
     std::vector<std::string> args = peer_args(s_, device_, batch_);
+    data_file_ = write_peer_batches(s_, batch_, 1);  // the batch ours times (windows 0 .. batch - 1)
+    add_data_args(args, data_file_, 1);
     args.push_back("--serve");
     peer_ = std::make_unique<PeerChild>("pytorch_seq.py", args);
   }
@@ -268,7 +316,10 @@ class SeqPeerInferCase final : public Case {
     lat_.push_back(r.at("latencies").at(0).get<double>());
     return lat_.back();
   }
-  void teardown() override { peer_.reset(); }
+  void teardown() override {
+    peer_.reset();
+    if (!data_file_.empty()) std::filesystem::remove(data_file_);
+  }
   double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
   bool fixed_repetitions() const override { return false; }
   bool manual_time() const override { return true; }
@@ -287,11 +338,12 @@ class SeqPeerInferCase final : public Case {
   int batch_;
   std::unique_ptr<PeerChild> peer_;
   std::vector<double> lat_;
+  std::string data_file_;
 };
 
 // --- the axes -> the cases ---------------------------------------------------------------------
 
-Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, long long samples) {
+Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, long long samples, const std::string& spec) {
   Sizes s;
   s.c = SeqConfig::defaults(model);
   s.c.seq = int(seq), s.c.vocab = int(axis_ints(o, "vocab").at(0));
@@ -306,11 +358,22 @@ Sizes sizes_for(const std::string& model, const SuiteOptions& o, long long seq, 
   } catch (const InputError& e) {
     throw UsageError(e.what());  // a size the flags set: bad usage, exit 2
   }
+  if (spec != "synthetic") {
+    // The file's windows, enough for the largest batch; its alphabet is the vocabulary unless --vocab
+    // was given (then the alphabet must fit in it). InputError (exit 2) for a bad file.
+    long long most = samples;
+    for (const char* a : {"batch", "infer_batch"})
+      for (long long b : axis_ints(o, a)) most = std::max(most, b);
+    s.text = std::make_shared<const models::TokenData>(
+        models::seq_data(s.c, spec, std::size_t(most), 1, o.was_given("vocab")));
+    s.dataset = "text:" + std::filesystem::path(spec.substr(5)).filename().string();
+  }
   return s;
 }
 
 void add_ids(CaseId& id, const Sizes& s, long long batch) {
   id.with("batch", batch).with("seq", s.c.seq).with("vocab", s.c.vocab);
+  if (s.text) id.with("dataset", s.dataset);  // synthetic, the default, is not named (the ids stay as they were)
   if (s.c.model == "transformer")
     id.with("d_model", s.c.d_model).with("heads", s.c.heads).with("layers", s.c.layers).with("mask", s.c.causal ? "causal" : "none");
   else
@@ -324,6 +387,13 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
   const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
   const auto ops = axis_strings(o, "op");
   const long long samples = axis_ints(o, "samples").at(0);
+  // --dataset: one spec or several, comma-separated (their cases interleave in one run)
+  std::vector<std::string> datasets;
+  std::stringstream list(o.extra.value("dataset", "synthetic"));
+  for (std::string d; std::getline(list, d, ',');) {
+    if (std::find(datasets.begin(), datasets.end(), d) != datasets.end()) throw UsageError("--dataset " + d + ": given twice");
+    datasets.push_back(d);
+  }
   for (const auto& op : ops) {
     if (op != "train" && op != "infer") throw UsageError("--op " + op + ": expected train or infer");
     const bool train = op == "train";
@@ -332,44 +402,55 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
       if (!seq_model && std::find(models::model_names().begin(), models::model_names().end(), model) == models::model_names().end())
         throw UsageError("--model " + model + ": not a model of the zoo");
       if (train && !seq_model) continue;  // the image models train in suite train
-      for (long long seq : axis_ints(o, "seq")) {
-        const Sizes s = seq_model ? sizes_for(model, o, seq, samples) : Sizes{};
-        for (long long b : axis_ints(o, train ? "batch" : "infer_batch"))
-          for (const auto& dev : o.devices) {
-            if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
-            for (const auto& impl : axis_strings(o, "impl")) {
-              if (impl != "ours" && impl != "onednn") throw UsageError("--impl " + impl + ": expected ours or onednn");
-              if (impl == "onednn" && (model != "rnn" && model != "lstm")) continue;  // oneDNN's RNN primitives
-              if (impl == "onednn" && dev != "cpu") continue;
-              CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", impl}}};
-              if (seq_model) add_ids(id, s, b);
-              else id.with("batch", b);
-              Sizes si = s;
-              if (seq_model) si.c.impl = models::parse_rnn_impl(impl);
-              const bool quick = o.quick;
-              if (train)
-                cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
-              else
-                cases.push_back({id, [=] { return std::make_unique<InferCase>(model, si, int(b), quick); }});
-            }
-            if (peer && seq_model) {
-              CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
-              add_ids(id, s, b);
-              if (train) {
-                PeerSpec p;
-                p.script = "pytorch_seq.py";
-                p.args = peer_args(s, dev, int(b));
-                p.request = "epoch";
-                const int steps = (s.samples + int(b) - 1) / int(b);
-                p.work = {0, 0, double(steps) * double(b) * s.c.tokens_per_sample()};
-                p.metric = Metric::tokens_per_s;
-                add_peer(cases, id, p, peer_reps);
-              } else {
-                cases.push_back({id, [=] { return std::make_unique<SeqPeerInferCase>(s, dev, int(b)); }});
+      for (long long seq : axis_ints(o, "seq"))
+        for (const auto& data : seq_model ? datasets : std::vector<std::string>{"synthetic"}) {
+          Sizes s;
+          if (seq_model) s = sizes_for(model, o, seq, samples, data);
+          for (long long b : axis_ints(o, train ? "batch" : "infer_batch"))
+            for (const auto& dev : o.devices) {
+              if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
+              for (const auto& impl : axis_strings(o, "impl")) {
+                if (impl != "ours" && impl != "onednn") throw UsageError("--impl " + impl + ": expected ours or onednn");
+                if (impl == "onednn" && (model != "rnn" && model != "lstm")) continue;  // oneDNN's RNN primitives
+                if (impl == "onednn" && dev != "cpu") continue;
+                CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", impl}}};
+                if (seq_model) add_ids(id, s, b);
+                else id.with("batch", b);
+                Sizes si = s;
+                if (seq_model) si.c.impl = models::parse_rnn_impl(impl);
+                const bool quick = o.quick;
+                if (train)
+                  cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
+                else
+                  cases.push_back({id, [=] { return std::make_unique<InferCase>(model, si, int(b), quick); }});
+              }
+              if (peer && seq_model) {
+                CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
+                add_ids(id, s, b);
+                if (train) {
+                  PeerSpec p;
+                  p.script = "pytorch_seq.py";
+                  p.args = peer_args(s, dev, int(b));
+                  p.request = "epoch";
+                  const int steps = (s.samples + int(b) - 1) / int(b);
+                  p.work = {0, 0, double(steps) * double(b) * s.c.tokens_per_sample()};
+                  p.metric = Metric::tokens_per_s;
+                  p.keys["dataset"] = s.dataset;
+                  auto file = std::make_shared<std::string>();
+                  p.prepare = [s, b, steps, file](PeerSpec& ps) {
+                    *file = write_peer_batches(s, int(b), steps);
+                    add_data_args(ps.args, *file, steps);
+                  };
+                  p.cleanup = [file] {
+                    if (!file->empty()) std::filesystem::remove(*file);
+                  };
+                  add_peer(cases, id, p, peer_reps);
+                } else {
+                  cases.push_back({id, [=] { return std::make_unique<SeqPeerInferCase>(s, dev, int(b)); }});
+                }
               }
             }
-          }
-      }
+        }
     }
   }
   return cases;
@@ -384,8 +465,8 @@ std::string num(double v, const char* f = "%.0f") {
 }
 
 void summarize(const std::vector<json>& records, std::ostream& out) {
-  // train: (model, device, batch, seq) -> impl -> tokens/s; infer: (model, batch) -> impl -> record
-  using Key = std::tuple<std::string, std::string, long long, long long>;
+  // train: (model, device, batch, seq, dataset) -> impl -> tokens/s; infer: (model, batch) -> impl -> record
+  using Key = std::tuple<std::string, std::string, long long, long long, std::string>;
   std::map<Key, std::map<std::string, double>> train;
   std::map<std::pair<std::string, long long>, std::map<std::string, json>> infer;
   for (const auto& r : records) {
@@ -393,20 +474,21 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     const std::string model = r.value("model", ""), impl = r.value("impl", "ours");
     const long long b = r.value("batch", 0LL);
     if (r.value("op", "") == "train" && r.contains("tokens_per_s"))
-      train[{model, r.value("device", ""), b, r.value("seq", 0LL)}][impl] = r.at("tokens_per_s").get<double>();
+      train[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}][impl] =
+          r.at("tokens_per_s").get<double>();
     if (r.value("op", "") == "infer" && r.contains("p50_ms")) infer[{model, b}][impl] = r;
   }
   if (!train.empty()) {
     out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
-    std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "Seq len", "Train throughput (tokens/s)",
-                                                "oneDNN RNN", "PyTorch", "ours / PyTorch"}};
+    std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "Seq len", "Dataset",
+                                                "Train throughput (tokens/s)", "oneDNN RNN", "PyTorch", "ours / PyTorch"}};
     for (const auto& kv : train) {
       const auto& k = kv.first;
       const auto& v = kv.second;  // named, not a structured binding: the lambda captures it (clang)
       auto get = [&](const char* impl) { return v.count(impl) ? num(v.at(impl)) : "-"; };
       const bool both = v.count("ours") && v.count("pytorch");
       rows.push_back({std::get<0>(k), std::get<1>(k) == "cpu" ? "CPU" : "GPU (" + std::get<1>(k) + ")",
-                      std::to_string(std::get<2>(k)), std::to_string(std::get<3>(k)), get("ours"), get("onednn"),
+                      std::to_string(std::get<2>(k)), std::to_string(std::get<3>(k)), std::get<4>(k), get("ours"), get("onednn"),
                       get("pytorch"), both ? num(v.at("ours") / v.at("pytorch"), "%.2fx") : "-"});
     }
     print_markdown(out, rows);
@@ -443,7 +525,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
 
 DLB_SUITE(seq)
     .about("The seed's sequence models (rnn, lstm, transformer): training tokens/s (op=train; impl ours, onednn, "
-           "--peer pytorch) and forward-only latency p50/p99 of every model (op=infer)")
+           "--peer pytorch; --dataset synthetic or text:FILE) and forward-only latency p50/p99 of every model (op=infer)")
     .axis("op", {"train", "infer"})
     .axis("model", {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}, {"rnn", "lstm", "transformer", "mlp"})
     .axis("impl", {"ours", "onednn"})
@@ -472,7 +554,10 @@ DLB_SUITE(seq)
             FlagSpec{"--heads", "transformer heads", "heads", true, FlagSpec::Parse::ints, 256},
             FlagSpec{"--layers", "recurrent layers; transformer encoder and decoder layers each", "layers", true,
                      FlagSpec::Parse::ints, 64},
-            FlagSpec{"--mask", "transformer decoder self-attention mask", "mask", true, FlagSpec::Parse::word, 0, {"none", "causal"}}})
+            FlagSpec{"--mask", "transformer decoder self-attention mask", "mask", true, FlagSpec::Parse::word, 0, {"none", "causal"}},
+            FlagSpec{"--dataset", "Seq suite: synthetic (default) or text:FILE, character-level windows of a UTF-8 text file "
+                     "(several, comma-separated, interleave)",
+                     "dataset", false, FlagSpec::Parse::text, 0, {}}})
     .cases(expand)
     .summary(summarize);
 

@@ -189,6 +189,12 @@ void conv_bf16_relu_pool_backward(Conv2d& c, int k, const Shape& in, const float
 namespace {
 Conv2d& conv_of(const StepArgs& a) { return static_cast<Conv2d&>(*a.layers[0]); }
 int pool_k(const StepArgs& a, int at) { return static_cast<const MaxPool2d&>(*a.layers[at]).k; }
+// recurrent_bf16: the layer's own pass with its GEMMs in bf16 (Recurrent::bf16) for this call only.
+struct Bf16Gemms {
+  Recurrent& r;
+  explicit Bf16Gemms(Layer& l) : r(static_cast<Recurrent&>(l)) { r.bf16 = true; }
+  ~Bf16Gemms() { r.bf16 = false; }
+};
 // The first layer's fp32 Fwd / Bwd views of a step's arguments.
 Fwd<float> fwd(const StepArgs& a) { return {a.in, a.xs, a.y}; }
 Bwd<float> bwd(const StepArgs& a) { return {a.in, a.xs, a.y, a.dy, a.dxs}; }
@@ -207,6 +213,10 @@ void step_forward(const Step& s, const StepArgs& a, StepScratch& sc) {
     case StepKind::conv_transpose_bf16:
       return conv_transpose_forward_bf16(static_cast<ConvTranspose2d&>(*a.layers[0]), a.in[0], a.x(), a.y);
     case StepKind::linear_bf16: return linear_forward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.y, sc);
+    case StepKind::recurrent_bf16: {
+      Bf16Gemms on(*a.layers[0]);
+      return a.layers[0]->forward(fwd(a));
+    }
     case StepKind::conv_relu_pool_bf16:
       return conv_relu_pool_forward_bf16(conv_of(a), pool_k(a, 2), a.in[0], a.x(), a.y, a.y16, sc);
     case StepKind::conv_bf16_relu_pool: return conv_bf16_relu_pool_forward(conv_of(a), a.in[0], a.x(), a.x16, a.y, sc);
@@ -226,6 +236,10 @@ void step_backward(const Step& s, const StepArgs& a, StepScratch& sc) {
       return conv_transpose_backward_bf16(static_cast<ConvTranspose2d&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
     case StepKind::linear_bf16:
       return linear_backward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
+    case StepKind::recurrent_bf16: {
+      Bf16Gemms on(*a.layers[0]);
+      return a.layers[0]->backward(bwd(a));
+    }
     case StepKind::conv_relu_pool_bf16:
       return conv_relu_pool_backward_bf16(conv_of(a), pool_k(a, 2), a.in[0], a.x(), a.y, a.dy, sc);
     case StepKind::conv_bf16_relu_pool:

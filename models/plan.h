@@ -29,6 +29,7 @@ enum class StepKind {
   conv_sparse_dy_bf16,  // the same with the sparse-dy backward in bf16 where dy is sparse
   conv_transpose_bf16,  // ConvTranspose2d, oneDNN
   linear_bf16,          // Linear, our bf16 GEMM
+  recurrent_bf16,       // RNN / LSTM (impl ours): its GEMMs on bf16 operands, gate math and state in fp32
   conv_relu_pool_bf16,  // a first Conv2d -> ReLU -> MaxPool2d per image in bf16; dW over the winners
   conv_bf16_relu_pool,  // Conv2d (oneDNN, y in bf16 nChw16c) -> ReLU + MaxPool2d reading that layout
 };

@@ -2,6 +2,7 @@
 #include "models/seq_data.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "kernels/common/errors.h"
@@ -75,6 +76,11 @@ std::vector<std::uint32_t> decode_utf8(const std::string& bytes, const std::stri
 
 TokenData text_tokens(const std::string& path, int seq, int max_vocab, std::size_t samples, std::uint64_t seed) {
   const std::string what = "text " + path;
+  if (path.empty()) throw InputError("--dataset text:FILE: no file named");
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxTextBytes)
+    throw InputError(what + ": " + std::to_string(size >> 20) + " MiB, over the " + std::to_string(kMaxTextBytes >> 20) +
+                     " MiB limit for a text dataset (decoded to 4-byte tokens beside its bytes and code points: ~9x its size in memory at the peak)");
   const std::string bytes = read_file_safely(path, kMaxTextBytes);
   if (bytes.empty()) throw InputError(what + ": the file is empty");
   const std::vector<std::uint32_t> cps = decode_utf8(bytes, what);

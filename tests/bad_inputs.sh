@@ -44,6 +44,11 @@ head -c 4096 /dev/urandom > "$T/mnist_garbage/train-images-idx3-ubyte"
 head -c 4096 /dev/urandom > "$T/cifar_garbage/data_batch_1.bin"
 head -c 700 "$D/base.json" > "$T/trunc.json"
 echo "hello" > "$T/file.txt"
+# text datasets (suite seq --dataset text:FILE): empty, binary, over the 64 MiB cap (sparse), not UTF-8
+: > "$T/empty.txt"
+printf 'ab\000cd' > "$T/nul.txt"
+truncate -s 65M "$T/huge.txt"
+printf 'ab\377\376cd' > "$T/latin1.txt"
 # a history folder with a good run and a FIFO beside it (history --html refuses it)
 mkdir -p "$T/hist_pipe/run1" && cp "$D/base.json" "$T/hist_pipe/run1/results.json" && mkfifo "$T/hist_pipe/pipe"
 { printf '{"context": {}, "benchmarks": ['; head -c 500000 /dev/zero | tr '\0' '['; head -c 500000 /dev/zero | tr '\0' ']'; printf ']}'; } > "$T/deep.json"

@@ -9,7 +9,9 @@ its defaults) -- trained with CrossEntropy and Adam(1e-3). Three modes:
                  and the gradients torch_grads_K/NAME.f32 of the steps dlbench asked for; again in
                  float64 (torch64_grads_K: the yardstick of fp32 rounding). Dropout off (p = 0).
   --serve        throughput: after a warm-up prints {"ready": true, ...}; then per line "epoch" on
-                 stdin trains ceil(samples / batch) steps on random tokens and prints {"seconds",
+                 stdin trains ceil(samples / batch) steps on dlbench's batches (--data FILE: --steps
+                 of them, little-endian int32, per step each token input [batch * seq] then the
+                 labels, as dlbench's own epoch takes them; without it random tokens) and prints {"seconds",
                  "tokens_per_s", "loss", "cpu_seconds"}; per line "infer K" runs K forward passes in
                  eval mode under torch.no_grad() and prints their "latencies" (seconds each).
 Sizes: --model, --vocab, --seq, --emb, --hidden, --layers, --classes, --d-model, --heads, --mask.
@@ -216,10 +218,22 @@ def serve(a):
     step = Step(c, net, dev)
     g = torch.Generator().manual_seed(0)
     n, T = a.batch, a.seq
-    ins = [torch.randint(0, a.vocab, (n * T,), generator=g).to(dev) for _ in range(inputs_count(c))]
-    classes = a.classes if a.model == "rnn" else a.vocab
-    labels = torch.randint(0, classes, (n * T if a.model == "transformer" else n,), generator=g).to(dev)
+    n_labels = n * T if a.model == "transformer" else n
     steps = max(1, -(-a.samples // n))
+    if a.data:  # dlbench's batches: step k is batches[k % len(batches)] (an epoch of `steps`)
+        per = inputs_count(c) * n * T + n_labels
+        raw = np.fromfile(a.data, dtype="<i4").astype(np.int64)
+        if raw.size != a.steps * per:
+            raise SystemExit(f"--data {a.data}: {raw.size} values, expected {a.steps} steps of {per}")
+        batches = []
+        for k in range(a.steps):
+            r = torch.from_numpy(raw[k * per:(k + 1) * per].copy()).to(dev)
+            batches.append(([r[i * n * T:(i + 1) * n * T] for i in range(inputs_count(c))], r[per - n_labels:]))
+    else:
+        ins = [torch.randint(0, a.vocab, (n * T,), generator=g).to(dev) for _ in range(inputs_count(c))]
+        classes = a.classes if a.model == "rnn" else a.vocab
+        batches = [(ins, torch.randint(0, classes, (n_labels,), generator=g).to(dev))]
+    ins = batches[0][0]
 
     def sync():
         if dev.type == "cuda":
@@ -227,9 +241,10 @@ def serve(a):
 
     def train(k):
         total = torch.zeros((), device=dev)
-        for _ in range(k):
+        for j in range(k):
+            x, y = batches[j % len(batches)]
             opt.zero_grad()
-            loss = step.loss(ins, labels, n)
+            loss = step.loss(x, y, n)
             loss.backward()
             opt.step()
             total += loss.detach()
@@ -282,6 +297,8 @@ def main():
                  ("d-model", 128), ("heads", 4), ("batch", 8), ("samples", 256), ("threads", 0)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--data", metavar="FILE")
+    ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--mask", choices=["none", "causal"], default="none")
     a = ap.parse_args()
     if a.parity:

@@ -70,7 +70,7 @@ double Recurrent::forward_flops(Shapes in) const {
 
 cs::RnnShape Recurrent::shape(int k, int n, int T) const {
   cs::RnnShape s;
-  s.cell = cell, s.T = T, s.B = n, s.I = k ? hidden : input, s.H = hidden, s.batch_first = batch_first;
+  s.cell = cell, s.T = T, s.B = n, s.I = k ? hidden : input, s.H = hidden, s.batch_first = batch_first, s.bf16 = bf16;
   return s;
 }
 

@@ -48,6 +48,7 @@ class Recurrent final : public Layer {
   int input, hidden, layers;
   bool batch_first, state;
   RnnImpl impl = RnnImpl::ours;
+  bool bf16 = false;  // ours: the GEMMs in bf16 (RnnShape::bf16), raised by the plan's recurrent_bf16 step for its call
   std::vector<Param> p;  // 4 per layer: weight_ih, weight_hh, bias_ih, bias_hh
 
  private:

@@ -1,11 +1,16 @@
 // Suite seq (bench/seq.cpp): its axes expand into the cases asked for (oneDNN only for the recurrent
 // models, the image models only for op=infer, the peer's beside ours), and its cases run end to end
 // at tiny sizes: a training epoch verified against the fp64 reference, a forward-only latency
-// case with p50 / p99; sizes that do not fit are bad usage. The peer's cases run where torch is
+// case with p50 / p99; sizes that do not fit are bad usage; --dataset text:FILE trains on a file's
+// characters (its alphabet the vocabulary), the peer on the same batches where torch imports
 // (tests/test_seq_parity.cpp checks the peer's arithmetic).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "bench/suite.h"
@@ -50,23 +55,33 @@ TEST(SeqSuite, SizesThatDoNotFitAreBadUsage) {
   EXPECT_THROW(expand(true, {{"vocab", {1}}}), UsageError);
 }
 
+namespace {
+// A case made, set up, verified, run once and annotated (as after a 1 ms timing): its record, with
+// its work's items as "work_items".
+json run_case(const bench::CaseSpec& spec) {
+  SCOPED_TRACE(spec.id.name());
+  auto c = spec.make();
+  c->setup();
+  const auto v = c->verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_GE(c->run(), 0);
+  json r = {{"real_time", 1000.0}};
+  c->annotate(r);
+  r["work_items"] = c->work().items;
+  c->teardown();
+  return r;
+}
+}  // namespace
+
 TEST(SeqSuite, TrainingEpochsRunAndVerify) {
   json over = tiny();
   over["op"] = {"train"};
   for (const auto& spec : expand(true, over)) {
-    SCOPED_TRACE(spec.id.name());
-    auto c = spec.make();
-    c->setup();
-    const auto v = c->verify();
-    EXPECT_TRUE(v.ok) << v.message;
-    EXPECT_GE(c->run(), 0);
+    const json r = run_case(spec);
     const int tokens_per_sample = 4;  // seq
-    EXPECT_EQ(c->work().items, 2 * 2 * tokens_per_sample);  // ceil(4 samples / batch 2) steps of 2
-    json r = {{"real_time", 1000.0}};
-    c->annotate(r);
+    EXPECT_EQ(r.at("work_items"), 2 * 2 * tokens_per_sample);  // ceil(4 samples / batch 2) steps of 2
     EXPECT_TRUE(std::isfinite(r.at("mean_loss").get<double>()));
     EXPECT_GT(r.at("flops").get<double>(), 0);
-    c->teardown();
   }
 }
 
@@ -90,5 +105,93 @@ TEST(SeqSuite, InferenceLatencyOfEveryKindOfModel) {
     EXPECT_LE(r.at("p50_ms").get<double>(), r.at("p99_ms").get<double>());
     EXPECT_GT(c->work().flops, 0);
     c->teardown();
+  }
+}
+
+namespace {
+// A UTF-8 text file in a fresh folder, removed with it.
+struct TextFile {
+  std::filesystem::path dir, path;
+  explicit TextFile(const std::string& text) {
+    dir = std::filesystem::temp_directory_path() / ("dlb-test-seq-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    path = dir / "tiny.txt";
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  ~TextFile() { std::filesystem::remove_all(dir); }
+  std::string spec() const { return "text:" + path.string(); }
+};
+// 6 distinct characters (a b c, space, é, ∑), two of them multi-byte (é: 2 bytes, ∑: 3 bytes).
+const std::string kText = "abc é∑ abc é∑ cab ∑é bca é∑ abc é∑ cab ∑é bca é∑ abc";
+}  // namespace
+
+TEST(SeqSuite, TextDatasetTrainsOnTheFilesCharacters) {
+  TextFile f(kText);
+  json over = tiny();
+  over.erase("vocab");  // the file's alphabet sets it
+  over["op"] = {"train", "infer"};
+  over["impl"] = {"ours"};
+  const bench::Suite& s = *bench::find_suite("seq");
+  bench::SuiteOptions o = s.options(true, over);
+  o.devices = {"cpu"};
+  o.extra["dataset"] = f.spec();
+  const auto cs = s.expand(o);
+  ASSERT_EQ(count(cs, "vocab=6/dataset=text:tiny.txt"), int(cs.size()) - 1);  // all but mlp's infer case
+  for (const auto& spec : cs) {
+    if (spec.id.name().find("mlp") == std::string::npos) {
+      EXPECT_EQ(run_case(spec).at("dataset"), "text:tiny.txt");
+    }
+  }
+  // Several datasets interleave in one run: synthetic (unnamed in the ids) beside the file's.
+  o.extra["dataset"] = "synthetic," + f.spec();
+  const auto both = s.expand(o);
+  EXPECT_EQ(both.size(), 2 * cs.size() - 1);  // mlp's infer case once
+  EXPECT_EQ(count(both, "dataset=text:tiny.txt"), int(cs.size()) - 1);
+  o.extra["dataset"] = f.spec() + "," + f.spec();
+  EXPECT_THROW(s.expand(o), UsageError);
+  o.extra["dataset"] = f.spec();
+  // A vocabulary given must hold the alphabet; a larger one is kept.
+  o.axes["vocab"] = {5}, o.given.push_back("vocab");
+  EXPECT_THROW(s.expand(o), InputError);
+  o.axes["vocab"] = {40};
+  EXPECT_EQ(count(s.expand(o), "vocab=40/dataset=text:tiny.txt"), int(cs.size()) - 1);
+}
+
+TEST(SeqSuite, ThePeerTrainsOnOurTextBatches) {
+  // Where torch imports (DLBENCH_PEER_PYTHON): the peer's epoch runs on the batches we hand it, and
+  // the file is gone after the case. Elsewhere the peer reports itself unavailable: SKIPPED.
+  TextFile f(kText);
+  json over = tiny();
+  over.erase("vocab");
+  over["op"] = {"train"};
+  over["model"] = {"lstm"};
+  over["batch"] = {2};
+  const bench::Suite& s = *bench::find_suite("seq");
+  bench::SuiteOptions o = s.options(true, over);
+  o.devices = {"cpu"};
+  o.extra["dataset"] = f.spec();
+  o.extra["peer"] = "pytorch";
+  for (const auto& spec : s.expand(o)) {
+    if (spec.id.name().find("impl=pytorch") == std::string::npos) continue;
+    auto c = spec.make();
+    try {
+      c->setup();
+    } catch (const Unsupported& e) {
+      GTEST_SKIP() << "no PyTorch peer here: " << e.what();
+    }
+    const auto tmp = std::filesystem::temp_directory_path();
+    auto files = [&] {
+      int n = 0;
+      for (const auto& e : std::filesystem::directory_iterator(tmp))
+        n += e.path().filename().string().rfind("dlb-seq-" + std::to_string(::getpid()) + "-", 0) == 0;
+      return n;
+    };
+    EXPECT_EQ(files(), 1);
+    const auto v = c->verify();
+    EXPECT_TRUE(v.ok) << v.message;
+    json r;
+    c->annotate(r);
+    c->teardown();
+    EXPECT_EQ(files(), 0);
   }
 }

@@ -1,5 +1,5 @@
 // Recurrent layers, tanh RNN and LSTM (see rnn.h): the fp64 reference, the fused cell bodies over the
-// vector width, and the dispatch around OpenBLAS GEMMs.
+// vector width, and the dispatch around OpenBLAS GEMMs (bf16 GEMMs under autocast: RnnShape::bf16).
 #ifndef DLB_ISA_PASS
 #include "kernels/cpu/seq/rnn.h"
 
@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/seq/parallel.h"
 #include "kernels/cpu/simd.h"
@@ -150,11 +153,37 @@ void rnn_backward_ref(const RnnShape& s, const RnnWeightsRef& w, const double* x
 // ---- the fast path ----
 namespace dlb::cpu::seq {
 namespace {
-// C = op(A) op(B) (+ C with beta 1), row-major with leading dimensions.
-void gemm(bool ta, bool tb, long m, long n, long k, const float* a, long lda, const float* b, long ldb, float beta,
-          float* c, long ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.f, a, int(lda), b, int(ldb), beta, c, int(ldc));
+// A [rows x cols] block with leading dimension ld, rounded to bf16 into `out` (leading dimension ld).
+const std::uint16_t* to_bf16(const float* a, long rows, long cols, long ld, std::vector<std::uint16_t>& out) {
+  out.resize(std::size_t(rows - 1) * ld + cols);
+  for (long r = 0; r < rows; ++r) cast_fp32_to_bf16(a + r * ld, out.data() + r * ld, std::size_t(cols));
+  return out.data();
+}
+// The weights of one call rounded to bf16 once (RnnShape::bf16), not once per step.
+struct Bf16Weights {
+  const std::uint16_t *ih = nullptr, *hh = nullptr;
+  Bf16Weights(const RnnShape& s, const RnnWeights& w) {
+    if (!s.bf16) return;
+    thread_local std::vector<std::uint16_t> wih, whh;
+    const long GH = long(s.gates()) * s.H;
+    ih = to_bf16(w.w_ih, GH, s.I, s.I, wih), hh = to_bf16(w.w_hh, GH, s.H, s.H, whh);
+  }
+};
+// C = op(A) op(B) (+ C with beta 1), row-major with leading dimensions: sgemm, or with bf16 (the
+// shape's) bf16_gemm on A and B rounded to bf16 (b16: B's bf16 copy made already, the weights).
+void gemm(bool bf16, bool ta, bool tb, long m, long n, long k, const float* a, long lda, const float* b, long ldb,
+          float beta, float* c, long ldc, const std::uint16_t* b16 = nullptr) {
+  if (!bf16) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                1.f, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    return;
+  }
+  thread_local std::vector<std::uint16_t> a16, b16s;
+  Bf16GemmArgs g;
+  g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.beta = beta, g.c = c;
+  g.a = to_bf16(a, ta ? k : m, ta ? m : k, lda, a16);
+  g.b = b16 ? b16 : to_bf16(b, tb ? n : k, tb ? k : n, ldb, b16s);
+  bf16_gemm(g);
 }
 }  // namespace
 
@@ -177,12 +206,13 @@ void rnn_forward(const RnnShape& s, const RnnWeights& w, const float* x, const f
   if (lstm && c0) std::copy_n(c0, BH, cs);
   else if (lstm) std::fill_n(cs, BH, 0.f);
 
-  gemm(false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH);  // every step's input part at once
+  const Bf16Weights w16(s, w);
+  gemm(s.bf16, false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH, w16.ih);  // every step's input part at once
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_forward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_forward);
   for (int t = 0; t < s.T; ++t) {
     float* const gt = gates + s.row(t, 0) * GH;
-    gemm(false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH);  // += W_hh h_{t-1}
+    gemm(s.bf16, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH, w16.hh);  // += W_hh h_{t-1}
     parallel_rows(B, 3L * GH, [&](long lo, long hi) {
       for (long b = lo; b < hi; ++b) {
         float* const h = hs + (t + 1) * BH + b * H;
@@ -217,6 +247,7 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
   if (dcn && lstm) std::copy_n(dcn, BH, dc);
   else std::fill_n(dc, BH, 0.f);
 
+  const Bf16Weights w16(s, w);
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_backward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_backward);
   for (int t = s.T - 1; t >= 0; --t) {
@@ -230,17 +261,17 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
         else tanh_body(hs + (t + 1) * BH + b * H, dyr, dh + b * H, da + r * GH, H);
       }
     });
-    gemm(false, false, B, H, GH, da + s.row(t, 0) * GH, rs * GH, w.w_hh, H, 0.f, dh, H);  // dh_{t-1} = dA_t W_hh
+    gemm(s.bf16, false, false, B, H, GH, da + s.row(t, 0) * GH, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);  // dh_{t-1} = dA_t W_hh
   }
   if (dh0) std::copy_n(dh, BH, dh0);
   if (dc0 && lstm) std::copy_n(dc, BH, dc0);
-  if (dx) gemm(false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I);
-  if (g.dw_ih) gemm(true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
+  if (dx) gemm(s.bf16, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I, w16.ih);
+  if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
   if (g.dw_hh) {
-    if (!s.batch_first) gemm(true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);  // sum_t dA_t^T h_{t-1}
+    if (!s.batch_first) gemm(s.bf16, true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);  // sum_t dA_t^T h_{t-1}
     else  // per sequence: dA rows b*T.. against h_{t-1} of b, rows B*H apart
       for (int b = 0; b < B; ++b)
-        gemm(true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
+        gemm(s.bf16, true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) {
     float* db = g.db_ih ? g.db_ih : g.db_hh;

@@ -23,6 +23,10 @@ struct RnnShape {
   RnnCell cell = RnnCell::lstm;
   int T = 0, B = 0, I = 0, H = 0;  // steps, batch, input features, hidden features
   bool batch_first = false;        // x, y, dx, dy as [B, T, .]
+  // bf16 autocast (rnn_forward / rnn_backward only): every GEMM reads its operands rounded to bf16
+  // (kernels/cpu/bf16_gemm.h, fp32 sums and output), the weights cast once per call; the gate math,
+  // the cell state c and the hidden state h stay fp32, as PyTorch keeps an RNN's state.
+  bool bf16 = false;
   int gates() const { return cell == RnnCell::lstm ? 4 : 1; }
   long rows() const { return long(T) * B; }
   // x's / y's row of step t, batch b

@@ -1,7 +1,8 @@
 // The recurrent layers (kernels/cpu/seq/rnn.h; oneDNN's in kernels/cpu/onednn/rnn.h): the fp64
 // reference gradchecked by central differences in every input and parameter, the fast fp32 layer
 // (OpenBLAS GEMMs + fused cells) against it at every ISA level the CPU runs, both layouts, with and
-// without h0/c0 and biases, and oneDNN's vanilla_rnn / lstm primitives against the same reference.
+// without h0/c0 and biases, the bf16-GEMM variant (autocast) within bf16's tolerance at every level
+// bf16_gemm has a path for, and oneDNN's vanilla_rnn / lstm primitives against the same reference.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -10,6 +11,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
+#include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/onednn/rnn.h"
 #include "kernels/cpu/seq/rnn.h"
@@ -159,6 +161,32 @@ TEST(SeqRnn, LayoutsAgree) {
 
 TEST(SeqRnn, FastMatchesReferenceAtEveryIsa) {
   for (const Case& c : cases()) each_isa([&] { compare(c, run_ours, default_tolerance(DType::fp32)); });
+}
+
+// RnnShape::bf16: every GEMM on bf16-rounded operands (8 mantissa bits, fp32 sums), the cell in fp32,
+// from x and weights already bf16 (as autocast hands them over): near the fp64 reference, and not
+// fp32's numbers (the bf16 GEMMs ran). h is rounded (2^-9) for every step's GEMM and W_hh amplifies
+// it: the tanh RNN of T 9, H 48 (|W_hh| ~ 2.4, chaotic) ends 2.4e-2 off, every LSTM and shorter case
+// under bf16's 1e-2: 3e-2. At avx512_bf16 bf16_gemm runs oneDNN's vdpbf16ps; below, widen + sgemm.
+TEST(SeqRnn, Bf16GemmsWithinBf16AtEveryIsa) {
+  using cpu::Isa;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
+    if (int(isa) > int(cpu::isa_cap())) continue;
+    cpu::IsaLimit lim(isa);
+    SCOPED_TRACE(cpu::isa_name(isa));
+    for (Case c : cases()) {
+      // the operands autocast hands the layer: x and the weights already bf16 (the plan rounds them)
+      for (auto* v : {&c.x, &c.wih, &c.whh}) cpu::round_through_bf16(v->data(), v->size());
+      const std::size_t ys = std::size_t(c.s.rows()) * std::size_t(c.s.H);
+      std::vector<float> y32(ys), y16(ys), saved;
+      const RnnWeights w{c.wih.data(), c.whh.data(), c.bias ? c.bih.data() : nullptr, c.bias ? c.bhh.data() : nullptr};
+      rnn_forward(c.s, w, c.x.data(), nullptr, nullptr, y32.data(), nullptr, nullptr, saved);
+      c.s.bf16 = true;
+      compare(c, run_ours, 3e-2);
+      rnn_forward(c.s, w, c.x.data(), nullptr, nullptr, y16.data(), nullptr, nullptr, saved);
+      EXPECT_GT(max_rel_err(y16.data(), y32.data(), ys), 0) << c.name();
+    }
+  }
 }
 
 TEST(SeqRnn, ThreadsGiveTheSameBits) {

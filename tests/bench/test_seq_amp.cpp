@@ -1,0 +1,92 @@
+// Suite amp on the sequence models (bench/amp.cpp): rnn, lstm and transformer train under bf16
+// autocast beside fp32, checked in lockstep against fp32 over a few steps (the loss within bf16's
+// tolerance, every gradient tensor within the half types' relative L2), at every ISA level this CPU
+// runs (native bf16 compute where it has avx512_bf16, emulated below); throughput in tokens/s; the
+// plan runs the recurrent layers' GEMMs in bf16 where the CPU computes it, oneDNN's RNN impl and the
+// emulated path as plain layers; on a GPU the sequence models are not run yet and say so.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "bench/suite.h"
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+#include "kernels/cpu/isa.h"
+#include "models/plan.h"
+#include "models/seq_zoo.h"
+
+using namespace dlb;
+using bench::json;
+
+namespace {
+std::vector<bench::CaseSpec> expand(const std::vector<std::string>& devices, const std::string& model) {
+  const bench::Suite& s = *bench::find_suite("amp");
+  bench::SuiteOptions o = s.options(true, {{"model", {model}}, {"batch", {2}}, {"dtype", {"fp32", "bf16"}},
+                                           {"parity_steps", {3}}, {"size", json::array()}});
+  o.devices = devices;
+  return s.expand(o);
+}
+}  // namespace
+
+TEST(SeqAmp, Bf16TrainsInLockstepWithFp32AtEveryIsaLevel) {
+  using cpu::Isa;
+  for (const char* model : {"rnn", "lstm", "transformer"})
+    for (Isa isa : {Isa::avx2, Isa::avx512_bf16}) {
+      if (int(isa) > int(cpu::isa_cap())) continue;
+      cpu::IsaLimit lim(isa);
+      const auto cs = expand({"cpu"}, model);
+      ASSERT_EQ(cs.size(), 2u);  // fp32, bf16
+      for (const auto& spec : cs) {
+        SCOPED_TRACE(spec.id.name() + " isa " + cpu::isa_name(isa));
+        auto c = spec.make();
+        c->setup();
+        const auto v = c->verify();
+        EXPECT_TRUE(v.ok) << v.message;
+        c->run();
+        EXPECT_EQ(c->metric(), bench::Metric::tokens_per_s);
+        EXPECT_EQ(c->work().items, 2 * 32);  // batch 2 x the default sequence of 32
+        json e;
+        c->annotate(e);
+        EXPECT_EQ(e.at("parity_steps"), 3);
+        EXPECT_LE(e.at("parity_grad_rel_err").get<double>(), kHalfGradientL2Tolerance);
+        if (spec.id.dtype == "bf16") {
+          EXPECT_GT(e.at("parity_grad_rel_err").get<double>(), 0);  // bf16 rounded something
+          if (isa == Isa::avx2) {
+            EXPECT_EQ(e.at("bf16_compute"), "emulated");
+          }
+        }
+        c->teardown();
+      }
+    }
+}
+
+TEST(SeqAmp, TheGpuTrainerDoesNotRunThemYetAndSaysSo) {
+  const auto cs = expand({"cuda:0"}, "lstm");
+  ASSERT_GE(cs.size(), 2u);  // fp32, bf16 (and our bf16 cast kernel's case where CUDA is built)
+  ASSERT_EQ(cs[0].id.op, "train");
+  auto c = cs[0].make();
+  try {
+    c->setup();
+    FAIL() << "a GPU sequence-model case ran";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence model lstm"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SeqAmp, ThePlanRunsRecurrentGemmsInBf16WhereTheCpuComputesIt) {
+  auto kinds = [](models::RnnImpl impl) {
+    models::SeqConfig c = models::SeqConfig::defaults("lstm");
+    c.impl = impl;
+    const auto m = models::make_seq_model(c);
+    std::string s;
+    for (const auto& st : models::make_plan(*m, 2, DType::bf16).steps) s += std::string(models::step_kind_name(st.kind)) + " ";
+    return s;
+  };
+  {
+    cpu::IsaLimit lim(cpu::Isa::avx2);  // emulated: the layer as it is, its operands rounded by the plan
+    EXPECT_EQ(kinds(models::RnnImpl::ours).find("recurrent_bf16"), std::string::npos);
+  }
+  if (!models::bf16_compute_native()) GTEST_SKIP() << "this CPU does not compute bf16 (no avx512_bf16 or no oneDNN)";
+  EXPECT_EQ(kinds(models::RnnImpl::ours), "layer recurrent_bf16 layer linear_bf16 ");  // embedding, lstm, select, fc
+  EXPECT_EQ(kinds(models::RnnImpl::onednn).find("recurrent_bf16"), std::string::npos);
+}
