@@ -166,6 +166,7 @@ class OursInferCase final : public Case {
     try {
       model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.len());
       dec_ = std::make_unique<models::Gpt2Decoder>(*model_, c, p_.len());
+      cache_bytes_ = dec_->cache_bytes();
     } catch (const std::bad_alloc&) {
       throw OutOfMemory("gpt2 " + p_.config);
     }
@@ -200,6 +201,7 @@ class OursInferCase final : public Case {
     return lat_.back();
   }
   bool manual_time() const override { return true; }  // each call's own time (decode: not the refill)
+  long iterations() const override { return p_.phase == "decode" ? kDecodeSteps : 0; }  // p99 over many tokens
   Work work() const override { return {0, 0, p_.phase == "prefill" ? double(p_.T) : 1.0}; }
   Metric metric() const override { return Metric::tokens_per_s; }
   void annotate(json& r) const override {
@@ -207,10 +209,7 @@ class OursInferCase final : public Case {
     r["cache_bytes"] = cache_bytes_;
     r["context"] = p_.phase == "prefill" ? std::to_string(p_.T) : std::to_string(p_.T) + ".." + std::to_string(p_.len() - 1);
   }
-  void teardown() override {
-    cache_bytes_ = dec_ ? dec_->cache_bytes() : 0;
-    dec_.reset(), model_.reset();
-  }
+  void teardown() override { dec_.reset(), model_.reset(); }
 
  private:
   InferPoint p_;
@@ -246,6 +245,7 @@ class PeerInferCase final : public Case {
   }
   double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
   bool manual_time() const override { return true; }
+  long iterations() const override { return p_.phase == "decode" ? kDecodeSteps : 0; }
   Work work() const override { return {0, 0, p_.phase == "prefill" ? double(p_.T) : 1.0}; }
   Metric metric() const override { return Metric::tokens_per_s; }
   void annotate(json& r) const override {
@@ -424,9 +424,12 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
                     fmt(1e3 * r.value("tokens_per_iteration", 0.0) / tps, "%.0f"), mb(r, "activation_bytes"),
                     r.value("host_peak_rss_scope", "") == "case" ? mb(r, "host_peak_rss_bytes") : "-"});
   }
-  out << "\n### gpt2: training step throughput (AdamW, fp32)\n\n";
-  if (rows.size() == 1) out << "(no gpt2 training case finished)\n";
-  else print_markdown(out, rows, true);
+  const bool trained = std::any_of(records.begin(), records.end(), [](const json& r) { return r.value("op", "") == "train"; });
+  if (trained || rows.size() > 1) {
+    out << "\n### gpt2: training step throughput (AdamW, fp32)\n\n";
+    if (rows.size() == 1) out << "(no gpt2 training case finished)\n";
+    else print_markdown(out, rows, true);
+  }
   summarize_infer(records, out);
 }
 
