@@ -5,18 +5,27 @@
 //   cpu   impl=flash (ours, fused, fp32), impl=unfused (OpenBLAS GEMMs + P materialized)
 //   cuda  one case per row of cuda::seq::flash_kernels() (flash fp32 / bf16 on the FP32 pipes,
 //         flash_tc bf16 on the tensor cores), impl=unfused (cuBLAS, fp32)
+//   --peer pytorch: impl=pytorch_sdpa, F.scaled_dot_product_attention (its FlashAttention backend
+//         where torch takes it) on our very inputs, its output checked as ours (fp32; bf16 on the GPU)
 // Names: attention/<pass>/<device>/<dtype>/impl=<impl>/causal=<bool>/seq=<T>/head_dim=<D>/batch=<B>;
 // `pass` (the op) is forward or backward: a backward case times backward alone (its forward ran in
 // setup). FLOPs: forward 4 B H T^2 D (half with causal), backward 2.5x forward (FlashAttention-2's
 // count: 5 GEMMs against forward's 2) for every impl, so TFLOP/s compare as times do. Every case is
 // checked before it is timed: O (and dQ, dK, dV) against fp64 on sampled heads and rows
 // (kernels/cpu/seq/attention_check.h), bf16 cases against the reference of their rounded inputs.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/suite.h"
 #include "bench/gpu_timing.h"
+#include "bench/peer.h"
+#include "bench/suite.h"
+#include "bench/training_cases.h"
 #include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/seq/attention.h"
 #include "kernels/cpu/seq/attention_check.h"
@@ -230,8 +239,68 @@ class GpuAttn final : public Case {
 };
 #endif
 
+// ---------------------------------------------------------------- the PyTorch peer
+namespace fs = std::filesystem;
+
+void write_f32(const fs::path& f, const std::vector<float>& x) {
+  std::ofstream out(f, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(x.data()), std::streamsize(x.size() * sizeof(float)));
+  if (!out) throw std::runtime_error("attention peer: cannot write " + f.string());
+}
+void read_f32(const fs::path& f, std::vector<float>& x) {
+  std::ifstream in(f, std::ios::binary);
+  if (!in || fs::file_size(f) != x.size() * sizeof(float))
+    throw std::runtime_error("attention peer: " + f.string() + " missing or not " + std::to_string(x.size()) + " floats");
+  in.read(reinterpret_cast<char*>(x.data()), std::streamsize(x.size() * sizeof(float)));
+}
+
+// The peer's case at one point: our seeded inputs written to a folder it reads, its outputs read back
+// and checked against fp64 as our kernels' are. Calls per repetition: ~0.25 s at 20 GFLOP/s (CPU) or
+// 20 TFLOP/s (GPU), 1..1000, so one repetition is long enough to time and short enough to interleave.
+void add_sdpa_peer(std::vector<CaseSpec>& cases, const CaseId& id, const std::string& dev, const Shape& sh, bool bwd,
+                   DType t, int reps) {
+  const double flops = sh.attn().flops_forward() * (bwd ? 2.5 : 1.0);
+  const int calls = int(std::clamp((is_gpu(dev) ? 20e12 : 20e9) * 0.25 / flops, 1.0, 1000.0));
+  const fs::path dir = fs::temp_directory_path() /
+                       ("dlb-attn-" + std::to_string(::getpid()) + "-" + dev + "-" + dtype_name(t) + (bwd ? "-bwd" : "-fwd") +
+                        (sh.causal ? "-causal" : "-full") + "-" + std::to_string(sh.T) + "x" + std::to_string(sh.D));
+  auto host = std::make_shared<Host>();
+  PeerSpec p;
+  p.script = "pytorch_attention.py";
+  p.args = {"--dir", dir.string(), "--batch", std::to_string(sh.B), "--heads", std::to_string(sh.H), "--seq",
+            std::to_string(sh.T), "--head-dim", std::to_string(sh.D), "--causal", sh.causal ? "1" : "0", "--pass",
+            bwd ? "backward" : "forward", "--device", dev, "--dtype", dtype_name(t), "--calls", std::to_string(calls)};
+  p.request = "calls";
+  p.work = {flops * calls, 0, 0};
+  p.metric = Metric::gflops;
+  annotate_shape(p.keys, sh, flops, t == DType::bf16 ? 2 : 4, bwd);
+  p.keys["calls"] = calls;
+  p.prepare = [=](PeerSpec&) {
+    host->fill(sh, t == DType::bf16);
+    fs::create_directories(dir);
+    for (const auto& [name, x] : {std::pair{"q.bin", &host->q}, {"k.bin", &host->k}, {"v.bin", &host->v}, {"g.bin", &host->g}})
+      write_f32(dir / name, *x);
+  };
+  p.check = [=] {
+    read_f32(dir / "o.bin", host->o);
+    if (bwd)
+      for (const auto& [name, x] : {std::pair{"dq.bin", &host->dq}, {"dk.bin", &host->dk}, {"dv.bin", &host->dv}})
+        read_f32(dir / name, *x);
+    return host->check(sh, bwd, t);
+  };
+  p.cleanup = [=] {
+    host->clear();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  };
+  add_peer(cases, id, p, reps);
+}
+
 std::vector<CaseSpec> expand(const SuiteOptions& o) {
   std::vector<CaseSpec> cases;
+  const bool peer = o.extra.value("peer", "") == "pytorch";
+  if (peer) peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage, before any case runs
+  const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
   const auto causals = axis_strings(o, "causal");
   const auto passes = axis_strings(o, "pass");
   const auto dims = axis_ints(o, "head_dim");
@@ -254,8 +323,12 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
             if (!gpu) {
               for (const auto& algo : cs::attention_algos())
                 cases.push_back({id("fp32", algo.name), [=] { return std::make_unique<CpuAttn>(sh, algo.name, bwd); }});
+              if (peer) add_sdpa_peer(cases, id("fp32", "pytorch_sdpa"), dev, sh, bwd, DType::fp32, peer_reps);
               continue;
             }
+            if (peer)
+              for (DType t : {DType::fp32, DType::bf16})
+                add_sdpa_peer(cases, id(dtype_name(t), "pytorch_sdpa"), dev, sh, bwd, t, peer_reps);
 #ifdef DLB_HAVE_CUDA
             const int g = gpu_index(dev);
             const auto& rows = cuda::seq::flash_kernels();
@@ -274,8 +347,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
 }  // namespace
 
 DLB_SUITE(attention)
-    .about("Attention forward and backward, causal and full: ours fused (flash, flash_tc) against unfused; axes tokens, "
-           "seq, head_dim, width (CPU; gpu_seq, gpu_tokens, gpu_width on the GPU), causal, pass")
+    .about("Attention forward and backward, causal and full: ours fused (flash, flash_tc) against unfused and, with "
+           "--peer pytorch, torch's scaled_dot_product_attention; axes tokens, seq, head_dim, width (CPU; gpu_seq, "
+           "gpu_tokens, gpu_width on the GPU), causal, pass")
     .axis("pass", {"forward", "backward"})
     .axis("causal", {"true", "false"})
     .axis("head_dim", {64, 128}, {64})
@@ -285,6 +359,11 @@ DLB_SUITE(attention)
     .axis("gpu_seq", {512, 1024, 2048, 4096, 8192}, {256})
     .axis("gpu_tokens", {16384}, {512})
     .axis("gpu_width", {2048}, {128})
+    .takes({flag::peer(),
+            FlagSpec{"--pass", "forward, backward or both", "pass", true, FlagSpec::Parse::words, 0, {"forward", "backward"}},
+            FlagSpec{"--causal", "true, false or both", "causal", true, FlagSpec::Parse::words, 0, {"true", "false"}},
+            FlagSpec{"--seq-len", "sequence lengths (CPU; gpu_seq on the GPU)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
+            FlagSpec{"--head-dim", "head dimensions", "head_dim", true, FlagSpec::Parse::ints, 256}})
     .cases(expand);
 
 }  // namespace dlb::bench

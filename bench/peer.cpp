@@ -107,6 +107,8 @@ void PeerChild::annotate(json& r) const {
   r["torch_threads"] = ready.value("threads", 0);
   // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
   if (ready.contains("math") && ready.at("math").is_object() && !ready.at("math").empty()) r["torch_math"] = ready.at("math");
+  // What the peer itself wants on its records (e.g. the attention peer's "sdpa_backend").
+  if (ready.contains("keys") && ready.at("keys").is_object()) r.update(ready.at("keys"));
 }
 
 // The peer's next JSON line holding `key`. When it ends instead: Interrupted after a signal,

@@ -34,7 +34,8 @@ class PeerChild {
   PeerChild(const std::string& script_file, std::vector<std::string> args);
   // Sends `line`, returns the peer's next record holding `key` (other lines are passed over).
   nlohmann::json request(const std::string& line, const char* key);
-  // peer, torch_version, peer_python, torch_threads and torch_math (a GPU's TF32 and cuDNN settings).
+  // peer, torch_version, peer_python, torch_threads and torch_math (a GPU's TF32 and cuDNN settings),
+  // and the keys its ready line lists under "keys".
   void annotate(nlohmann::json& r) const;
   double cpu_seconds = 0;  // the peer's own CPU time so far (all its threads), from its last record
   nlohmann::json ready;    // its first record

@@ -287,7 +287,8 @@ class PeerCase final : public Case {
     peer_ = std::make_unique<PeerChild>(spec_.script, args);
   }
   CheckResult verify() override {
-    run();  // one untimed repetition: the peer runs and its loss is finite
+    run();  // one untimed repetition: the peer runs and its loss is finite (or its output checks)
+    if (spec_.check) return spec_.check();
     return judge(std::isfinite(loss_) ? 0.0 : 1.0, 0.5, "peer loss not finite");
   }
   double run() override {

@@ -55,6 +55,9 @@ struct PeerSpec {
   json keys = json::object();     // added to its records
   std::function<void(PeerSpec&)> prepare;  // run first in setup(): write the files it reads, adjust args/work
   std::function<void()> cleanup;  // run in teardown() (remove them)
+  // verify(), after one untimed repetition: the peer's output against a reference (the files it
+  // wrote). Without it verify() asks only that the peer ran and its loss is finite.
+  std::function<CheckResult()> check;
 };
 void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions);
 

@@ -78,8 +78,8 @@ void Optimizer::update(float* value, const float* grad, float* s1, float* s2, st
     cpu::sgd_momentum_step(value, grad, s1, n, cfg_.lr, cfg_.momentum, t_ == 1);
   else if (cfg_.kind == "adamw")
     cpu::seq::adamw_step(value, grad, s1, s2, n, {cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay}, t_);
-  else
-    cpu::adam_step(value, grad, s1, s2, n, cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, t_);
+  else  // Adam is AdamW without the decay (p * 1 is exact): the one vectorized kernel for both
+    cpu::seq::adamw_step(value, grad, s1, s2, n, {cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, 0.f}, t_);
 }
 
 void Optimizer::step() {

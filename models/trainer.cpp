@@ -196,13 +196,15 @@ class CpuTrainer final : public Trainer {
 
   std::string describe() const override {
     const int t = cpu::kernel_threads();
-    if (t == 1) return "cpu (1 thread, OpenBLAS " + std::to_string(openblas_get_num_threads()) + " threads)";
+    if (t == 1) return "cpu (1 thread, OpenBLAS included)";
     return "cpu (" + std::to_string(t) + " threads: batch split, single-threaded OpenBLAS; batches <= " +
            std::to_string(ReplicaStep::kMaxBatch) + ": a model replica per thread)";
   }
 
  private:
-  static int blas_threads() { return cpu::kernel_threads() > 1 ? 1 : openblas_get_num_threads(); }
+  // OpenBLAS inside a step runs on the calling thread: with several kernel threads our pool splits
+  // the work; with one (DLB_CPU_THREADS=1) a second OpenBLAS thread would break the one-thread promise.
+  static int blas_threads() { return 1; }
 
   Model& m_;
   Optimizer opt_;

@@ -36,6 +36,16 @@ DLB_HD Philox4 philox_block(std::uint64_t seed, std::uint64_t block) {
                        std::uint32_t(seed >> 32));
 }
 
+// Dropout's element -> word map: element e of a stream is word k of block b with
+//   e = 64 g + 16 k + j,  b = 16 g + j   (g = e / 64, k = (e % 64) / 16, j = e % 16):
+// the 64 elements of group g take the 4 words of its 16 blocks word-major, so 16 blocks drawn side by
+// side in vector lanes (one zmm of counters) give 4 vectors of 16 consecutive elements without a
+// shuffle; on the GPU a thread's 4 words land 16 apart, a half-warp's coalesced.
+constexpr int kPhiloxGroup = 64;  // elements a group; its blocks: kPhiloxGroup / 4
+DLB_HD std::uint32_t philox_element(std::uint64_t seed, std::uint64_t e) {
+  return philox_block(seed, e / 64 * 16 + e % 16).v[(e % 64) / 16];
+}
+
 // A word's uniform in [0, 1): its top 24 bits times 2^-24 (exact in fp32, so every backend agrees).
 DLB_HD float philox_uniform(std::uint32_t w) { return float(w >> 8) * (1.0f / 16777216.0f); }
 

@@ -619,17 +619,4 @@ void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, floa
   });
 }
 
-void adam_step(float* p, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,
-               long step) {
-  // PyTorch's (non-fused) formula: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
-  const float bc1 = 1.f - std::pow(b1, static_cast<float>(step));
-  const float bc2s = std::sqrt(1.f - std::pow(b2, static_cast<float>(step)));
-  const float step_size = lr / bc1;
-  for (std::size_t i = 0; i < n; ++i) {
-    m[i] = b1 * m[i] + (1.f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2s + eps);
-  }
-}
-
 }  // namespace dlb::cpu

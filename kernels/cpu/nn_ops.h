@@ -77,8 +77,6 @@ void weighted_sum(float* out, const float* const* parts, const float* w, int npa
 // SGD with momentum, PyTorch semantics: buf = momentum * buf + g (buf = g on the first step);
 // p -= lr * buf.
 void sgd_momentum_step(float* p, const float* g, float* buf, std::size_t n, float lr, float momentum, bool first);
-// Adam (PyTorch defaults b1 0.9, b2 0.999, eps 1e-8, no weight decay); `step` counts from 1.
-void adam_step(float* p, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,
-               long step);
+// Adam: kernels/cpu/seq/adamw.h with weight_decay 0.
 
 }  // namespace dlb::cpu

@@ -8,10 +8,11 @@
 // struct Scalar (1 float, plain C++) has the same operations, so a body also compiles for the
 // scalar ISA level. Beyond the FMA core: arithmetic, compare + select, masked tails (load_n /
 // store_n), horizontal sums and maxima, and ldexp; kernels/cpu/seq/vmath.inc builds exp, tanh and
-// sigmoid on them, once over V.
+// sigmoid on them, once over V. And a few 32-bit integer lane operations (ivec) for Philox.
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -46,6 +47,16 @@ struct Scalar {
   }
   static inline float reduce_add(vec v) { return v; }
   static inline float reduce_max(vec v) { return v; }
+  // 32-bit unsigned lanes (the Philox generator, kernels/cpu/seq/dropout.cpp)
+  using ivec = std::uint32_t;
+  static inline ivec iset1(std::uint32_t x) { return x; }
+  static inline ivec iota(std::uint32_t base) { return base; }  // lanes base, base + 1, ...
+  static inline ivec ixor(ivec a, ivec b) { return a ^ b; }
+  static inline void mulhilo(ivec a, std::uint32_t m, ivec& hi, ivec& lo) {  // a * m, 64-bit, split
+    const std::uint64_t r = std::uint64_t(a) * m;
+    hi = std::uint32_t(r >> 32), lo = std::uint32_t(r);
+  }
+  static inline vec uniform(ivec w) { return float(w >> 8) * (1.0f / 16777216.0f); }  // philox_uniform
 };
 
 }  // namespace dlb::cpu::simd
@@ -103,6 +114,22 @@ struct Avx2 {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
+  using ivec = __m256i;
+  DLB_SIMD_AVX2 ivec iset1(std::uint32_t x) { return _mm256_set1_epi32(int(x)); }
+  DLB_SIMD_AVX2 ivec iota(std::uint32_t base) {
+    return _mm256_add_epi32(_mm256_set1_epi32(int(base)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  DLB_SIMD_AVX2 ivec ixor(ivec a, ivec b) { return _mm256_xor_si256(a, b); }
+  // vpmuludq multiplies the even lanes (32 x 32 -> 64): once as they are, once shifted down.
+  DLB_SIMD_AVX2 void mulhilo(ivec a, std::uint32_t m, ivec& hi, ivec& lo) {
+    const __m256i mv = _mm256_set1_epi32(int(m));
+    const __m256i even = _mm256_mul_epu32(a, mv), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mv);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  }
+  DLB_SIMD_AVX2 vec uniform(ivec w) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)), _mm256_set1_ps(1.0f / 16777216.0f));
+  }
 };
 
 struct Avx512 {
@@ -134,6 +161,22 @@ struct Avx512 {
   DLB_SIMD_AVX512 void store_n(float* p, vec v, int n) { _mm512_mask_storeu_ps(p, lanes_below(n), v); }
   DLB_SIMD_AVX512 float reduce_add(vec v) { return _mm512_reduce_add_ps(v); }
   DLB_SIMD_AVX512 float reduce_max(vec v) { return _mm512_reduce_max_ps(v); }
+  using ivec = __m512i;
+  DLB_SIMD_AVX512 ivec iset1(std::uint32_t x) { return _mm512_set1_epi32(int(x)); }
+  DLB_SIMD_AVX512 ivec iota(std::uint32_t base) {
+    return _mm512_add_epi32(_mm512_set1_epi32(int(base)),
+                            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  }
+  DLB_SIMD_AVX512 ivec ixor(ivec a, ivec b) { return _mm512_xor_si512(a, b); }
+  DLB_SIMD_AVX512 void mulhilo(ivec a, std::uint32_t m, ivec& hi, ivec& lo) {  // as Avx2's
+    const __m512i mv = _mm512_set1_epi32(int(m));
+    const __m512i even = _mm512_mul_epu32(a, mv), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  }
+  DLB_SIMD_AVX512 vec uniform(ivec w) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), _mm512_set1_ps(1.0f / 16777216.0f));
+  }
 };
 
 #undef DLB_SIMD_AVX2

@@ -177,6 +177,11 @@ Pool& pool() {
 
 }  // namespace
 
+void hold_library_threads() {
+  if (const char* e = std::getenv("DLB_CPU_THREADS"); !e || !*e) return;
+  if (openblas_get_num_threads() > all_threads()) openblas_set_num_threads(all_threads());
+}
+
 void start_kernel_threads() {
   if (all_threads() > 1) pool();
 }

@@ -17,6 +17,11 @@ namespace dlb::cpu {
 // or DLB_CPU_THREADS when set (1 = everything on the calling thread). Read once.
 int kernel_threads();
 
+// DLB_CPU_THREADS=N holds OpenBLAS's own team to N as well (oneDNN's OpenMP team is held per calling
+// thread, kernels/cpu/onednn/): a run asked to compute on one thread computes on one, libraries
+// included. Called once at start by the CLI; a no-op without DLB_CPU_THREADS.
+void hold_library_threads();
+
 // Starts the pool's workers now if they are not running (they start at the first parallel_tasks
 // otherwise): each maps its stack and malloc arena at once, so what is left of an address-space
 // limit can be measured after it (gemm.h: openblas_reserve_buffers).

@@ -431,7 +431,7 @@ bool reads_nchw16c_dy(const Conv2dShape& sh, bool bias, bool dx) {
 
 // oneDNN's team size is the calling thread's OpenMP nthreads ICV: 1 in every thread that runs our
 // tasks, so no OpenMP worker spins next to our pool (kernels/cpu/threads.h). With
-// DLB_CPU_THREADS=1 the call stays on the calling thread and oneDNN uses its own OpenMP threads.
+// DLB_CPU_THREADS=1 the call stays on the calling thread, and oneDNN's team is that one thread too.
 void one_omp_thread() {
   thread_local bool done = false;
   if (!done) omp_set_num_threads(1), done = true;
@@ -457,7 +457,10 @@ void run_part(F& fn, long lo, long hi, int t) {
 
 template <class F>
 void split(long n, F&& fn, long chunk = 1L << 30) {
-  if (kernel_threads() <= 1) return run_part(fn, 0L, n, 0);  // oneDNN on its own OpenMP team
+  if (kernel_threads() <= 1) {  // one thread asked for: oneDNN's team is the calling thread too
+    one_omp_thread();
+    return run_part(fn, 0L, n, 0);
+  }
   const int tasks = task_count(n, chunk);
   parallel_tasks(tasks, [&](int t) {
     one_omp_thread();

@@ -34,15 +34,17 @@ __global__ void gelu_k(const T* x, const T* dy, T* out, std::size_t n) {
   }
 }
 
-// Thread b handles stream elements [4 b, 4 b + 4) that fall in [offset, offset + n).
+// Thread b draws block first_block + b: its 4 words are elements 64 g + 16 k + j (philox_element's
+// map, g = block / 16, j = block % 16) that fall in [offset, offset + n).
 template <class T>
 __global__ void dropout_k(const T* x, T* y, std::uint8_t* mask, std::size_t n, float p, float scale,
                           std::uint64_t seed, std::uint64_t offset, std::uint64_t first_block, std::uint64_t blocks) {
   for (std::uint64_t b = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; b < blocks;
        b += std::uint64_t(blockDim.x) * gridDim.x) {
-    const Philox4 r = philox_block(seed, first_block + b);
+    const std::uint64_t blk = first_block + b;
+    const Philox4 r = philox_block(seed, blk);
     for (int k = 0; k < 4; ++k) {
-      const std::uint64_t e = (first_block + b) * 4 + k;
+      const std::uint64_t e = blk / 16 * 64 + 16 * std::uint64_t(k) + blk % 16;
       if (e < offset || e >= offset + n) continue;
       const std::size_t i = e - offset;
       const bool keep = !(philox_uniform(r.v[k]) < p);
@@ -66,7 +68,7 @@ template <class T>
 void dropout_launch(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                     std::uint64_t offset, cudaStream_t s) {
   if (n == 0) return;
-  const std::uint64_t first = offset / 4, blocks = (offset + n + 3) / 4 - first;
+  const std::uint64_t first = offset / 64 * 16, blocks = (offset + n + 63) / 64 * 16 - first;  // whole groups
   dropout_k<T><<<grid_for(blocks), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), mask, n, p,
                                                      p < 1.f ? 1.f / (1.f - p) : 0.f, seed, offset, first, blocks);
 }

@@ -19,7 +19,7 @@ void gelu_forward(const void* x, void* y, std::size_t n, DType t, cudaStream_t s
 void gelu_backward(const void* x, const void* dy, void* dx, std::size_t n, DType t, cudaStream_t s);
 
 // As cpu::seq::dropout_forward / _backward: element i of (seed, offset) dropped iff
-// philox_uniform(word offset + i) < p; mask may be null.
+// philox_uniform(philox_element(seed, offset + i)) < p; mask may be null.
 void dropout_forward(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                      std::uint64_t offset, DType t, cudaStream_t s);
 void dropout_backward(const void* dy, void* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
