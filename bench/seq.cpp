@@ -117,7 +117,8 @@ class SeqTrainCase final : public Case {
   }
   long iterations() const override { return 1; }
   int repetitions() const override { return quick_ ? 2 : 0; }
-  Work work() const override { return {0, 0, double(tokens())}; }
+  // FLOPs: the model's napkin count of a training step (forward + both backwards), for % of peak.
+  Work work() const override { return {model_ ? model_->train_flops(batch_) * steps() : 0, 0, double(tokens())}; }
   Metric metric() const override { return Metric::tokens_per_s; }
   void annotate(json& r) const override {
     r["model_params"] = model_->num_params();

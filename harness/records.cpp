@@ -141,7 +141,12 @@ void add_throughput(json& e, double seconds, double flops, double bytes, double 
   e[metric] = v;
   if (const MetricInfo* m = metric_info(metric)) e[m->counter] = v * m->per_second;
   if (flops > 0 && metric != "gflops") e["gflops"] = flops / seconds * 1e-9;
-  if (peak > 0) e["pct_of_peak"] = 100.0 * v / peak;
+  const double rate = peak_metric(metric, flops) == metric ? v : flops / seconds * 1e-9;
+  if (peak > 0) e["pct_of_peak"] = 100.0 * rate / peak;
+}
+
+std::string peak_metric(const std::string& metric, double flops) {
+  return metric != "gb_per_s" && flops > 0 ? "gflops" : metric;
 }
 
 EnergyMark energy_mark(const std::string& device) {
@@ -239,7 +244,7 @@ json run_entry(const json& base, const std::string& fn, const Run& r, double for
     // Out of memory in a timed run (the timer passes OutOfMemory's message on): marked as in setup.
     if (r.error_message.rfind("out of memory", 0) == 0) e["error"] = "out of memory", e["verified"] = false;
   } else {
-    add_throughput(e, e["real_time"].get<double>() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+    add_throughput(e, e["real_time"].get<double>() * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, peak_metric(metric, w.flops), peaks));
     note_peak_clock(e);
   }
   c.annotate(e);
@@ -298,7 +303,7 @@ std::vector<json> aggregate_entries(const json& base, const std::string& fn, con
       }
     if (rt_lo <= rt_hi) e["core_round_trip_ns_range"] = {rt_lo, rt_hi};
     if (k < 2) {
-      add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, metric, peaks));
+      add_throughput(e, real[k] * 1e-6, w.flops, w.bytes, w.items, metric, peak_for(e, peak_metric(metric, w.flops), peaks));
       note_peak_clock(e);
     }
     c.annotate(e);

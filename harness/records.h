@@ -31,9 +31,12 @@ const MetricInfo* metric_info(const std::string& key);         // nullptr: not a
 const MetricInfo* entry_metric(const nlohmann::json& entry);    // the headline metric it carries, or nullptr
 
 // Adds the entry's throughput key (gflops, gb_per_s or imgs_per_s) and its counter for an iteration
-// of `seconds` doing the given work, and pct_of_peak when `peak` (same unit as the metric) is known (> 0).
+// of `seconds` doing the given work, and pct_of_peak when `peak` (in peak_metric's unit) is known (> 0).
 void add_throughput(nlohmann::json& entry, double seconds, double flops, double bytes, double items,
                     const std::string& metric, double peak);
+// The unit pct_of_peak compares in: the metric's own, or GFLOP/s for an images/s or tokens/s case that
+// counts its FLOPs (a training step's napkin math), so a training row has a % of the FMA peak too.
+std::string peak_metric(const std::string& metric, double flops);
 
 // This run's ceilings: CPU peaks are measured (kernels/cpu/peak.h), GPU ones come from properties.
 struct Peaks {
