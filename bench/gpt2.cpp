@@ -8,10 +8,18 @@
 // Ours is verified before timing: the fp32 loss of one sequence against the model's fp64 reference;
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
 // The GPU has no gpt2 of ours yet (the CUDA trainer refuses its layers): those cases are unsupported.
+// --checkpoint-activations off,on (axis ckpt): ours recomputes each block in backward (models/gpt2.h);
+// its records carry activation_bytes (the executor's values and gradients) beside the harness's peak RSS.
+// op=infer (--op infer): batch 1 with a K/V cache (models/gpt2_decode.h), phase=prefill (the seq-token
+// prompt in one pass, tokens/s) and phase=decode (one token per call at contexts seq .. seq + 63,
+// p50/p99 ms per token), ours against the peer's own cache (eval, no_grad). Ours verified first: every
+// prefilled and decoded position's logits against the full forward's; the peer checks its cache the
+// same way against its own full forward. Names: gpt2/infer/<device>/fp32/config/impl/phase/seq.
 // --profile records one step of ours layer by layer (bench/profile.h).
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,14 +27,18 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "bench/latency.h"
 #include "bench/markdown.h"
+#include "bench/peer.h"
 #include "bench/suite.h"
 #include "bench/training_cases.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "models/gpt2.h"
+#include "models/gpt2_decode.h"
 
 namespace dlb::bench {
 
@@ -38,7 +50,11 @@ using models::Gpt2Config;
 struct Point {
   std::string config;
   int B, T;
+  bool ckpt = false;  // --checkpoint-activations
 };
+
+// Decode steps per prefilled prompt (op=infer): the cache then holds seq + kDecodeSteps positions.
+constexpr int kDecodeSteps = 64;
 
 Gpt2Config config_of(const Point& p) {
   Gpt2Config c = models::gpt2_config(p.config);
@@ -66,6 +82,7 @@ class OursCase final : public Case {
     const Gpt2Config c = config_of(p_);
     try {
       model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.T);
+      model_->set_checkpointing(p_.ckpt);
       drop_reference();
       opt_ = std::make_unique<models::Optimizer>(models::gpt2_optimizer(), model_->params());
     } catch (const std::bad_alloc&) {
@@ -93,6 +110,7 @@ class OursCase final : public Case {
     model_->zero_grad();
     loss_ = model_->forward_backward(batches_->next());
     opt_->step();
+    act_bytes_ = model_->activation_bytes();
     return 0;
   }
   // --profile: one more step on the next batch, region by region (each layer's forward and backward,
@@ -133,6 +151,7 @@ class OursCase final : public Case {
   void annotate(json& r) const override {
     annotate_point(r, p_, 1);
     r["loss"] = loss_;
+    r["activation_bytes"] = act_bytes_;
   }
   void teardown() override { opt_.reset(), model_.reset(), batches_.reset(); }
 
@@ -147,6 +166,7 @@ class OursCase final : public Case {
   std::unique_ptr<models::Optimizer> opt_;
   std::unique_ptr<models::Gpt2Batcher> batches_;
   double loss_ = NAN;
+  std::size_t act_bytes_ = 0;
 };
 
 class NoGpuCase final : public Case {
@@ -158,6 +178,124 @@ class NoGpuCase final : public Case {
   Metric metric() const override { return Metric::gflops; }
 };
 
+// op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
+struct InferPoint {
+  std::string config, phase;  // phase: prefill or decode
+  int T;
+  int len() const { return std::min(T + kDecodeSteps, models::gpt2_config(config).max_seq_len); }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Ours: prefill = the whole prompt into an empty cache per call; decode = one token per call (the
+// cache refilled with the prompt, untimed, when it is full).
+class OursInferCase final : public Case {
+ public:
+  explicit OursInferCase(InferPoint p) : p_(std::move(p)) {}
+  void setup() override {
+    const Gpt2Config c = models::gpt2_config(p_.config);
+    if (p_.T > c.max_seq_len || (p_.phase == "decode" && p_.T >= c.max_seq_len))
+      throw Unsupported(p_.config + ": no room for seq " + std::to_string(p_.T) + " in " + std::to_string(c.max_seq_len) + " positions");
+    try {
+      model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.len());
+      dec_ = std::make_unique<models::Gpt2Decoder>(*model_, c, p_.len());
+      cache_bytes_ = dec_->cache_bytes();
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory("gpt2 " + p_.config);
+    }
+    for (std::uint16_t t : models::gpt2_random_tokens(std::size_t(p_.len()), c.vocab_size, 3)) tokens_.push_back(t);
+  }
+  CheckResult verify() override {
+    // Every position's logits, prefilled then decoded one by one, against the full forward's.
+    std::vector<std::int32_t> labels(tokens_.size(), 0);
+    const void* in[1] = {tokens_.data()};
+    models::Batch b;
+    b.n = 1, b.labels = labels.data(), b.inputs = in;
+    const std::vector<float> want = model_->predict(b);
+    const std::size_t V = std::size_t(models::gpt2_config(p_.config).vocab_size);
+    double err = 0, scale = 1e-12;
+    auto compare = [&](const std::vector<float>& got, int from) {
+      for (std::size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::abs(got[i] - want[std::size_t(from) * V + i])));
+    };
+    for (float v : want) scale = std::max(scale, double(std::abs(v)));
+    dec_->reset();
+    compare(dec_->feed(tokens_.data(), p_.T, true), 0);
+    for (int t = p_.T; t < p_.len(); ++t) compare(dec_->feed(&tokens_[std::size_t(t)], 1, false), t);
+    dec_->reset();
+    return judge(err / scale, 1e-4, "gpt2 K/V-cache logits vs the full forward (max |diff| / max |logit|)");
+  }
+  double run() override {
+    if (p_.phase == "prefill") dec_->reset();
+    else if (dec_->position() == 0 || dec_->position() >= p_.len()) dec_->reset(), dec_->feed(tokens_.data(), p_.T, false);
+    const int at = dec_->position(), n = p_.phase == "prefill" ? p_.T : 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    dec_->feed(&tokens_[std::size_t(at)], n, false);
+    lat_.push_back(seconds_since(t0));
+    return lat_.back();
+  }
+  bool manual_time() const override { return true; }  // each call's own time (decode: not the refill)
+  long iterations() const override { return p_.phase == "decode" ? kDecodeSteps : 0; }  // p99 over many tokens
+  Work work() const override { return {0, 0, p_.phase == "prefill" ? double(p_.T) : 1.0}; }
+  Metric metric() const override { return Metric::tokens_per_s; }
+  void annotate(json& r) const override {
+    put_latency(r, lat_);
+    r["cache_bytes"] = cache_bytes_;
+    r["context"] = p_.phase == "prefill" ? std::to_string(p_.T) : std::to_string(p_.T) + ".." + std::to_string(p_.len() - 1);
+  }
+  void teardown() override { dec_.reset(), model_.reset(); }
+
+ private:
+  InferPoint p_;
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Gpt2Decoder> dec_;
+  std::vector<std::int32_t> tokens_;
+  std::vector<double> lat_;
+  std::size_t cache_bytes_ = 0;
+};
+
+// The peer's op=infer: one call per request, timed by the peer (its own perf_counter around it);
+// it checks its cache against its own full forward before answering ready.
+class PeerInferCase final : public Case {
+ public:
+  PeerInferCase(InferPoint p, std::string device, fs::path dir) : p_(std::move(p)), device_(std::move(device)), dir_(std::move(dir)) {}
+  void setup() override;
+  CheckResult verify() override {
+    const double rel = peer_->ready.value("kv_check_rel", 1.0);
+    const double t = run();  // one untimed call: the peer runs and answers
+    lat_.clear();
+    if (!std::isfinite(t)) return judge(1.0, 0.5, "peer latency not finite");
+    return judge(rel, 1e-4, "the peer's K/V-cache logits vs its full forward (max |diff| / max |logit|)");
+  }
+  double run() override {
+    const json r = peer_->request("infer", "latencies");
+    lat_.push_back(r.at("latencies").at(0).get<double>());
+    return lat_.back();
+  }
+  void teardown() override {
+    peer_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
+  bool manual_time() const override { return true; }
+  long iterations() const override { return p_.phase == "decode" ? kDecodeSteps : 0; }
+  Work work() const override { return {0, 0, p_.phase == "prefill" ? double(p_.T) : 1.0}; }
+  Metric metric() const override { return Metric::tokens_per_s; }
+  void annotate(json& r) const override {
+    if (peer_) peer_->annotate(r);
+    put_latency(r, lat_);
+  }
+
+ private:
+  InferPoint p_;
+  std::string device_;
+  fs::path dir_;
+  std::unique_ptr<PeerChild> peer_;
+  std::vector<double> lat_;
+};
+
 // The peer's files: the same seeded weights and tokens as ours, written per case (removed after it).
 void write_peer_files(const Point& p, const fs::path& dir) {
   const Gpt2Config c = config_of(p);
@@ -165,6 +303,20 @@ void write_peer_files(const Point& p, const fs::path& dir) {
   if (!fs::exists(dir / "model.bin")) models::write_gpt2_checkpoint((dir / "model.bin").string(), models::gpt2_random_weights(c, 1));
   models::write_gpt2_tokens((dir / "tokens.bin").string(),
                             models::gpt2_random_tokens(std::size_t(p.B) * p.T + 1, c.vocab_size, 2));
+}
+
+void PeerInferCase::setup() {
+  const Gpt2Config c = models::gpt2_config(p_.config);
+  if (p_.T > c.max_seq_len || (p_.phase == "decode" && p_.T >= c.max_seq_len))
+    throw Unsupported(p_.config + ": no room for seq " + std::to_string(p_.T) + " in " + std::to_string(c.max_seq_len) + " positions");
+  fs::create_directories(dir_);
+  models::write_gpt2_checkpoint((dir_ / "model.bin").string(), models::gpt2_random_weights(c, 1));
+  models::write_gpt2_tokens((dir_ / "tokens.bin").string(), models::gpt2_random_tokens(std::size_t(p_.len()), c.vocab_size, 3));
+  peer_ = std::make_unique<PeerChild>(
+      "pytorch_gpt2.py", std::vector<std::string>{"--checkpoint", (dir_ / "model.bin").string(), "--tokens",
+                                                  (dir_ / "tokens.bin").string(), "--seq", std::to_string(p_.T), "--device",
+                                                  device_, "--infer", p_.phase, "--decode-steps",
+                                                  std::to_string(p_.len() - p_.T), "--serve"});
 }
 
 // The peer's cases before ours at each point: the harness sets up a window's cases in sweep order
@@ -175,50 +327,80 @@ std::vector<std::string> peer_first(std::vector<std::string> impls) {
   return impls;
 }
 
+fs::path peer_dir(const std::string& what) {
+  return fs::temp_directory_path() / ("dlb-gpt2-" + std::to_string(::getpid()) + "-" + what);
+}
+
+void add_infer_cases(std::vector<CaseSpec>& cases, const SuiteOptions& o, const std::string& config, const std::string& dev) {
+  for (long long T : axis_ints(o, "seq"))
+    for (const std::string phase : {"prefill", "decode"})
+      for (const auto& impl : peer_first(axis_strings(o, "impl"))) {
+        const InferPoint p{config, phase, int(T)};
+        CaseId id{"gpt2", "infer", dev, "fp32", {}};
+        id.with("config", config).with("impl", impl).with("phase", phase).with("seq", T);
+        if (impl == "ours") {
+          if (is_gpu(dev)) cases.push_back({id, [] { return std::make_unique<NoGpuCase>(); }});
+          else cases.push_back({id, [p] { return std::make_unique<OursInferCase>(p); }});
+          continue;
+        }
+        if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours or pytorch)");
+        const fs::path dir = peer_dir(config + "-infer-" + phase + "-" + std::to_string(T));
+        const std::string device = dev == "cpu" ? "cpu" : dev;
+        cases.push_back({id, [p, device, dir] { return std::make_unique<PeerInferCase>(p, device, dir); }});
+      }
+}
+
 std::vector<CaseSpec> expand(const SuiteOptions& o) {
   std::vector<CaseSpec> cases;
   const auto modes = axis_strings(o, "peer_mode");
+  const auto ops = axis_strings(o, "op");
   for (const auto& config : axis_strings(o, "config")) {
     models::gpt2_config(config);  // a bad name is bad usage, before any case runs
-    for (const auto& dev : o.devices)
+    for (const auto& dev : o.devices) {
+      if (std::find(ops.begin(), ops.end(), "infer") != ops.end()) add_infer_cases(cases, o, config, dev);
+      if (std::find(ops.begin(), ops.end(), "train") == ops.end()) continue;
       for (long long B : axis_ints(o, "batch"))
         for (long long T : axis_ints(o, "seq"))
-          for (const auto& impl : peer_first(axis_strings(o, "impl"))) {
-            const Point p{config, int(B), int(T)};
-            auto id = [&](const std::string& i) {
-              CaseId c{"gpt2", "train", dev, "fp32", {}};
-              return c.with("config", config).with("impl", i).with("batch", B).with("seq", T);
-            };
-            if (impl == "ours") {
-              if (is_gpu(dev)) cases.push_back({id("ours"), [] { return std::make_unique<NoGpuCase>(); }});
-              else cases.push_back({id("ours"), [p] { return std::make_unique<OursCase>(p); }});
-              continue;
-            }
-            if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours or pytorch)");
-            const int steps = is_gpu(dev) ? 10 : 1;
-            for (const auto& mode : modes) {
-              const fs::path dir = fs::temp_directory_path() / ("dlb-gpt2-" + std::to_string(::getpid()) + "-" + config + "-" +
-                                                                std::to_string(B) + "x" + std::to_string(T));
-              PeerSpec s;
-              s.script = "pytorch_gpt2.py";
-              s.args = {"--checkpoint", (dir / "model.bin").string(), "--tokens", (dir / "tokens.bin").string(),
-                        "--batch", std::to_string(B), "--seq", std::to_string(T), "--device", dev == "cpu" ? "cpu" : dev,
-                        "--mode", mode, "--steps", std::to_string(steps)};
-              s.request = "steps";
-              s.work = {step_flops(p) * steps, 0, 0};
-              s.metric = Metric::gflops;
-              annotate_point(s.keys, p, steps);
-              s.keys["peer_mode"] = mode;
-              s.prepare = [p, dir](PeerSpec&) { write_peer_files(p, dir); };
-              s.cleanup = [dir] {
-                std::error_code ec;
-                fs::remove_all(dir, ec);
+          for (const auto& ckpt : axis_strings(o, "ckpt"))
+            for (const auto& impl : peer_first(axis_strings(o, "impl"))) {
+              const Point p{config, int(B), int(T), ckpt == "on"};
+              auto id = [&](const std::string& i) {
+                CaseId c{"gpt2", "train", dev, "fp32", {}};
+                c.with("config", config).with("impl", i).with("batch", B).with("seq", T);
+                if (p.ckpt) c.with("ckpt", "on");  // the names of the plain step stay as they were
+                return c;
               };
-              CaseId c = id("pytorch");
-              if (mode != "eager") c = id("pytorch-" + mode);
-              add_peer(cases, c, s, o.repetitions > 0 ? o.repetitions : 5);
+              if (impl == "ours") {
+                if (is_gpu(dev)) cases.push_back({id("ours"), [] { return std::make_unique<NoGpuCase>(); }});
+                else cases.push_back({id("ours"), [p] { return std::make_unique<OursCase>(p); }});
+                continue;
+              }
+              if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours or pytorch)");
+              const int steps = is_gpu(dev) ? 10 : 1;
+              for (const auto& mode : modes) {
+                const fs::path dir = peer_dir(config + "-" + std::to_string(B) + "x" + std::to_string(T) + (p.ckpt ? "-ckpt" : ""));
+                PeerSpec s;
+                s.script = "pytorch_gpt2.py";
+                s.args = {"--checkpoint", (dir / "model.bin").string(), "--tokens", (dir / "tokens.bin").string(),
+                          "--batch", std::to_string(B), "--seq", std::to_string(T), "--device", dev == "cpu" ? "cpu" : dev,
+                          "--mode", mode, "--steps", std::to_string(steps)};
+                if (p.ckpt) s.args.push_back("--checkpoint-activations");
+                s.request = "steps";
+                s.work = {step_flops(p) * steps, 0, 0};
+                s.metric = Metric::gflops;
+                annotate_point(s.keys, p, steps);
+                s.keys["peer_mode"] = mode;
+                s.prepare = [p, dir](PeerSpec&) { write_peer_files(p, dir); };
+                s.cleanup = [dir] {
+                  std::error_code ec;
+                  fs::remove_all(dir, ec);
+                };
+                CaseId c = id("pytorch");
+                if (mode != "eager") c = id("pytorch-" + mode);
+                add_peer(cases, c, s, o.repetitions > 0 ? o.repetitions : 5);
+              }
             }
-          }
+    }
   }
   return cases;
 }
@@ -238,40 +420,77 @@ std::string fmt(double v, const char* f) {
   return b;
 }
 
+std::string mb(const json& r, const char* key) {
+  return r.contains(key) ? fmt(r.at(key).get<double>() / 1e6, "%.0f") : "-";
+}
+
+void summarize_infer(const std::vector<json>& records, std::ostream& out) {
+  // One row per config x impl x prompt: prefill tokens/s, decode p50 / p99 per token.
+  std::map<std::tuple<std::string, std::string, std::string, int>, std::pair<const json*, const json*>> rows;
+  for (const auto& r : records)
+    if (r.value("op", "") == "infer" && r.contains("p50_ms")) {
+      auto& row = rows[{r.value("device", ""), r.value("config", ""), r.value("impl", ""), r.value("seq", 0)}];
+      (r.value("phase", "") == "prefill" ? row.first : row.second) = &r;
+    }
+  if (rows.empty()) return;
+  std::vector<std::vector<std::string>> t{
+      {"Device", "Config", "Impl", "Prompt", "prefill tokens/s", "decode p50 ms", "decode p99 ms", "decode tokens/s"}};
+  for (const auto& [k, v] : rows) {
+    const auto& [dev, config, impl, T] = k;
+    auto num = [](const json* r, const char* key, const char* f) { return r && r->contains(key) ? fmt(r->at(key).get<double>(), f) : "-"; };
+    t.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", config, impl, std::to_string(T), num(v.first, "tokens_per_s", "%.0f"),
+                 num(v.second, "p50_ms", "%.1f"), num(v.second, "p99_ms", "%.1f"),
+                 v.second && v.second->contains("p50_ms") ? fmt(1e3 / v.second->at("p50_ms").get<double>(), "%.1f") : "-"});
+  }
+  out << "\n### gpt2: inference at batch 1 with a K/V cache (fp32)\n\n";
+  print_markdown(out, t, true);
+}
+
 void summarize(const std::vector<json>& records, std::ostream& out) {
-  std::vector<std::vector<std::string>> rows{{"Device", "Config", "Impl", "Batchsize", "Seq len", "tokens/s", "MFU"}};
+  std::vector<std::vector<std::string>> rows{
+      {"Device", "Config", "Impl", "Ckpt", "Batchsize", "Seq len", "tokens/s", "MFU", "ms/step", "activations MB", "peak RSS MB"}};
   for (const auto& r : records) {
     if (!r.contains("gflops") || !r.contains("flops_per_token")) continue;
     const double tps = r.at("gflops").get<double>() * 1e9 / r.at("flops_per_token").get<double>();
     const std::string dev = r.value("device", "");
-    rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), r.value("impl", ""),
+    rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), r.value("impl", ""), r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
-                    r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-"});
+                    r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",
+                    fmt(1e3 * r.value("tokens_per_iteration", 0.0) / tps, "%.0f"), mb(r, "activation_bytes"),
+                    r.value("host_peak_rss_scope", "") == "case" ? mb(r, "host_peak_rss_bytes") : "-"});
   }
-  out << "\n### gpt2: training step throughput (AdamW, fp32)\n\n";
-  if (rows.size() == 1) {
-    out << "(no gpt2 case finished)\n";
-    return;
+  const bool trained = std::any_of(records.begin(), records.end(), [](const json& r) { return r.value("op", "") == "train"; });
+  if (trained || rows.size() > 1) {
+    out << "\n### gpt2: training step throughput (AdamW, fp32)\n\n";
+    if (rows.size() == 1) out << "(no gpt2 training case finished)\n";
+    else print_markdown(out, rows, true);
   }
-  print_markdown(out, rows, true);
+  summarize_infer(records, out);
 }
 
 }  // namespace
 
 DLB_SUITE(gpt2)
-    .about("GPT-2 training steps (forward, backward, AdamW) on llm.c's configs: ours (CPU) against the PyTorch peer "
-           "(eager, compile; CPU, GPU); tokens/s and MFU")
+    .about("GPT-2 training steps (forward, backward, AdamW; --checkpoint-activations) on llm.c's configs: ours (CPU) "
+           "against the PyTorch peer (eager, compile; CPU, GPU); tokens/s and MFU; --op infer: prefill tokens/s and "
+           "K/V-cache decode p50/p99 at batch 1")
     .axis("config", {"gpt2-124m"}, {"gpt-mini"})
     .axis("batch", {4}, {1})
     .axis("seq", {64, 256}, {32})
     .axis("impl", {"ours", "pytorch"}, {"ours"})
     .axis("peer_mode", {"eager"})
+    .axis("op", {"train"})
+    .axis("ckpt", {"off"})
     .takes({flag::batch(), flag::profile(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
             FlagSpec{"--config", "GPT-2 configs: gpt2-124m, gpt-mini", "config", true, FlagSpec::Parse::words, 0,
                      {"gpt2-124m", "gpt-mini"}},
             FlagSpec{"--impl", "ours, pytorch", "impl", true, FlagSpec::Parse::words, 0, {"ours", "pytorch"}},
             FlagSpec{"--peer-mode", "the PyTorch peer's modes: eager, compile", "peer_mode", true, FlagSpec::Parse::words, 0,
-                     {"eager", "compile"}}})
+                     {"eager", "compile"}},
+            FlagSpec{"--op", "train (the AdamW step), infer (prefill and K/V-cache decode at batch 1), or both", "op", true,
+                     FlagSpec::Parse::words, 0, {"train", "infer"}},
+            FlagSpec{"--checkpoint-activations", "off, on or both: recompute each block's activations in backward", "ckpt",
+                     true, FlagSpec::Parse::words, 0, {"off", "on"}}})
     .cases(expand)
     .derived(derive)
     .summary(summarize);

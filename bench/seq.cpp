@@ -18,6 +18,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "bench/latency.h"
 #include "bench/markdown.h"
 #include "bench/napkin.h"
 #include "bench/peer.h"
@@ -57,24 +58,6 @@ std::shared_ptr<const models::TokenData> windows_for(const Sizes& s, int n) {
 // The first window of training step k: consecutive full batches, wrapping over the windows.
 std::size_t first_window(int k, int batch, std::size_t windows) {
   return (std::size_t(k) * std::size_t(batch)) % (windows - std::size_t(batch) + 1);
-}
-
-std::vector<double> sorted_ms(std::vector<double> s) {
-  std::sort(s.begin(), s.end());
-  for (double& v : s) v *= 1e3;
-  return s;
-}
-// The q-quantile of sorted values (nearest rank).
-double quantile(const std::vector<double>& s, double q) {
-  if (s.empty()) return 0;
-  const std::size_t k = std::size_t(std::ceil(q * double(s.size())));
-  return s[std::min(s.size() - 1, k > 0 ? k - 1 : 0)];
-}
-void put_latency(json& r, const std::vector<double>& seconds) {
-  const auto ms = sorted_ms(seconds);
-  r["p50_ms"] = quantile(ms, 0.50);
-  r["p99_ms"] = quantile(ms, 0.99);
-  r["latency_calls"] = ms.size();
 }
 
 // --- ours -------------------------------------------------------------------------------------

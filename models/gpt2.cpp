@@ -38,6 +38,7 @@ std::unique_ptr<Model> make_gpt2(const Gpt2Weights& w, int seq) {
   core.causal = true, core.projections = false;
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
+    const int first = int(m->nodes().size());
     int a = m->node<LayerNorm>({x}, p + "ln_1", C);
     a = m->node<Linear>({a}, p + "attn.c_attn", C, 3 * C);
     a = m->node<MultiheadAttention>({a}, p + "attn", C, c.num_heads, core);
@@ -45,6 +46,7 @@ std::unique_ptr<Model> make_gpt2(const Gpt2Weights& w, int seq) {
     int h = m->node<LayerNorm>({x}, p + "ln_2", C);
     h = m->node<GELU>({m->node<Linear>({h}, p + "mlp.c_fc", C, 4 * C)});
     x = m->node<Add>({x, m->node<Linear>({h}, p + "mlp.c_proj", 4 * C, C)});
+    m->add_checkpoint_segment(first, int(m->nodes().size()));  // --checkpoint-activations: per block
   }
   x = m->node<LayerNorm>({x}, "ln_f", C);
   m->node<TiedLMHead>({x}, table, c.vocab_size);

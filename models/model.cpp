@@ -99,6 +99,7 @@ std::unique_ptr<Model> Model::clone() const {
   auto c = std::make_unique<Model>(name_, inputs_.front().item, loss_);
   c->inputs_ = inputs_;
   c->producer_ = producer_;
+  c->segments_ = segments_, c->checkpointing_ = checkpointing_;
   std::map<const Param*, Param*> copy_of;  // an original's own parameter -> the copy's
   for (const Node& nd : nodes_) {
     auto l = nd.layer->clone();
@@ -166,6 +167,17 @@ void Model::zero_grad() {
   const auto ps = params();
   cpu::parallel_tasks(int(ps.size()), [&](int i) { std::fill(ps[i]->grad.begin(), ps[i]->grad.end(), 0.f); });
 }
+
+void Model::add_checkpoint_segment(int first_node, int end_node) {
+  if (first_node < 0 || end_node <= first_node || end_node > int(nodes_.size()))
+    throw UsageError("model " + name_ + ": checkpoint segment [" + std::to_string(first_node) + ", " +
+                     std::to_string(end_node) + ") outside its " + std::to_string(nodes_.size()) + " nodes");
+  for (const auto& [f, e] : segments_)
+    if (first_node < e && f < end_node) throw UsageError("model " + name_ + ": checkpoint segments overlap");
+  segments_.emplace_back(first_node, end_node);
+}
+
+std::size_t Model::activation_bytes() const { return exec_ ? exec_->activation_bytes() : 0; }
 
 float Model::forward_backward(const Batch& b, const GradsReady& ready) {
   if (!exec_) exec_ = std::make_unique<Executor>(DType::fp32);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/layers.h"
@@ -102,6 +103,19 @@ class Model {
   // Training mode and step number for every layer (Layer::set_step: Dropout's mask, eval mode).
   // The trainers call it before each step; a fresh model trains at step 0.
   void set_step(bool training, std::uint64_t step);
+  // Activation checkpointing (torch.utils.checkpoint per segment): a segment is the nodes [first,
+  // end); with checkpointing on, the values its nodes make (all but the last node's) are not kept
+  // from forward to backward: the executor gives every segment one shared set of buffers and, in
+  // backward, runs the segment's forward again from its inputs before its backward. Values made in a
+  // segment must be read only inside it (the plan throws UsageError otherwise). Off by default; the
+  // model declares its segments (gpt2: one per block).
+  void add_checkpoint_segment(int first_node, int end_node);
+  const std::vector<std::pair<int, int>>& checkpoint_segments() const { return segments_; }
+  void set_checkpointing(bool on) { checkpointing_ = on; }
+  bool checkpointing() const { return checkpointing_; }
+  // Bytes the fp32 step's executor holds for values and their gradients (the activation memory;
+  // layers' own per-step state aside), 0 before the first step.
+  std::size_t activation_bytes() const;
 
   // The fp32 step: zero_grad(); forward_backward() leaves gradients in Param::grad and returns the
   // loss. predict() runs forward only and returns the output (logits / reconstruction).
@@ -133,6 +147,8 @@ class Model {
   std::vector<Node> nodes_;
   std::vector<int> producer_;  // per value: its node, or -1 - k for input k
   Profiler* prof_ = nullptr;
+  std::vector<std::pair<int, int>> segments_;
+  bool checkpointing_ = false;
   double flops(int n, bool train) const;
   std::unique_ptr<Executor> exec_;  // the fp32 step's plan and buffers
   std::vector<std::vector<double>> ref_forward(const double* x, const Batch& b, const std::vector<Shape>& sh) const;

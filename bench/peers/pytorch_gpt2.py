@@ -5,7 +5,14 @@ head, AdamW), loading the llm.c checkpoint dlbench writes (models/gpt2_files.h: 
 16 fp32 tensors in llm.c's order) and training on an llm.c token file, batches as llm.c's loader
 cuts them (x = tokens[p : p + B T], y = the same shifted by one).
 
-Modes (--mode): eager, or compile (torch.compile of the model).
+Modes (--mode): eager, or compile (torch.compile of the model). --checkpoint-activations: each block
+through torch.utils.checkpoint (its activations recomputed in backward).
+--infer prefill|decode (with --serve): batch 1 inference with a per-layer K/V cache, eval, no_grad:
+one call per line "infer" on stdin, answered {"latencies": [seconds]}: prefill = the --seq-token
+prompt into an empty cache (the last position's logits), decode = one token after it (the cache
+refilled with the prompt, untimed, after --decode-steps tokens). Before its ready line it checks every
+prefilled and decoded position's logits against the full forward's (ready's "kv_check_rel": max |diff|
+over max |logit|).
 --parity DIR: the parity check with dlbench's step, same weights, same batch each step:
   DIR/logits.bin   the logits of step 1's forward, [B, T, Vp] fp32 (the padded columns too)
   DIR/grads.bin    every gradient after step 1's backward, written as an llm.c checkpoint (same
@@ -30,6 +37,7 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
 except Exception as e:  # noqa: BLE001 - any import failure means "unavailable"
     print(f"torch does not import: {e}")
     sys.exit(3)
@@ -104,6 +112,18 @@ class Block(nn.Module):
         x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, c))
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
+    def forward_cached(self, x, kc, vc, pos):
+        """x: the new positions [1, t, c] at pos..pos+t-1; kc, vc [1, h, max, d] take their keys and
+        values. A prompt (t > 1) goes into an empty cache (pos 0, causal); one token sees them all."""
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
+        kc[:, :, pos:pos + t] = k
+        vc[:, :, pos:pos + t] = v
+        y = F.scaled_dot_product_attention(q, kc[:, :, :pos + t], vc[:, :, :pos + t], is_causal=t > 1)
+        x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
 
 class GPT2(nn.Module):
     def __init__(self, cfg):
@@ -114,15 +134,25 @@ class GPT2(nn.Module):
         self.wpe = nn.Embedding(cfg["max_seq_len"], c)
         self.h = nn.ModuleList(Block(c, cfg["num_heads"]) for _ in range(cfg["num_layers"]))
         self.ln_f = nn.LayerNorm(c)
+        self.ckpt = False  # --checkpoint-activations
 
     def forward(self, idx, targets):
         t = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for blk in self.h:
-            x = blk(x)
+            x = checkpoint(blk, x, use_reentrant=False) if self.ckpt and self.training else blk(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # the tied LM head, over Vp columns
         loss = F.cross_entropy(logits[..., :self.v].reshape(-1, self.v), targets.reshape(-1))
         return logits, loss
+
+    def forward_cached(self, idx, caches, pos, last):
+        """Logits over the V real classes of the new tokens idx [1, t] at pos.. (only the last's when
+        `last`), their keys and values added to caches (one (k, v) per block)."""
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(pos, pos + t, device=idx.device))
+        for blk, (kc, vc) in zip(self.h, caches):
+            x = blk.forward_cached(x, kc, vc, pos)
+        return F.linear(self.ln_f(x[:, -1:] if last else x), self.wte.weight[:self.v])
 
     # llm.c's 16 tensors <-> this module's parameters (the per-layer ones stacked over the blocks).
     def per_layer(self):
@@ -152,6 +182,53 @@ class GPT2(nn.Module):
         return [out[n] for n in NAMES]
 
 
+def serve_infer(a, cfg, toks, model, dev, info):
+    n = a.seq + a.decode_steps
+    if not 0 < a.seq <= n <= cfg["max_seq_len"] or toks.size < n or a.decode_steps < 0:
+        print(f"--infer: seq {a.seq} + {a.decode_steps} decode steps must fit {cfg['max_seq_len']} positions "
+              f"and {toks.size} tokens")
+        return 2
+    model.eval()
+    idx = torch.from_numpy(toks[:n]).view(1, n).to(dev)
+    d = cfg["channels"] // cfg["num_heads"]
+    caches = [(torch.zeros(1, cfg["num_heads"], n, d, device=dev), torch.zeros(1, cfg["num_heads"], n, d, device=dev))
+              for _ in model.h]
+    with torch.no_grad():
+        full = model(idx, idx)[0][0, :, :model.v]
+        got = [model.forward_cached(idx[:, :a.seq], caches, 0, last=False)[0]]
+        got += [model.forward_cached(idx[:, t:t + 1], caches, t, last=True)[0] for t in range(a.seq, n)]
+        rel = ((torch.cat(got) - full).abs().max() / full.abs().max().clamp_min(1e-12)).item()
+    state = {"pos": 0}
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    @torch.no_grad()
+    def call():
+        if a.infer == "decode" and not a.seq <= state["pos"] < n:  # (re)fill the cache with the prompt
+            model.forward_cached(idx[:, :a.seq], caches, 0, last=True)
+            state["pos"] = a.seq
+        sync()
+        t0 = time.perf_counter()
+        if a.infer == "prefill":
+            model.forward_cached(idx[:, :a.seq], caches, 0, last=True)
+        else:
+            model.forward_cached(idx[:, state["pos"]:state["pos"] + 1], caches, state["pos"], last=True)
+            state["pos"] += 1
+        sync()
+        return time.perf_counter() - t0
+
+    for _ in range(a.warmup):
+        call()
+    info = {**info, "infer": a.infer, "decode_steps": a.decode_steps, "kv_check_rel": rel}
+    print(json.dumps({**info, "ready": True, "cpu_seconds": time.process_time()}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "infer":
+            print(json.dumps({"latencies": [call()], "cpu_seconds": time.process_time()}), flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True, help="llm.c checkpoint (dlbench data make gpt2)")
@@ -169,6 +246,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0: every core)")
     ap.add_argument("--serve", action="store_true", help="one repetition per line 'steps' on stdin")
+    ap.add_argument("--checkpoint-activations", action="store_true", help="torch.utils.checkpoint per block")
+    ap.add_argument("--infer", choices=["prefill", "decode"], help="K/V-cache inference at batch 1 (with --serve)")
+    ap.add_argument("--decode-steps", type=int, default=64, help="--infer: tokens decoded after the prompt")
     a = ap.parse_args()
     try:
         cfg, tensors = read_checkpoint(a.checkpoint)
@@ -176,7 +256,7 @@ def main() -> int:
     except (OSError, ValueError) as e:
         print(e)
         return 2
-    if a.batch <= 0 or not 0 < a.seq <= cfg["max_seq_len"] or toks.size < a.batch * a.seq + 1:
+    if not a.infer and (a.batch <= 0 or not 0 < a.seq <= cfg["max_seq_len"] or toks.size < a.batch * a.seq + 1):
         print(f"batch {a.batch} x seq {a.seq}: needs 0 < seq <= {cfg['max_seq_len']} and "
               f"{a.batch * a.seq + 1} tokens ({toks.size} in the file)")
         return 2
@@ -196,6 +276,10 @@ def main() -> int:
     model = GPT2(cfg)
     model.load_llmc(tensors)
     model.to(dev)
+    model.ckpt = a.checkpoint_activations
+    if a.infer:
+        return serve_infer(a, cfg, toks, model, dev, {"torch": torch.__version__, "device": a.device, "seq": a.seq,
+                                                      "threads": torch.get_num_threads(), "math": math})
     n = a.batch * a.seq
     x = torch.from_numpy(toks[:n]).view(a.batch, a.seq).to(dev)
     y = torch.from_numpy(toks[1:n + 1]).view(a.batch, a.seq).to(dev)

@@ -80,3 +80,46 @@ TEST(Gpt2, AdamWLowersTheLoss) {
   EXPECT_NEAR(first, std::log(13.0), 0.2);  // GPT-2's N(0, 0.02) init: near-uniform predictions
   EXPECT_LT(last, first - 0.5);
 }
+
+// --checkpoint-activations: the blocks' forward again in backward gives the same loss and
+// bit-identical gradients (the recompute runs the same kernels on the same inputs), in less memory.
+TEST(Gpt2, CheckpointedBlocksGiveTheSameGradients) {
+  const Gpt2Config c = tiny();
+  auto plain = make_gpt2(gpt2_random_weights(c, 5), 8);
+  auto ckpt = make_gpt2(gpt2_random_weights(c, 5), 8);
+  ckpt->set_checkpointing(true);
+  EXPECT_EQ(ckpt->checkpoint_segments().size(), std::size_t(c.num_layers));
+  Gpt2Batcher b(gpt2_random_tokens(49, c.vocab_size, 6), 3, 8);
+  for (int step = 0; step < 2; ++step) {  // the second step reuses the plan and its shared slots
+    const Batch& batch = b.next();
+    plain->zero_grad(), ckpt->zero_grad();
+    EXPECT_EQ(plain->forward_backward(batch), ckpt->forward_backward(batch));
+    EXPECT_EQ(gpt2_export(*plain, c, true).data, gpt2_export(*ckpt, c, true).data);
+  }
+  // 2 blocks of 9 values kept -> one shared set: the values and gradients of one block fewer
+  const std::size_t block = 2 * sizeof(float) * 3 * 8 * std::size_t(c.channels) * (1 + 3 + 1 + 1 + 1 + 1 + 4 + 4 + 1);
+  EXPECT_EQ(plain->activation_bytes() - ckpt->activation_bytes(), block);
+  // off again: the executor plans again and the gradients still agree
+  ckpt->set_checkpointing(false);
+  ckpt->zero_grad(), plain->zero_grad();
+  EXPECT_EQ(plain->forward_backward(b.batch()), ckpt->forward_backward(b.batch()));
+  EXPECT_EQ(plain->activation_bytes(), ckpt->activation_bytes());
+}
+
+TEST(Gpt2, CheckpointSegmentsMustHoldTheirValues) {
+  auto g = make_gpt2(gpt2_random_weights(tiny(), 1), 4);
+  EXPECT_THROW(g->add_checkpoint_segment(3, 2), UsageError);
+  EXPECT_THROW(g->add_checkpoint_segment(0, 1000), UsageError);
+  EXPECT_THROW(g->add_checkpoint_segment(1, 4), UsageError);  // overlaps block 0's
+  // fc1's output is read by the residual add outside the segment [fc1, fc2]
+  Model m("res", Shape{1, 4}, LossKind::mse);
+  const int a = m.node<Linear>({0}, "fc1", 4, 4);
+  m.node<Add>({a, m.node<Linear>({a}, "fc2", 4, 4)});
+  m.init(1);
+  m.add_checkpoint_segment(0, 2);
+  m.set_checkpointing(true);
+  std::vector<float> x{1, 2, 3, 4};
+  EXPECT_THROW(m.forward_backward(Batch{x.data(), nullptr, nullptr, 1}), UsageError);
+  m.set_checkpointing(false);
+  EXPECT_TRUE(std::isfinite(m.forward_backward(Batch{x.data(), nullptr, nullptr, 1})));
+}

@@ -4,7 +4,8 @@
 // rows get no gradient and their logits are 0, wpe rows past T get none, the first loss is near
 // ln(V) at GPT-2's init and 10 AdamW steps on one batch lower it. Then the parity of our gpt2 model
 // (models/gpt2.h) with it: the logits, the loss and every gradient after step 1, the loss of each of
-// 10 AdamW steps. Skips unless DLBENCH_PEER_PYTHON names a python with torch (CI has none).
+// 10 AdamW steps. Its K/V-cache inference mode (--infer) checks its cache against its own full
+// forward and answers timed calls. Skips unless DLBENCH_PEER_PYTHON names a python with torch (CI has none).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,15 +38,17 @@ Gpt2Config tiny() {
 }
 constexpr int B = 2, T = 8;
 
-// Writes the tiny model's files into a fresh folder and runs the peer's parity mode there (lr 1e-3):
-// its JSON line; skips (empty) without torch.
+// Writes the tiny model's files into a fresh folder and runs the peer there with `mode` (default:
+// the parity mode, lr 1e-3), `input` on its stdin: its last JSON line (every one in `lines`); skips
+// (empty) without torch.
 struct PeerRun {
   fs::path dir;
   nlohmann::json r;
+  std::vector<nlohmann::json> lines;
   bool skipped = false;
   std::string why;
 };
-PeerRun run_peer(const char* tag) {
+PeerRun run_peer(const char* tag, std::string mode = "", const std::string& input = "") {
   PeerRun p;
   const char* py = std::getenv("DLBENCH_PEER_PYTHON");
   if (!py || !*py) return p.skipped = true, p.why = "DLBENCH_PEER_PYTHON is not set (a python with torch)", p;
@@ -53,9 +57,10 @@ PeerRun run_peer(const char* tag) {
   const Gpt2Config c = tiny();
   write_gpt2_checkpoint((p.dir / "m.bin").string(), gpt2_random_weights(c, 3));
   write_gpt2_tokens((p.dir / "t.bin").string(), gpt2_random_tokens(B * T + 1, c.vocab_size, 4));
-  const std::string cmd = "'" + std::string(py) + "' '" + DLB_SOURCE_DIR + "/bench/peers/pytorch_gpt2.py' --checkpoint '" +
-                          (p.dir / "m.bin").string() + "' --tokens '" + (p.dir / "t.bin").string() +
-                          "' --batch 2 --seq 8 --threads 1 --lr 1e-3 --parity '" + (p.dir / "par").string() + "' 2>&1";
+  if (mode.empty()) mode = "--batch 2 --seq 8 --threads 1 --lr 1e-3 --parity '" + (p.dir / "par").string() + "'";
+  const std::string cmd = "printf '" + input + "' | '" + std::string(py) + "' '" + DLB_SOURCE_DIR +
+                          "/bench/peers/pytorch_gpt2.py' --checkpoint '" + (p.dir / "m.bin").string() + "' --tokens '" +
+                          (p.dir / "t.bin").string() + "' " + mode + " 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) return p.why = "popen failed", p;
   std::string out;
@@ -64,7 +69,11 @@ PeerRun run_peer(const char* tag) {
   const int st = pclose(f);
   if (WIFEXITED(st) && WEXITSTATUS(st) == 3) return p.skipped = true, p.why = out, p;
   if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) || out.rfind('{') == std::string::npos) return p.why = out, p;
-  p.r = nlohmann::json::parse(out.substr(out.rfind('{')));
+  for (std::size_t at = out.find('{'); at != std::string::npos; at = out.find("\n{", at + 1)) {
+    const std::size_t from = out[at] == '{' ? at : at + 1;
+    p.lines.push_back(nlohmann::json::parse(out.substr(from, out.find('\n', from) - from)));
+  }
+  p.r = p.lines.back();
   return p;
 }
 
@@ -143,5 +152,16 @@ TEST(Gpt2Peer, OursMatchesPyTorch) {
     }
     opt.step();
   }
+  fs::remove_all(p.dir);
+}
+
+// --infer decode: its cached logits equal its full forward's, and each "infer" line gets one latency.
+TEST(Gpt2Peer, KvCacheInferenceChecksItselfAndAnswers) {
+  const PeerRun p = run_peer("infer", "--seq 5 --decode-steps 3 --threads 1 --warmup 1 --infer decode --serve", "infer\\ninfer\\n");
+  if (p.skipped) GTEST_SKIP() << p.why;
+  ASSERT_EQ(p.lines.size(), 3u) << p.why;
+  EXPECT_TRUE(p.lines[0].value("ready", false));
+  EXPECT_LT(p.lines[0].at("kv_check_rel").get<double>(), 1e-5);
+  for (int i = 1; i < 3; ++i) EXPECT_GT(p.lines[std::size_t(i)].at("latencies").at(0).get<double>(), 0.0);
   fs::remove_all(p.dir);
 }
