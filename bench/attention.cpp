@@ -298,9 +298,8 @@ void add_sdpa_peer(std::vector<CaseSpec>& cases, const CaseId& id, const std::st
 
 std::vector<CaseSpec> expand(const SuiteOptions& o) {
   std::vector<CaseSpec> cases;
-  const bool peer = o.extra.value("peer", "") == "pytorch";
-  if (peer) peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage, before any case runs
-  const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
+  const int peer_reps = peer_repetitions(o);  // 0: no --peer
+  const bool peer = peer_reps > 0;
   const auto causals = axis_strings(o, "causal");
   const auto passes = axis_strings(o, "pass");
   const auto dims = axis_ints(o, "head_dim");

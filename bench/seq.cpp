@@ -365,9 +365,8 @@ void add_ids(CaseId& id, const Sizes& s, long long batch) {
 
 std::vector<CaseSpec> expand(const SuiteOptions& o) {
   std::vector<CaseSpec> cases;
-  const bool peer = o.extra.value("peer", "") == "pytorch";
-  if (peer) peer_threads_args();  // a bad DLBENCH_PEER_THREADS is bad usage, before any case runs
-  const int peer_reps = o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
+  const int peer_reps = peer_repetitions(o);  // 0: no --peer
+  const bool peer = peer_reps > 0;
   const auto ops = axis_strings(o, "op");
   const long long samples = axis_ints(o, "samples").at(0);
   // --dataset: one spec or several, comma-separated (their cases interleave in one run)

@@ -419,6 +419,12 @@ void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const
   add_peer(cases, id, p, repetitions);
 }
 
+int peer_repetitions(const SuiteOptions& o) {
+  if (o.extra.value("peer", "") != "pytorch") return 0;
+  peer_threads_args();
+  return o.repetitions > 0 ? o.repetitions : o.quick ? 2 : 5;
+}
+
 void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions) {
   cases.push_back({id, [=] { return std::make_unique<PeerCase>(spec, repetitions); }});
 }

@@ -60,5 +60,8 @@ struct PeerSpec {
   std::function<CheckResult()> check;
 };
 void add_peer(std::vector<CaseSpec>& cases, const CaseId& id, const PeerSpec& spec, int repetitions);
+// The peer's repetitions when --peer pytorch was asked (--repetitions, else 2 quick, 5 full), 0 when
+// not; checks DLBENCH_PEER_THREADS first, so a bad value is bad usage before any case runs.
+int peer_repetitions(const SuiteOptions& o);
 
 }  // namespace dlb::bench
