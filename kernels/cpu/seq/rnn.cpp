@@ -285,6 +285,7 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
         else tanh_body(hs + (t + 1) * BH + b * H, dyr, dh + b * H, da + r * GH, H);
       }
     });
+    if (t == 0 && !dh0) break;  // dh_{-1} is wanted only as dh0
     const float* dat = da + s.row(t, 0) * GH;  // dh_{t-1} = dA_t W_hh
     if (use.step) small_gemm(B, H, GH, dat, rs * GH, w.w_hh, H, false, dh, H);
     else gemm(s.bf16, false, false, B, H, GH, dat, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);
@@ -293,7 +294,8 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
   if (dc0 && lstm) std::copy_n(dc, BH, dc0);
   if (dx && use.seq) small_gemm(N, s.I, GH, da, GH, w.w_ih, s.I, false, dx, s.I);
   else if (dx) gemm(s.bf16, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I, w16.ih);
-  if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
+  const float beta = g.accumulate ? 1.f : 0.f;
+  if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, beta, g.dw_ih, s.I);
   if (g.dw_hh) {
     const float* hp = hs;  // h_{t-1} in dA's row order: sum over the rows of dA^T h_{t-1}
     if (s.batch_first) {   // gathered (N H floats) so that it is one GEMM over K = N, not B of K = T
@@ -303,16 +305,19 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
         for (int t = 0; t < s.T; ++t) std::copy_n(hs + t * BH + b * H, H, hprev.data() + s.row(t, b) * H);
       hp = hprev.data();
     }
-    gemm(s.bf16, true, false, GH, H, N, da, GH, hp, H, 0.f, g.dw_hh, H);
+    gemm(s.bf16, true, false, GH, H, N, da, GH, hp, H, beta, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) {
-    float* db = g.db_ih ? g.db_ih : g.db_hh;
+    thread_local std::vector<float> dbs;
+    dbs.assign(GH, 0.f);
+    float* const db = dbs.data();
     parallel_rows(GH, N, [&](long lo, long hi) {  // columns, each summing the rows in order
-      std::fill(db + lo, db + hi, 0.f);
       for (long r = 0; r < N; ++r)
         for (long k = lo; k < hi; ++k) db[k] += da[r * GH + k];
     });
-    if (g.db_ih && g.db_hh) std::copy_n(g.db_ih, GH, g.db_hh);
+    for (float* out : {g.db_ih, g.db_hh})
+      if (out)
+        for (int k = 0; k < GH; ++k) out[k] = g.accumulate ? out[k] + db[k] : db[k];
   }
 }
 

@@ -35,8 +35,9 @@ struct RnnShape {
 };
 
 // PyTorch's parameters of one layer (T = float; double for the references); the biases may be
-// null (bias=False). Their gradients, overwritten (null: not wanted); db_ih and db_hh are equal
-// (both sum dA).
+// null (bias=False). Their gradients, overwritten (null: not wanted), or added into with
+// `accumulate` (rnn_backward only: a layer's Param::grad directly, no scratch and add pass);
+// db_ih and db_hh are equal (both sum dA).
 template <class T>
 struct RnnParams {
   const T* w_ih = nullptr;
@@ -50,6 +51,7 @@ struct RnnParamGrads {
   T* dw_hh = nullptr;
   T* db_ih = nullptr;
   T* db_hh = nullptr;
+  bool accumulate = false;
 };
 using RnnWeights = RnnParams<float>;
 using RnnGrads = RnnParamGrads<float>;
