@@ -227,14 +227,14 @@ void rnn_forward(const RnnShape& s, const RnnWeights& w, const float* x, const f
   const Dispatch use(s);
   thread_local std::vector<float> wih_t, whh_t;  // W_ih^T [I][GH], W_hh^T [H][GH] for small_gemm
   if (use.seq)  // every step's input part at once
-    small_gemm(N, GH, s.I, x, s.I, transposed(w.w_ih, GH, s.I, wih_t), GH, false, gates, GH);
+    small_gemm(false, N, GH, s.I, x, s.I, transposed(w.w_ih, GH, s.I, wih_t), GH, false, gates, GH);
   else gemm(s.bf16, false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH, w16.ih);
   const float* const whh = use.step ? transposed(w.w_hh, GH, H, whh_t) : nullptr;
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_forward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_forward);
   for (int t = 0; t < s.T; ++t) {
     float* const gt = gates + s.row(t, 0) * GH;
-    if (use.step) small_gemm(B, GH, H, hs + t * BH, H, whh, GH, true, gt, rs * GH);  // += W_hh h_{t-1}
+    if (use.step) small_gemm(false, B, GH, H, hs + t * BH, H, whh, GH, true, gt, rs * GH);  // += W_hh h_{t-1}
     else gemm(s.bf16, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH, w16.hh);
     parallel_rows(B, 3L * GH, [&](long lo, long hi) {
       for (long b = lo; b < hi; ++b) {
@@ -287,12 +287,12 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
     });
     if (t == 0 && !dh0) break;  // dh_{-1} is wanted only as dh0
     const float* dat = da + s.row(t, 0) * GH;  // dh_{t-1} = dA_t W_hh
-    if (use.step) small_gemm(B, H, GH, dat, rs * GH, w.w_hh, H, false, dh, H);
+    if (use.step) small_gemm(false, B, H, GH, dat, rs * GH, w.w_hh, H, false, dh, H);
     else gemm(s.bf16, false, false, B, H, GH, dat, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);
   }
   if (dh0) std::copy_n(dh, BH, dh0);
   if (dc0 && lstm) std::copy_n(dc, BH, dc0);
-  if (dx && use.seq) small_gemm(N, s.I, GH, da, GH, w.w_ih, s.I, false, dx, s.I);
+  if (dx && use.seq) small_gemm(false, N, s.I, GH, da, GH, w.w_ih, s.I, false, dx, s.I);
   else if (dx) gemm(s.bf16, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I, w16.ih);
   const float beta = g.accumulate ? 1.f : 0.f;
   if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, beta, g.dw_ih, s.I);
