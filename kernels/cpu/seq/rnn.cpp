@@ -311,10 +311,8 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
     thread_local std::vector<float> dbs;
     dbs.assign(GH, 0.f);
     float* const db = dbs.data();
-    parallel_rows(GH, N, [&](long lo, long hi) {  // columns, each summing the rows in order
-      for (long r = 0; r < N; ++r)
-        for (long k = lo; k < hi; ++k) db[k] += da[r * GH + k];
-    });
+    const auto sums = DLB_ISA_PICK(column_sums);
+    parallel_rows(GH, N, [&](long lo, long hi) { sums(da + lo, N, GH, hi - lo, db + lo); });
     for (float* out : {g.db_ih, g.db_hh})
       if (out)
         for (int k = 0; k < GH; ++k) out[k] = g.accumulate ? out[k] + db[k] : db[k];
@@ -324,6 +322,27 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
 }  // namespace dlb::cpu::seq
 
 #else  // ---- bodies, once per ISA (foreach_isa.h) ----
+
+// out[k] = the sum of a[r lda + k] over the rows r = 0, 1, ... in order (the bias gradient: dA's
+// columns), k in [0, n): 4 vectors of sums stay in registers over a pass of the rows.
+void column_sums(const float* a, long rows, long lda, long n, float* out) {
+  constexpr int U = 4;
+  for (long j = 0; j < n; j += U * V::L) {
+    int lanes[U];
+    vec s[U];
+    for (int u = 0; u < U; ++u) {
+      const long left = n - j - long(u) * V::L;
+      lanes[u] = left <= 0 ? 0 : left < V::L ? int(left) : V::L;
+      s[u] = V::zero();
+    }
+    for (long r = 0; r < rows; ++r) {
+      const float* ar = a + r * lda + j;
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) s[u] = V::add(s[u], V::load_n(ar + u * V::L, lanes[u], 0.f));
+    }
+    for (int u = 0; u < U; ++u) V::store_n(out + j + u * V::L, s[u], lanes[u]);
+  }
+}
 
 // One batch row of an LSTM step: a = [a_i a_f a_g a_o] (GEMMs' sums; + bias) -> the activated gates
 // in place; c = f cp + i g, h = o tanh(c).
