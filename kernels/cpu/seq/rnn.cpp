@@ -187,14 +187,16 @@ void gemm(bool bf16, bool ta, bool tb, long m, long n, long k, const float* a, l
   bf16_gemm(g);
 }
 // Which GEMM runs each product (measured in docs/notes/2026-11-26-seq-models.md, "Small-batch LSTM"):
-//   fp32, A not transposed: small_gemm (B as [k x n]: W_hh, W_ih, or their transposes made once a call)
+//   fp32: small_gemm (B as [k x n]: W_hh, W_ih, or their transposes made once a call)
 //     - the whole-sequence products (input part forward, dx backward) at any size,
-//     - the per-step recurrent products from kSmallGemmMinRows batch rows up;
-//   the per-step products at fewer rows (OpenBLAS's small-matrix path), the weight gradients
-//   (A = dA^T): sgemm; bf16 autocast: bf16_gemm throughout.
+//     - the per-step recurrent products from kSmallGemmMinRows batch rows up,
+//     - the weight gradients (A = dA^T, k = T B rows) up to kSmallGemmMaxK rows;
+//   else sgemm (OpenBLAS's small-matrix path at 1-3 rows; its blocking beyond kSmallGemmMaxK);
+//   bf16 autocast: bf16_gemm throughout.
 struct Dispatch {
-  bool seq, step;  // small_gemm for the sequence products, for the per-step ones
-  explicit Dispatch(const RnnShape& s) : seq(!s.bf16), step(!s.bf16 && s.B >= kSmallGemmMinRows) {}
+  bool seq, step, grad;  // small_gemm for the sequence products, the per-step ones, the weight gradients
+  explicit Dispatch(const RnnShape& s)
+      : seq(!s.bf16), step(!s.bf16 && s.B >= kSmallGemmMinRows), grad(!s.bf16 && s.rows() <= kSmallGemmMaxK) {}
 };
 // W [rows x cols] -> W^T [cols x rows] into `out` (thread-local scratch), for small_gemm's B.
 const float* transposed(const float* w, long rows, long cols, std::vector<float>& out) {
@@ -295,7 +297,8 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
   if (dx && use.seq) small_gemm(false, N, s.I, GH, da, GH, w.w_ih, s.I, false, dx, s.I);
   else if (dx) gemm(s.bf16, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I, w16.ih);
   const float beta = g.accumulate ? 1.f : 0.f;
-  if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, beta, g.dw_ih, s.I);
+  if (g.dw_ih && use.grad) small_gemm(true, GH, s.I, N, da, GH, x, s.I, g.accumulate, g.dw_ih, s.I);
+  else if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, beta, g.dw_ih, s.I);
   if (g.dw_hh) {
     const float* hp = hs;  // h_{t-1} in dA's row order: sum over the rows of dA^T h_{t-1}
     if (s.batch_first) {   // gathered (N H floats) so that it is one GEMM over K = N, not B of K = T
@@ -305,7 +308,8 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
         for (int t = 0; t < s.T; ++t) std::copy_n(hs + t * BH + b * H, H, hprev.data() + s.row(t, b) * H);
       hp = hprev.data();
     }
-    gemm(s.bf16, true, false, GH, H, N, da, GH, hp, H, beta, g.dw_hh, H);
+    if (use.grad) small_gemm(true, GH, H, N, da, GH, hp, H, g.accumulate, g.dw_hh, H);
+    else gemm(s.bf16, true, false, GH, H, N, da, GH, hp, H, beta, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) {
     thread_local std::vector<float> dbs;

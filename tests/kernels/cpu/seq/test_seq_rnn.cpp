@@ -114,6 +114,7 @@ std::vector<Case> cases() {
       v.emplace_back(cell, 9, 4, 32, 48, bf);            // whole vectors
       v.emplace_back(cell, 4, 1, 5, 20, bf, false, false);  // batch 1, no biases, zero h0 / c0
       v.emplace_back(cell, 3, 9, 6, 20, bf);             // small_gemm: a whole tile of rows and a remainder
+      v.emplace_back(cell, 9, 120, 5, 8, bf);            // T B > kSmallGemmMaxK: the weight gradients on sgemm
     }
   return v;
 }
