@@ -1,5 +1,6 @@
 // Recurrent layers, tanh RNN and LSTM (see rnn.h): the fp64 reference, the fused cell bodies over the
-// vector width, and the dispatch around OpenBLAS GEMMs (bf16 GEMMs under autocast: RnnShape::bf16).
+// vector width, and the dispatch around small_gemm / OpenBLAS GEMMs (bf16 GEMMs under autocast:
+// RnnShape::bf16).
 #ifndef DLB_ISA_PASS
 #include "kernels/cpu/seq/rnn.h"
 
