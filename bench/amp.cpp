@@ -764,7 +764,7 @@ DLB_SUITE(amp)
     .axis("dtype", {"fp32", "bf16", "fp16", "tf32"})
     .axis("parity_steps", {50}, {8})  // steps each train case is checked over against fp32
     .takes({flag::batch(), flag::sizes(), flag::dtype(), flag::profile(),
-            FlagSpec{"--model", "Amp suite: models (mlp, net128, convnet, autoencoder; rnn, lstm, transformer at their default sizes)",
+            FlagSpec{"--model", "models (mlp, net128, convnet, autoencoder; rnn, lstm, transformer at their default sizes)",
                      "model", true, FlagSpec::Parse::words, 0,
                      {"mlp", "net128", "convnet", "autoencoder", "rnn", "lstm", "transformer"}}})
     .cases(expand)

@@ -263,7 +263,7 @@ const FlagSpec& prefetch_flag() {
   return f;
 }
 const FlagSpec& dataset_flag() {
-  static const FlagSpec f{"--dataset", "Loader suite: a dataset folder (docs/data.md; default: a synthetic CIFAR-10 of "
+  static const FlagSpec f{"--dataset", "a dataset folder (docs/data.md; default: a synthetic CIFAR-10 of "
                           "--images images, made once into the data cache)", "dataset", false, FlagSpec::Parse::text, 0, {}};
   return f;
 }

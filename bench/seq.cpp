@@ -537,7 +537,7 @@ DLB_SUITE(seq)
             FlagSpec{"--layers", "recurrent layers; transformer encoder and decoder layers each", "layers", true,
                      FlagSpec::Parse::ints, 64},
             FlagSpec{"--mask", "transformer decoder self-attention mask", "mask", true, FlagSpec::Parse::word, 0, {"none", "causal"}},
-            FlagSpec{"--dataset", "Seq suite: synthetic (default) or text:FILE, character-level windows of a UTF-8 text file "
+            FlagSpec{"--dataset", "synthetic (default) or text:FILE, character-level windows of a UTF-8 text file "
                      "(several, comma-separated, interleave)",
                      "dataset", false, FlagSpec::Parse::text, 0, {}}})
     .cases(expand)

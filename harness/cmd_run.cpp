@@ -51,14 +51,31 @@ std::vector<const bench::FlagSpec*> suite_flags() {
   return out;
 }
 
+// A flag's help: its one text, or, where suites declare it with different texts (--model: amp's
+// models, seq's), each text after the suites that give it ("amp: ...; seq, gpt2: ...").
+std::string flag_help(const std::string& name) {
+  std::vector<std::pair<std::string, std::string>> texts;  // help -> the suites giving it, in order
+  for (const bench::Suite* s : bench::all_suites())
+    for (const auto& f : s->flags) {
+      if (f.name != name) continue;
+      auto it = std::find_if(texts.begin(), texts.end(), [&](const auto& t) { return t.first == f.help; });
+      if (it == texts.end()) texts.push_back({f.help, s->name});
+      else it->second += ", " + s->name;
+    }
+  if (texts.size() == 1) return texts.front().first;
+  std::string out;
+  for (const auto& [help, suites] : texts) out += (out.empty() ? "" : "; ") + suites + ": " + help;
+  return out;
+}
+
 void add_common(CLI::App* sub, RunFlags& f) {
   sub->add_option("--suite,-s", f.suite, "Suite(s), comma-separated, or 'all' (default: lecture)");
   sub->add_option("--device,-d", f.device, "cpu | cuda | cuda:N | all, comma-separated (default: all)");
   sub->add_flag("--quick,-q", f.quick, "CI scale: small sweeps, fewer repetitions");
   sub->add_option("--filter", f.filter, "Only cases whose name matches this regular expression");
   for (const bench::FlagSpec* spec : suite_flags()) {
-    if (spec->parse == bench::FlagSpec::Parse::on) sub->add_flag(spec->name, f.switches[spec->name], spec->help);
-    else sub->add_option(spec->name, f.values[spec->name], spec->help);
+    if (spec->parse == bench::FlagSpec::Parse::on) sub->add_flag(spec->name, f.switches[spec->name], flag_help(spec->name));
+    else sub->add_option(spec->name, f.values[spec->name], flag_help(spec->name));
   }
 }
 

@@ -13,10 +13,12 @@
 #include "bench/case.h"
 #include "harness/cpu_load.h"
 #include "harness/meters.h"
+#include "harness/stats.h"
 #include "harness/run/stopping.h"
 #include "harness/run/timer.h"
 #include "kernels/common/child.h"
 #include "kernels/common/nvtx.h"
+#include "kernels/cpu/peak.h"
 
 namespace dlb::harness {
 
@@ -144,6 +146,17 @@ void build_entries(Slot& s, double foreign_cpu, const json& meters, const Peaks&
   s.out.record = summary_record(s.out.entries);
 }
 
+// The FMA ceiling is probed before each round of a window that times CPU cases counting FLOPs (in
+// a run whose peaks were measured): their % of peak is against the median probe, the machine's
+// ceiling while they ran. On a shared machine the run-start probe alone swung a gpt2 step's MFU
+// from 42 to 92% (docs/notes/2026-11-26-gpt2-cpu.md). ~30 ms a round (timing::kWindowProbeReps).
+bool probes_cpu_peak(const std::vector<Slot>& slots, const Peaks& peaks) {
+  if (!peaks.measured || !(peaks.cpu_fp32_gflops > 0) || peaks.threads <= 0) return false;
+  return std::any_of(slots.begin(), slots.end(), [](const Slot& s) {
+    return s.timing && s.spec->id.device == "cpu" && s.c->work().flops > 0;
+  });
+}
+
 }  // namespace
 
 WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy& policy, const Ordering& ordering,
@@ -187,6 +200,8 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
   const std::string device = one ? slots.front().spec->id.device : "";
   const EnergyMark e0 = one ? energy_mark(device) : EnergyMark{};
   const bool interleaved = std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return s.timing; }) > 1;
+  const bool probe = probes_cpu_peak(slots, peaks);
+  std::vector<double> cpu_peak_probes;
   while (true) {
     std::vector<Slot*> order;
     for (auto& s : slots)
@@ -194,6 +209,7 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
     if (order.empty()) break;
     if (ordering.shuffle) std::shuffle(order.begin(), order.end(), rng);
     const double round_trip = core_round_trip_ns();  // the host's phase for this round (cpu_load.h)
+    if (probe) cpu_peak_probes.push_back(cpu::fma_peak_gflops(peaks.threads, timing::kWindowProbeReps));
     for (Slot* s : order) {
       if (stop_now()) return abandon();
       if (timing_order) timing_order->push_back(s->index);
@@ -216,6 +232,8 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
   } else {
     meters["energy_note"] = "not per case when interleaved (--no-interleave measures it)";
   }
+  Peaks window_peaks = peaks;
+  if (!cpu_peak_probes.empty()) window_peaks.cpu_fp32_gflops = stats::median(cpu_peak_probes);
   if (const auto rss = peak_rss_bytes()) {
     meters["host_peak_rss_bytes"] = *rss;
     meters["host_peak_rss_scope"] = !rss_reset ? "process" : one ? "case" : "window";
@@ -231,7 +249,13 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
           m["profile"] = {{"error", ex.what()}};
         }
       }
-      build_entries(s, foreign_cpu, m, peaks);
+      if (!cpu_peak_probes.empty() && s.spec->id.device == "cpu") {
+        m["cpu_peak_gflops"] = window_peaks.cpu_fp32_gflops;  // what this CPU case's % of peak is against
+        m["cpu_peak_probes"] = cpu_peak_probes.size();
+        m["cpu_peak_spread"] = *std::max_element(cpu_peak_probes.begin(), cpu_peak_probes.end()) /
+                               *std::min_element(cpu_peak_probes.begin(), cpu_peak_probes.end());
+      }
+      build_entries(s, foreign_cpu, m, window_peaks);
     }
     teardown(s.c);
     // A case that failed while a signal was pending (its child process stopped) is not a result.

@@ -80,28 +80,44 @@ double parallel_best_rate(int threads, F&& body_rate) {
   }
   return best;
 }
+
+float (*fma_loop(int* lanes, std::string* isa))(long) {
+  if (isa_allows(Isa::avx512)) {  // under the DLB_CPU_ISA cap (isa.h)
+    *lanes = 16, *isa = "avx512f";
+    return fma_loop_avx512;
+  }
+  if (isa_allows(Isa::avx2)) {
+    *lanes = 8, *isa = "avx2+fma";
+    return fma_loop_avx2;
+  }
+  *lanes = 1, *isa = "scalar";
+  return fma_loop_scalar;
+}
+
+int thread_count(int threads) { return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 }  // namespace
 
-CpuPeaks measure_peaks(int threads) {
-  CpuPeaks p;
-  p.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+double fma_peak_gflops(int threads, long reps) {
   int lanes = 1;
-  float (*loop)(long) = fma_loop_scalar;
-  if (isa_allows(Isa::avx512)) {  // under the DLB_CPU_ISA cap (isa.h)
-    loop = fma_loop_avx512, lanes = 16, p.fma_isa = "avx512f";
-  } else if (isa_allows(Isa::avx2)) {
-    loop = fma_loop_avx2, lanes = 8, p.fma_isa = "avx2+fma";
-  } else {
-    p.fma_isa = "scalar";
-  }
+  std::string isa;
+  float (*loop)(long) = fma_loop(&lanes, &isa);
   std::atomic<float> sink{0};
-  const long reps = 1000;  // ~3e9 flops per call with AVX2: tens of ms
-  p.fp32_gflops = parallel_best_rate(p.threads, [&](int) {
+  const double g = parallel_best_rate(thread_count(threads), [&](int) {
     const auto t0 = Clock::now();
     sink = sink + loop(reps);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     return 12.0 * lanes * 2.0 * kInner * reps / s * 1e-9;
   });
+  if (sink.load() == 12345.f) std::abort();  // keep the FMA chains alive
+  return g;
+}
+
+CpuPeaks measure_peaks(int threads) {
+  CpuPeaks p;
+  p.threads = thread_count(threads);
+  int lanes = 1;
+  fma_loop(&lanes, &p.fma_isa);
+  p.fp32_gflops = fma_peak_gflops(p.threads, 1000);  // ~3e9 flops per call with AVX2: tens of ms
 
   // Memory: each thread scales its own 32 MiB slice (well past L3 in total), read + write bytes.
   const std::size_t n = (32u << 20) / sizeof(float);
@@ -115,7 +131,6 @@ CpuPeaks measure_peaks(int threads) {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     return 2.0 * 2.0 * n * sizeof(float) / s * 1e-9;
   });
-  if (sink.load() == 12345.f) std::abort();  // keep the FMA chains alive
   return p;
 }
 

@@ -15,4 +15,11 @@ struct CpuPeaks {
 // Takes about half a second. `threads` <= 0: one per online CPU.
 CpuPeaks measure_peaks(int threads = 0);
 
+// The FMA part alone, shorter: `threads` threads (<= 0: one per online CPU) each run `reps` x 0.4
+// MFLOP-vectors of independent FMA chains (reps 1000 ~ 0.1 s a thread at AVX-512), best of three
+// tries. The timing engine probes it between rounds (reps 100) so % of peak compares a case with
+// the ceiling the machine offered while it ran, not at the start of the run (a shared machine's
+// other processes come and go).
+double fma_peak_gflops(int threads, long reps);
+
 }  // namespace dlb::cpu

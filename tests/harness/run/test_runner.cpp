@@ -153,3 +153,26 @@ TEST(Runner, ResolveDevices) {
   EXPECT_THROW(resolve_devices("cuda:x"), UsageError);
   EXPECT_THROW(resolve_devices("cuda:9999"), UsageError);
 }
+
+// A measured run's CPU case with FLOPs: % of peak against the FMA peak probed around its rounds.
+TEST(Runner, CpuPercentOfPeakIsAgainstTheWindowProbe) {
+  Counters c;
+  json record;
+  Peaks peaks;
+  peaks.cpu_fp32_gflops = 1e-3;  // a run-start probe nothing could match: the window's must replace it
+  peaks.threads = 1;
+  peaks.measured = true;
+  auto entries = run_case(spec(FakeCase::Mode::good, &c), 0, quick(), peaks, record);
+  ASSERT_TRUE(record.contains("cpu_peak_gflops")) << record.dump();
+  const double peak = record.at("cpu_peak_gflops").get<double>();
+  EXPECT_GT(peak, 0.1);  // any FMA unit does more than 0.1 GFLOP/s
+  EXPECT_GE(record.at("cpu_peak_probes").get<int>(), 3);  // one per round
+  EXPECT_GE(record.at("cpu_peak_spread").get<double>(), 1.0);
+  EXPECT_NEAR(record.at("pct_of_peak").get<double>(), 100.0 * record.at("gflops").get<double>() / peak, 1e-9);
+  // Without measured peaks (a test's Peaks, a run on no CPU case) there is no probe.
+  Peaks fake;
+  fake.cpu_fp32_gflops = 100;
+  json plain;
+  run_case(spec(FakeCase::Mode::good, &c), 0, quick(), fake, plain);
+  EXPECT_FALSE(plain.contains("cpu_peak_gflops"));
+}
