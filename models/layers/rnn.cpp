@@ -134,20 +134,22 @@ void Recurrent::backward(const Bwd<float>& a) {
       dx = buf.data();
     }
     Param* q = &p[std::size_t(4 * k)];
-    g_.resize(q[0].size() + q[1].size() + q[2].size());
-    float* gw = g_.data();
-    const cs::RnnGrads g{gw, gw + q[0].size(), gw + q[0].size() + q[1].size(), nullptr};  // overwritten
     const bool want_state = state && a.dx(1);
     float* dh0 = want_state ? dh_.data() : nullptr;
     float* dc0 = want_state && lstm && a.dx(2) ? dc_.data() : nullptr;
-    if (impl == RnnImpl::onednn)
+    if (impl == RnnImpl::onednn) {  // into scratch (overwritten), then added
+      g_.resize(q[0].size() + q[1].size() + q[2].size());
+      float* gw = g_.data();
+      const cs::RnnGrads g{gw, gw + q[0].size(), gw + q[0].size() + q[1].size(), nullptr};
       cpu::onednn::rnn_backward(s, weights(k), x, dy, nullptr, nullptr, saved_dnn_[std::size_t(k)], dx, dh0, dc0, g);
-    else
+      add_into(q[0].grad.data(), g.dw_ih, q[0].size());
+      add_into(q[1].grad.data(), g.dw_hh, q[1].size());
+      add_into(q[2].grad.data(), g.db_ih, q[2].size());
+      add_into(q[3].grad.data(), g.db_ih, q[3].size());  // db_hh == db_ih
+    } else {
+      const cs::RnnGrads g{q[0].grad.data(), q[1].grad.data(), q[2].grad.data(), q[3].grad.data(), true};
       cs::rnn_backward(s, weights(k), x, dy, nullptr, nullptr, saved_[std::size_t(k)], dx, dh0, dc0, g);
-    add_into(q[0].grad.data(), g.dw_ih, q[0].size());
-    add_into(q[1].grad.data(), g.dw_hh, q[1].size());
-    add_into(q[2].grad.data(), g.db_ih, q[2].size());
-    add_into(q[3].grad.data(), g.db_ih, q[3].size());  // db_hh == db_ih
+    }
     if (dh0) state_put(dh0, n, layers, H, k, a.dx(1));
     if (dc0) state_put(dc0, n, layers, H, k, a.dx(2));
     dy = dx;

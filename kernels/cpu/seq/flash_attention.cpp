@@ -1,8 +1,8 @@
 // Fused attention on the CPU (see attention.h, algorithm "flash"): FlashAttention-2's loop order over
 // query blocks of kBr rows and key blocks of kBc keys, the row max and sum carried online, the
 // probabilities never leaving a kBr x kBc tile; backward recomputes each tile from the saved row
-// log-sum-exp. The tile products run on a small register-blocked GEMM written once over the vector
-// width (8 rows x 2 vectors of accumulators at AVX-512, 6 at AVX2), compiled per ISA by foreach_isa.h.
+// log-sum-exp. The tile products run on tile_gemm.inc's register-blocked GEMM (8 rows x 2 vectors of
+// accumulators at AVX-512, 6 at AVX2), compiled per ISA by foreach_isa.h.
 // Napkin math per tile (forward): 4 kBr kBc D flops on a kBr x kBc tile that stays in L1
 // (32 x 64 floats = 8 KB), K^T and V read once per query block (2 Tk D floats: 512 KB at Tk 1024,
 // D 64, from L2).
@@ -75,61 +75,7 @@ void attention_backward_flash(const Attn& a, CView q, CView k, CView v, CView o,
 
 #else  // ---- bodies, once per ISA (foreach_isa.h) ----
 
-// C[MR x n0+n1 columns] (+)= A B over k: A's element (r, p) at a[r ars + p acs] (a transposed view
-// is acs = row length, ars = 1), B rows of ldb, C rows of ldc; n0, n1 the lanes used in the tile's
-// two column vectors (FULL: both V::L, no masks).
-template <int MR, bool FULL>
-inline void mm_tile(int k, const float* a, long ars, long acs, const float* b, long ldb, float* c, long ldc, int n0,
-                    int n1, bool acc) {
-  vec c0[MR], c1[MR];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    c0[r] = acc ? (FULL ? V::load(c + r * ldc) : V::load_n(c + r * ldc, n0, 0.f)) : V::zero();
-    c1[r] = acc ? (FULL ? V::load(c + r * ldc + V::L) : V::load_n(c + r * ldc + V::L, n1, 0.f)) : V::zero();
-  }
-  for (int p = 0; p < k; ++p) {
-    const float* bp = b + p * ldb;
-    const vec b0 = FULL ? V::load(bp) : V::load_n(bp, n0, 0.f);
-    const vec b1 = FULL ? V::load(bp + V::L) : V::load_n(bp + V::L, n1, 0.f);
-    const float* ap = a + p * acs;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      const vec av = V::bcast(ap + r * ars);
-      c0[r] = V::fma(av, b0, c0[r]);
-      c1[r] = V::fma(av, b1, c1[r]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    if (FULL) {
-      V::store(c + r * ldc, c0[r]);
-      V::store(c + r * ldc + V::L, c1[r]);
-    } else {
-      V::store_n(c + r * ldc, c0[r], n0);
-      if (n1 > 0) V::store_n(c + r * ldc + V::L, c1[r], n1);
-    }
-  }
-}
-
-template <bool FULL>
-inline void mm_rows(int m, int k, const float* a, long ars, long acs, const float* b, long ldb, float* c, long ldc,
-                    int n0, int n1, bool acc) {
-  constexpr int MR = V::L == 16 ? 8 : V::L == 8 ? 6 : 4;  // 2 MR accumulators of 32 / 16 registers
-  int i = 0;
-  for (; i + MR <= m; i += MR) mm_tile<MR, FULL>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, n0, n1, acc);
-  for (; i + 4 <= m; i += 4) mm_tile<4, FULL>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, n0, n1, acc);
-  for (; i < m; ++i) mm_tile<1, FULL>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, n0, n1, acc);
-}
-
-// C[m x n] = (acc ? C : 0) + A[m x k] B[k x n], strides as mm_tile.
-void mm(int m, int n, int k, const float* a, long ars, long acs, const float* b, long ldb, float* c, long ldc,
-        bool acc) {
-  for (int j = 0; j < n; j += 2 * V::L) {
-    const int n0 = std::min(V::L, n - j), n1 = std::max(0, std::min(V::L, n - j - V::L));
-    if (n0 == V::L && n1 == V::L) mm_rows<true>(m, k, a, ars, acs, b + j, ldb, c + j, ldc, n0, n1, acc);
-    else mm_rows<false>(m, k, a, ars, acs, b + j, ldb, c + j, ldc, n0, n1, acc);
-  }
-}
+#include "kernels/cpu/seq/tile_gemm.inc"  // mm: the tile products
 
 // dst[d Tk + j] = src[j st + d] for keys [j0, j1): K^T (or V^T) of a head, 16 keys at a time so
 // that each written line is filled by a run.

@@ -1,5 +1,6 @@
 // Recurrent layers, tanh RNN and LSTM (see rnn.h): the fp64 reference, the fused cell bodies over the
-// vector width, and the dispatch around OpenBLAS GEMMs (bf16 GEMMs under autocast: RnnShape::bf16).
+// vector width, and the dispatch around small_gemm / OpenBLAS GEMMs (bf16 GEMMs under autocast:
+// RnnShape::bf16).
 #ifndef DLB_ISA_PASS
 #include "kernels/cpu/seq/rnn.h"
 
@@ -15,6 +16,7 @@
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/seq/parallel.h"
+#include "kernels/cpu/seq/small_gemm.h"
 #include "kernels/cpu/simd.h"
 
 namespace dlb::cpu::seq {
@@ -185,6 +187,24 @@ void gemm(bool bf16, bool ta, bool tb, long m, long n, long k, const float* a, l
   g.b = b16 ? b16 : to_bf16(b, tb ? n : k, tb ? k : n, ldb, b16s);
   bf16_gemm(g);
 }
+// Which GEMM runs each product (measured in docs/notes/2026-11-26-seq-models.md, "Small-batch LSTM"):
+//   fp32: small_gemm (B as [k x n]: W_hh, W_ih, or their transposes made once a call)
+//     - the whole-sequence products (input part forward, dx backward) at any size,
+//     - the per-step recurrent products from kSmallGemmMinRows batch rows up,
+//     - the weight gradients (A = dA^T, k = T B rows) up to kSmallGemmMaxK rows;
+//   else sgemm (OpenBLAS's small-matrix path at 1-3 rows; its blocking beyond kSmallGemmMaxK);
+//   bf16 autocast: bf16_gemm throughout.
+struct Dispatch {
+  bool seq, step, grad;  // small_gemm for the sequence products, the per-step ones, the weight gradients
+  explicit Dispatch(const RnnShape& s)
+      : seq(!s.bf16), step(!s.bf16 && s.B >= kSmallGemmMinRows), grad(!s.bf16 && s.rows() <= kSmallGemmMaxK) {}
+};
+// W [rows x cols] -> W^T [cols x rows] into `out` (thread-local scratch), for small_gemm's B.
+const float* transposed(const float* w, long rows, long cols, std::vector<float>& out) {
+  out.resize(std::size_t(rows) * cols);
+  cblas_somatcopy(CblasRowMajor, CblasTrans, int(rows), int(cols), 1.f, w, int(cols), out.data(), int(rows));
+  return out.data();
+}
 }  // namespace
 
 void rnn_forward(const RnnShape& s, const RnnWeights& w, const float* x, const float* h0, const float* c0, float* y,
@@ -207,12 +227,18 @@ void rnn_forward(const RnnShape& s, const RnnWeights& w, const float* x, const f
   else if (lstm) std::fill_n(cs, BH, 0.f);
 
   const Bf16Weights w16(s, w);
-  gemm(s.bf16, false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH, w16.ih);  // every step's input part at once
+  const Dispatch use(s);
+  thread_local std::vector<float> wih_t, whh_t;  // W_ih^T [I][GH], W_hh^T [H][GH] for small_gemm
+  if (use.seq)  // every step's input part at once
+    small_gemm(false, N, GH, s.I, x, s.I, transposed(w.w_ih, GH, s.I, wih_t), GH, false, gates, GH);
+  else gemm(s.bf16, false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH, w16.ih);
+  const float* const whh = use.step ? transposed(w.w_hh, GH, H, whh_t) : nullptr;
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_forward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_forward);
   for (int t = 0; t < s.T; ++t) {
     float* const gt = gates + s.row(t, 0) * GH;
-    gemm(s.bf16, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH, w16.hh);  // += W_hh h_{t-1}
+    if (use.step) small_gemm(false, B, GH, H, hs + t * BH, H, whh, GH, true, gt, rs * GH);  // += W_hh h_{t-1}
+    else gemm(s.bf16, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH, w16.hh);
     parallel_rows(B, 3L * GH, [&](long lo, long hi) {
       for (long b = lo; b < hi; ++b) {
         float* const h = hs + (t + 1) * BH + b * H;
@@ -250,6 +276,7 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
   const Bf16Weights w16(s, w);
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_backward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_backward);
+  const Dispatch use(s);
   for (int t = s.T - 1; t >= 0; --t) {
     parallel_rows(B, 4L * GH, [&](long lo, long hi) {
       for (long b = lo; b < hi; ++b) {
@@ -261,32 +288,66 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
         else tanh_body(hs + (t + 1) * BH + b * H, dyr, dh + b * H, da + r * GH, H);
       }
     });
-    gemm(s.bf16, false, false, B, H, GH, da + s.row(t, 0) * GH, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);  // dh_{t-1} = dA_t W_hh
+    if (t == 0 && !dh0) break;  // dh_{-1} is wanted only as dh0
+    const float* dat = da + s.row(t, 0) * GH;  // dh_{t-1} = dA_t W_hh
+    if (use.step) small_gemm(false, B, H, GH, dat, rs * GH, w.w_hh, H, false, dh, H);
+    else gemm(s.bf16, false, false, B, H, GH, dat, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);
   }
   if (dh0) std::copy_n(dh, BH, dh0);
   if (dc0 && lstm) std::copy_n(dc, BH, dc0);
-  if (dx) gemm(s.bf16, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I, w16.ih);
-  if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
+  if (dx && use.seq) small_gemm(false, N, s.I, GH, da, GH, w.w_ih, s.I, false, dx, s.I);
+  else if (dx) gemm(s.bf16, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I, w16.ih);
+  const float beta = g.accumulate ? 1.f : 0.f;
+  if (g.dw_ih && use.grad) small_gemm(true, GH, s.I, N, da, GH, x, s.I, g.accumulate, g.dw_ih, s.I);
+  else if (g.dw_ih) gemm(s.bf16, true, false, GH, s.I, N, da, GH, x, s.I, beta, g.dw_ih, s.I);
   if (g.dw_hh) {
-    if (!s.batch_first) gemm(s.bf16, true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);  // sum_t dA_t^T h_{t-1}
-    else  // per sequence: dA rows b*T.. against h_{t-1} of b, rows B*H apart
+    const float* hp = hs;  // h_{t-1} in dA's row order: sum over the rows of dA^T h_{t-1}
+    if (s.batch_first) {   // gathered (N H floats) so that it is one GEMM over K = N, not B of K = T
+      thread_local std::vector<float> hprev;
+      hprev.resize(std::size_t(N) * H);
       for (int b = 0; b < B; ++b)
-        gemm(s.bf16, true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
+        for (int t = 0; t < s.T; ++t) std::copy_n(hs + t * BH + b * H, H, hprev.data() + s.row(t, b) * H);
+      hp = hprev.data();
+    }
+    if (use.grad) small_gemm(true, GH, H, N, da, GH, hp, H, g.accumulate, g.dw_hh, H);
+    else gemm(s.bf16, true, false, GH, H, N, da, GH, hp, H, beta, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) {
-    float* db = g.db_ih ? g.db_ih : g.db_hh;
-    parallel_rows(GH, N, [&](long lo, long hi) {  // columns, each summing the rows in order
-      std::fill(db + lo, db + hi, 0.f);
-      for (long r = 0; r < N; ++r)
-        for (long k = lo; k < hi; ++k) db[k] += da[r * GH + k];
-    });
-    if (g.db_ih && g.db_hh) std::copy_n(g.db_ih, GH, g.db_hh);
+    thread_local std::vector<float> dbs;
+    dbs.assign(GH, 0.f);
+    float* const db = dbs.data();
+    const auto sums = DLB_ISA_PICK(column_sums);
+    parallel_rows(GH, N, [&](long lo, long hi) { sums(da + lo, N, GH, hi - lo, db + lo); });
+    for (float* out : {g.db_ih, g.db_hh})
+      if (out)
+        for (int k = 0; k < GH; ++k) out[k] = g.accumulate ? out[k] + db[k] : db[k];
   }
 }
 
 }  // namespace dlb::cpu::seq
 
 #else  // ---- bodies, once per ISA (foreach_isa.h) ----
+
+// out[k] = the sum of a[r lda + k] over the rows r = 0, 1, ... in order (the bias gradient: dA's
+// columns), k in [0, n): 4 vectors of sums stay in registers over a pass of the rows.
+void column_sums(const float* a, long rows, long lda, long n, float* out) {
+  constexpr int U = 4;
+  for (long j = 0; j < n; j += U * V::L) {
+    int lanes[U];
+    vec s[U];
+    for (int u = 0; u < U; ++u) {
+      const long left = n - j - long(u) * V::L;
+      lanes[u] = left <= 0 ? 0 : left < V::L ? int(left) : V::L;
+      s[u] = V::zero();
+    }
+    for (long r = 0; r < rows; ++r) {
+      const float* ar = a + r * lda + j;
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) s[u] = V::add(s[u], V::load_n(ar + u * V::L, lanes[u], 0.f));
+    }
+    for (int u = 0; u < U; ++u) V::store_n(out + j + u * V::L, s[u], lanes[u]);
+  }
+}
 
 // One batch row of an LSTM step: a = [a_i a_f a_g a_o] (GEMMs' sums; + bias) -> the activated gates
 // in place; c = f cp + i g, h = o tanh(c).

@@ -8,7 +8,8 @@
 // x [T, B, I] and y [T, B, H] (or [B, T, .] with batch_first); h0, c0, hn, cn [B, H].
 // The input GEMM runs once for all T*B rows, the recurrent GEMM once per step (into the strided
 // rows of that step), and the gate math in one fused pass per step; backward mirrors it (dx, dW_ih
-// and, for sequence-first, dW_hh one GEMM each over all steps).
+// and dW_hh one GEMM each over all steps). fp32 GEMMs on small_gemm.h or OpenBLAS, by rnn.cpp's
+// dispatch table.
 // Napkin math per step (forward): 2 B G H (I + H) flops in GEMMs + ~30 B H (LSTM) pointwise;
 // backward twice the GEMM flops. Bytes: the weights (G H (I + H) floats) are re-read every step --
 // from cache while they fit (LSTM H = 512: 8 MB, beyond L2), which makes small batches memory-bound.
@@ -35,8 +36,9 @@ struct RnnShape {
 };
 
 // PyTorch's parameters of one layer (T = float; double for the references); the biases may be
-// null (bias=False). Their gradients, overwritten (null: not wanted); db_ih and db_hh are equal
-// (both sum dA).
+// null (bias=False). Their gradients, overwritten (null: not wanted), or added into with
+// `accumulate` (rnn_backward only: a layer's Param::grad directly, no scratch and add pass);
+// db_ih and db_hh are equal (both sum dA).
 template <class T>
 struct RnnParams {
   const T* w_ih = nullptr;
@@ -50,6 +52,7 @@ struct RnnParamGrads {
   T* dw_hh = nullptr;
   T* db_ih = nullptr;
   T* db_hh = nullptr;
+  bool accumulate = false;
 };
 using RnnWeights = RnnParams<float>;
 using RnnGrads = RnnParamGrads<float>;

@@ -1,8 +1,9 @@
 // The recurrent layers (kernels/cpu/seq/rnn.h; oneDNN's in kernels/cpu/onednn/rnn.h): the fp64
 // reference gradchecked by central differences in every input and parameter, the fast fp32 layer
-// (OpenBLAS GEMMs + fused cells) against it at every ISA level the CPU runs, both layouts, with and
-// without h0/c0 and biases, the bf16-GEMM variant (autocast) within bf16's tolerance at every level
-// bf16_gemm has a path for, and oneDNN's vanilla_rnn / lstm primitives against the same reference.
+// (small_gemm / OpenBLAS GEMMs + fused cells) against it at every ISA level the CPU runs, both
+// layouts, with and without h0/c0 and biases, accumulating into the gradients, the bf16-GEMM variant
+// (autocast) within bf16's tolerance at every level bf16_gemm has a path for, and oneDNN's
+// vanilla_rnn / lstm primitives against the same reference.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -112,6 +113,8 @@ std::vector<Case> cases() {
       v.emplace_back(cell, 5, 3, 7, 13, bf);             // H not a multiple of a vector
       v.emplace_back(cell, 9, 4, 32, 48, bf);            // whole vectors
       v.emplace_back(cell, 4, 1, 5, 20, bf, false, false);  // batch 1, no biases, zero h0 / c0
+      v.emplace_back(cell, 3, 9, 6, 20, bf);             // small_gemm: a whole tile of rows and a remainder
+      v.emplace_back(cell, 9, 120, 5, 8, bf);            // T B > kSmallGemmMaxK: the weight gradients on sgemm
     }
   return v;
 }
@@ -186,6 +189,33 @@ TEST(SeqRnn, Bf16GemmsWithinBf16AtEveryIsa) {
       rnn_forward(c.s, w, c.x.data(), nullptr, nullptr, y16.data(), nullptr, nullptr, saved);
       EXPECT_GT(max_rel_err(y16.data(), y32.data(), ys), 0) << c.name();
     }
+  }
+}
+
+// RnnGrads::accumulate adds into the gradients (a layer's Param::grad), and without dh0 / dc0
+// wanted the last step's dh is not computed: the other outputs are the same.
+TEST(SeqRnn, AccumulatesIntoGradientsWithoutDh0) {
+  for (const Case& c : cases()) {
+    if (c.s.bf16) continue;
+    const RefOut r = reference(c);
+    const RnnWeights w{c.wih.data(), c.whh.data(), c.bias ? c.bih.data() : nullptr, c.bias ? c.bhh.data() : nullptr};
+    std::vector<float> y(r.y.size()), dx(r.dx.size()), saved;
+    std::vector<float> dwih(r.dwih.size(), 0.5f), dwhh(r.dwhh.size(), 0.5f), db(r.dbih.size(), 0.5f), db2 = db;
+    rnn_forward(c.s, w, c.x.data(), c.init ? c.h0.data() : nullptr, c.init ? c.c0.data() : nullptr, y.data(), nullptr,
+                nullptr, saved);
+    RnnGrads g{dwih.data(), dwhh.data(), db.data(), db2.data(), true};
+    rnn_backward(c.s, w, c.x.data(), c.dy.data(), c.dhn.data(), c.dcn.data(), saved, dx.data(), nullptr, nullptr, g);
+    const double tol = default_tolerance(DType::fp32);
+    auto plus_half = [](std::vector<double> v) {
+      for (double& e : v) e += 0.5;
+      return v;
+    };
+    SCOPED_TRACE(c.name());
+    EXPECT_LT(max_rel_err(dx.data(), r.dx.data(), dx.size()), tol);
+    EXPECT_LT(max_rel_err(dwih.data(), plus_half(r.dwih).data(), dwih.size()), tol);
+    EXPECT_LT(max_rel_err(dwhh.data(), plus_half(r.dwhh).data(), dwhh.size()), tol);
+    EXPECT_LT(max_rel_err(db.data(), plus_half(r.dbih).data(), db.size()), tol);
+    EXPECT_LT(max_rel_err(db2.data(), plus_half(r.dbhh).data(), db2.size()), tol);
   }
 }
 
