@@ -81,7 +81,7 @@ class SeqTrainCase final : public Case {
       trainer_ = models::make_trainer(*model_, models::default_optimizer(s_.c.model), o);
     } catch (const std::exception& e) {
       if (device_ == "cpu") throw;
-      throw Unsupported(std::string("the GPU trainer does not run ") + s_.c.model + ": " + e.what());
+      throw Unsupported(std::string("the GPU trainer refuses ") + s_.c.model + ": " + e.what());
     }
   }
 
