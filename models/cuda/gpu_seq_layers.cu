@@ -35,8 +35,8 @@ void copy(float* dst, const float* src, std::size_t n, cudaStream_t s) {
 void gemm(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
           float beta, float* c, int ldc) {
   const float one = 1.f;
-  DLB_CUBLAS_CHECK(cublasSgemm(cuda::cublas_handle_on(s), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               n, m, k, &one, b, ldb, a, lda, &beta, c, ldc));
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  DLB_CUBLAS_CHECK(cublasSgemm(cuda::cublas_handle_on(s), opb, opa, n, m, k, &one, b, ldb, a, lda, &beta, c, ldc));
 }
 
 // A projection by rows [r0, r0 + cols) of a weight W [*, k] and its bias: y[m, cols] = x W_r^T + b_r

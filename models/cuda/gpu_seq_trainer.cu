@@ -94,7 +94,8 @@ class GpuSeqTrainer final : public Trainer {
     bool cudnn = false;
     for (const Node& n : m_.nodes())
       if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get())) cudnn = cudnn || r->impl == RnnImpl::cudnn;
-    return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, fp32)" : " (cuBLAS + our sequence kernels, fp32)");
+    return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, fp32)"
+                              : " (cuBLAS + our sequence kernels, fp32)");
   }
   std::size_t model_device_bytes() const override { return model_bytes_; }
   std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
@@ -147,7 +148,8 @@ class GpuSeqTrainer final : public Trainer {
     if (auto* r = dynamic_cast<const Recurrent*>(&l))
       for (std::size_t k = 1; k < n.in.size(); ++k)
         if (!m_.is_input(n.in[k]))  // the twin computes no dh0 / dc0
-          throw Unsupported(r->p[0].name + ": an initial state made by another layer (the GPU trainer takes it as a model input)");
+          throw Unsupported(r->p[0].name +
+                            ": an initial state made by another layer (the GPU trainer takes it as a model input)");
   }
 
   Plan& plan(int n) {
@@ -181,7 +183,8 @@ class GpuSeqTrainer final : public Trainer {
   static void check_range(const std::int32_t* v, std::size_t n, int end, const std::string& what) {
     for (std::size_t i = 0; i < n; ++i)
       if (v[i] < 0 || v[i] >= end)
-        throw InputError(what + " " + std::to_string(v[i]) + " at " + std::to_string(i) + " outside 0.." + std::to_string(end - 1));
+        throw InputError(what + " " + std::to_string(v[i]) + " at " + std::to_string(i) + " outside 0.." +
+                         std::to_string(end - 1));
   }
 
   void upload(const Batch& b, Plan& p) {
@@ -234,7 +237,8 @@ class GpuSeqTrainer final : public Trainer {
     for (std::size_t k = nodes.size(); k-- > 0;) {
       const Node& nd = nodes[k];
       const auto out = std::size_t(nd.out);
-      if (!written[out]) DLB_CUDA_CHECK(cudaMemsetAsync(p.grads[out].data(), 0, p.grads[out].bytes(), s()));  // read by none
+      if (!written[out])  // a value no node read
+        DLB_CUDA_CHECK(cudaMemsetAsync(p.grads[out].data(), 0, p.grads[out].bytes(), s()));
       written[out] = 1;
       float* dxs[Layer::kMaxInputs] = {};
       int add_to[Layer::kMaxInputs] = {-1, -1, -1, -1};
@@ -248,7 +252,8 @@ class GpuSeqTrainer final : public Trainer {
           dxs[j] = p.spare[j].data(), add_to[j] = v;
         }
       }
-      gpu_seq::NodeIo io{Shapes(p.ins[k].data(), int(p.ins[k].size())), xs, p.vals[out].data(), p.grads[out].data(), dxs};
+      const Shapes in(p.ins[k].data(), int(p.ins[k].size()));
+      gpu_seq::NodeIo io{in, xs, p.vals[out].data(), p.grads[out].data(), dxs};
       p.ops[k]->backward(io);
       const float one = 1.f;
       for (std::size_t j = 0; j < nd.in.size(); ++j)
