@@ -7,6 +7,9 @@
 // is derived from the same time. Names: gpt2/train/<device>/fp32/config=<c>/impl=<i>/batch=<B>/seq=<T>.
 // Ours is verified before timing: the fp32 loss of one sequence against the model's fp64 reference;
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
+// impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
+// DLBENCH_LLMC_DIR built by its Makefile) on the same files, at the one point its main() fixes (CPU,
+// B=4, T=64); verified by its step-0 val loss against our forward on the same 5 batches.
 // The GPU has no gpt2 of ours yet (the CUDA trainer refuses its layers): those cases are unsupported.
 // --checkpoint-activations off,on (axis ckpt): ours recomputes each block in backward (models/gpt2.h);
 // its records carry activation_bytes (the executor's values and gradients) beside the harness's peak RSS.
@@ -22,12 +25,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/latency.h"
@@ -169,14 +175,21 @@ class OursCase final : public Case {
   std::size_t act_bytes_ = 0;
 };
 
-class NoGpuCase final : public Case {
+// A point an implementation cannot run: recorded as skipped with the reason.
+class SkipCase final : public Case {
  public:
-  void setup() override { throw Unsupported("gpt2 impl=ours: no CUDA path yet (the GPU trainer has no attention)"); }
+  explicit SkipCase(std::string why) : why_(std::move(why)) {}
+  void setup() override { throw Unsupported(why_); }
   CheckResult verify() override { return {}; }
   double run() override { return 0; }
   Work work() const override { return {}; }
   Metric metric() const override { return Metric::gflops; }
+
+ private:
+  std::string why_;
 };
+
+constexpr const char* kNoGpu = "gpt2 impl=ours: no CUDA path yet (the GPU trainer has no attention)";
 
 // op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
 struct InferPoint {
@@ -339,15 +352,97 @@ void add_infer_cases(std::vector<CaseSpec>& cases, const SuiteOptions& o, const 
         CaseId id{"gpt2", "infer", dev, "fp32", {}};
         id.with("config", config).with("impl", impl).with("phase", phase).with("seq", T);
         if (impl == "ours") {
-          if (is_gpu(dev)) cases.push_back({id, [] { return std::make_unique<NoGpuCase>(); }});
+          if (is_gpu(dev)) cases.push_back({id, [] { return std::make_unique<SkipCase>(kNoGpu); }});
           else cases.push_back({id, [p] { return std::make_unique<OursInferCase>(p); }});
           continue;
         }
-        if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours or pytorch)");
+        if (impl == "llmc") {
+          cases.push_back({id, [] { return std::make_unique<SkipCase>("llm.c's train_gpt2.c has no batch-1 K/V-cache inference"); }});
+          continue;
+        }
+        if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours, pytorch or llmc)");
         const fs::path dir = peer_dir(config + "-infer-" + phase + "-" + std::to_string(T));
         const std::string device = dev == "cpu" ? "cpu" : dev;
         cases.push_back({id, [p, device, dir] { return std::make_unique<PeerInferCase>(p, device, dir); }});
       }
+}
+
+// llm.c's val loss: main() averages the loss of kLlmcValBatches consecutive, unshuffled B x T batches
+// of the val file at steps 0, 10, ...; batch k reads tokens [k B T, (k + 1) B T] (the loader's
+// B T + 1 window), so 5 B T + 1 tokens are exactly what step 0 reads (fewer wrap around).
+constexpr int kLlmcValBatches = 5;
+// Our loss over those batches against llm.c's printed one (%f: 6 decimals, 5e-7 of ~11 = 5e-8).
+// Both fp32 over the same weights; summation orders differ (llm.c: -Ofast, OpenMP; ours: blocked
+// GEMMs, online softmax): measured 9e-9 (gpt-mini) and 1.2e-7 (gpt2-124m) apart. 1e-5 leaves 80x,
+// while another batch, a wrong layer, mask or position moves a random-init loss by 1e-3 and more.
+constexpr double kLlmcValTol = 1e-5;
+
+// A peer that reads the point's weights and tokens needs a checkout: $DLBENCH_LLMC_DIR with
+// train_gpt2.c and its Makefile (checked before any file is written; the peer checks again).
+void require_llmc_checkout() {
+  const char* d = std::getenv("DLBENCH_LLMC_DIR");
+  if (!d || !*d) throw Unsupported("llm.c peer: DLBENCH_LLMC_DIR is not set (a checkout of github.com/karpathy/llm.c; docs/peers.md)");
+  const fs::path dir(d);
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "train_gpt2.c", ec) || !fs::is_regular_file(dir / "Makefile", ec))
+    throw Unsupported(std::string("llm.c peer: DLBENCH_LLMC_DIR=") + d + " has no train_gpt2.c and Makefile (not an llm.c checkout)");
+}
+
+// Ours on llm.c's step-0 val batches: the mean of the batches' mean losses, as main() prints it.
+double our_val_loss(const fs::path& dir, int B, int T) {
+  const models::Gpt2Weights w = models::read_gpt2_checkpoint((dir / "model.bin").string());
+  auto m = models::make_gpt2(w, T);
+  for (models::Param* q : m->params()) q->ref_value = {}, q->ref_grad = {};  // fp64 copies: unused here
+  models::Gpt2Batcher val(models::read_gpt2_tokens((dir / "val.bin").string(), w.config.vocab_size), B, T);
+  double sum = 0;
+  for (int k = 0; k < kLlmcValBatches; ++k) {
+    m->zero_grad();
+    sum += m->forward_backward(val.next());
+  }
+  return sum / kLlmcValBatches;
+}
+
+// impl=llmc at one point: a skip where train_gpt2.c cannot run it, else the peer with its files
+// (the seeded weights and training tokens ours trains on, and the val batches) and its check.
+void add_llmc(std::vector<CaseSpec>& cases, const CaseId& id, const Point& p, const std::string& dev, int reps) {
+  auto skip = [&](const char* why) { cases.push_back({id, [why] { return std::make_unique<SkipCase>(why); }}); };
+  if (is_gpu(dev)) return skip("llm.c's train_gpt2.c runs on the CPU (its CUDA trainer is another program)");
+  if (p.B != 4 || p.T != 64) return skip("llm.c's train_gpt2.c fixes B=4, T=64");
+  if (p.ckpt) return skip("llm.c's train_gpt2.c has no activation checkpointing");
+  const fs::path dir = peer_dir(p.config + "-llmc");
+  PeerSpec s;
+  s.script = "llmc_gpt2.py";
+  s.runner = {"llmc", false};
+  s.args = {"--checkpoint", (dir / "model.bin").string(), "--train-tokens", (dir / "train.bin").string(), "--val-tokens",
+            (dir / "val.bin").string(), "--run-dir", (dir / "run").string(), "--val-loss-file", (dir / "val_loss.json").string()};
+  s.request = "steps";
+  s.work = {step_flops(p), 0, 0};
+  s.metric = Metric::gflops;
+  annotate_point(s.keys, p, 1);
+  s.keys["val_batches"] = kLlmcValBatches;
+  s.prepare = [p, dir](PeerSpec&) {
+    require_llmc_checkout();
+    const Gpt2Config c = config_of(p);
+    fs::create_directories(dir);
+    models::write_gpt2_checkpoint((dir / "model.bin").string(), models::gpt2_random_weights(c, 1));
+    const std::size_t bt = std::size_t(p.B) * p.T;
+    models::write_gpt2_tokens((dir / "train.bin").string(), models::gpt2_random_tokens(8 * bt + 1, c.vocab_size, 2));
+    models::write_gpt2_tokens((dir / "val.bin").string(), models::gpt2_random_tokens(kLlmcValBatches * bt + 1, c.vocab_size, 3));
+  };
+  s.check = [p, dir] {
+    std::ifstream in(dir / "val_loss.json");
+    const json j = json::parse(in, nullptr, false);
+    if (!j.is_object() || !j.contains("val_loss") || !j.at("val_loss").is_number())
+      return judge(1.0, kLlmcValTol, "llm.c wrote no step-0 val loss");
+    const double theirs = j.at("val_loss").get<double>(), ours = our_val_loss(dir, p.B, p.T);
+    return judge(std::abs(theirs - ours) / std::abs(ours), kLlmcValTol,
+                 "llm.c's step-0 val loss vs ours on the same " + std::to_string(kLlmcValBatches) + " batches and weights");
+  };
+  s.cleanup = [dir] {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  };
+  add_peer(cases, id, s, reps);
 }
 
 std::vector<CaseSpec> expand(const SuiteOptions& o) {
@@ -371,11 +466,15 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 return c;
               };
               if (impl == "ours") {
-                if (is_gpu(dev)) cases.push_back({id("ours"), [] { return std::make_unique<NoGpuCase>(); }});
+                if (is_gpu(dev)) cases.push_back({id("ours"), [] { return std::make_unique<SkipCase>(kNoGpu); }});
                 else cases.push_back({id("ours"), [p] { return std::make_unique<OursCase>(p); }});
                 continue;
               }
-              if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours or pytorch)");
+              if (impl == "llmc") {
+                add_llmc(cases, id("llmc"), p, dev, o.repetitions > 0 ? o.repetitions : 5);
+                continue;
+              }
+              if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours, pytorch or llmc)");
               const int steps = is_gpu(dev) ? 10 : 1;
               for (const auto& mode : modes) {
                 const fs::path dir = peer_dir(config + "-" + std::to_string(B) + "x" + std::to_string(T) + (p.ckpt ? "-ckpt" : ""));
@@ -472,7 +571,8 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
 
 DLB_SUITE(gpt2)
     .about("GPT-2 training steps (forward, backward, AdamW; --checkpoint-activations) on llm.c's configs: ours (CPU) "
-           "against the PyTorch peer (eager, compile; CPU, GPU); tokens/s and MFU; --op infer: prefill tokens/s and "
+           "against the PyTorch peer (eager, compile; CPU, GPU) and llm.c's C trainer (--impl llmc); tokens/s and MFU; "
+           "--op infer: prefill tokens/s and "
            "K/V-cache decode p50/p99 at batch 1")
     .axis("config", {"gpt2-124m"}, {"gpt-mini"})
     .axis("batch", {4}, {1})
@@ -484,7 +584,8 @@ DLB_SUITE(gpt2)
     .takes({flag::batch(), flag::profile(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
             FlagSpec{"--config", "GPT-2 configs: gpt2-124m, gpt-mini", "config", true, FlagSpec::Parse::words, 0,
                      {"gpt2-124m", "gpt-mini"}},
-            FlagSpec{"--impl", "ours, pytorch", "impl", true, FlagSpec::Parse::words, 0, {"ours", "pytorch"}},
+            FlagSpec{"--impl", "ours, pytorch, llmc (llm.c's train_gpt2.c in $DLBENCH_LLMC_DIR: CPU, B=4, T=64)", "impl",
+                     true, FlagSpec::Parse::words, 0, {"ours", "pytorch", "llmc"}},
             FlagSpec{"--peer-mode", "the PyTorch peer's modes: eager, compile", "peer_mode", true, FlagSpec::Parse::words, 0,
                      {"eager", "compile"}},
             FlagSpec{"--op", "train (the AdamW step), infer (prefill and K/V-cache decode at batch 1), or both", "op", true,

@@ -1,4 +1,4 @@
-// The PyTorch peers' processes (see peer.h).
+// The peers' processes (see peer.h).
 #include "bench/peer.h"
 
 #include <sys/wait.h>
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 #include "kernels/common/errors.h"
 #include "kernels/common/safe_file.h"
@@ -79,18 +80,24 @@ std::vector<std::string> peer_threads_args() {
   return {"--threads", std::to_string(n)};
 }
 
-PeerChild::PeerChild(const std::string& script_file, std::vector<std::string> args) {
-  const std::string script = peer_script(script_file);
-  if (access(script.c_str(), R_OK) != 0) throw Unsupported("pytorch peer: " + script + " not found");
-  const PeerPython& py = peer_python();
-  if (py.torch.empty()) throw Unsupported("pytorch peer unavailable: " + py.why);
-  python_ = py.python;
-  args.insert(args.begin(), {py.python, script});
+PeerChild::PeerChild(const std::string& script_file, std::vector<std::string> args, PeerRunner runner)
+    : runner_(std::move(runner)) {
+  const std::string script = peer_script(script_file), who = runner_.name + " peer";
+  if (access(script.c_str(), R_OK) != 0) throw Unsupported(who + ": " + script + " not found");
+  if (runner_.torch) {
+    const PeerPython& py = peer_python();
+    if (py.torch.empty()) throw Unsupported(who + " unavailable: " + py.why);
+    python_ = py.python;
+  } else {
+    const char* p = std::getenv("DLBENCH_PYTHON");
+    python_ = p && *p ? p : "python3";
+  }
+  args.insert(args.begin(), {python_, script});
   for (const auto& a : peer_threads_args()) args.push_back(a);
   try {
     child_ = std::make_unique<LineChild>(args);
   } catch (const std::runtime_error& e) {
-    throw Unsupported(std::string("pytorch peer failed: ") + e.what());
+    throw Unsupported(who + " failed: " + e.what());
   }
   ready = next_record("ready");
 }
@@ -101,25 +108,29 @@ json PeerChild::request(const std::string& line, const char* key) {
 }
 
 void PeerChild::annotate(json& r) const {
-  r["peer"] = "pytorch";
-  r["torch_version"] = ready.value("torch", "?");
+  r["peer"] = runner_.name;
   r["peer_python"] = python_;  // the interpreter that ran it (DLBENCH_PEER_PYTHON or the newest torch found)
-  r["torch_threads"] = ready.value("threads", 0);
-  // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
-  if (ready.contains("math") && ready.at("math").is_object() && !ready.at("math").empty()) r["torch_math"] = ready.at("math");
+  if (runner_.torch) {
+    r["torch_version"] = ready.value("torch", "?");
+    r["torch_threads"] = ready.value("threads", 0);
+    // On a GPU: TF32 off for cuDNN and matmul, cudnn.benchmark on (the peer's math matches ours).
+    if (ready.contains("math") && ready.at("math").is_object() && !ready.at("math").empty()) r["torch_math"] = ready.at("math");
+  }
   // What the peer itself wants on its records (e.g. the attention peer's "sdpa_backend").
   if (ready.contains("keys") && ready.at("keys").is_object()) r.update(ready.at("keys"));
 }
 
 // The peer's next JSON line holding `key`. When it ends instead: Interrupted after a signal,
-// Unsupported naming its first line (exit 3: torch does not import or has no such device) or failed.
+// Unsupported naming its first line (exit 3: torch does not import or has no such device; llm.c's
+// checkout is missing or does not build) or failed.
 json PeerChild::next_record(const char* key) {
+  const std::string who = runner_.name + " peer";
   std::string line, first;
   while (child_->read_line(&line)) {
     if (!line.empty() && line[0] == '{') {
       json j;
       try {
-        j = parse_json_bounded(line, "pytorch peer output");
+        j = parse_json_bounded(line, who + " output");
       } catch (const InputError&) {  // nested too deep: not a record
       }
       if (j.is_object() && j.contains(key)) {
@@ -130,9 +141,9 @@ json PeerChild::next_record(const char* key) {
     if (first.empty()) first = line;
   }
   const int st = child_->finish();  // its output is read to the end already
-  if (interrupt_requested()) throw Interrupted("pytorch peer interrupted");
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported("pytorch peer unavailable: " + first);
-  throw Unsupported("pytorch peer failed: " + first);
+  if (interrupt_requested()) throw Interrupted(who + " interrupted");
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported(who + " unavailable: " + first);
+  throw Unsupported(who + " failed: " + first);
 }
 
 }  // namespace dlb::bench

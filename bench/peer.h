@@ -1,6 +1,6 @@
-// The PyTorch peers (bench/peers/*.py --serve): which interpreter runs them, and one running peer
-// process answering requests with JSON lines. Used by the lecture and train suites' PeerCase
-// (bench/training_cases.cpp) and the seq suite's (bench/seq.cpp).
+// The peers (bench/peers/*.py --serve): which interpreter runs them, and one running peer process
+// answering requests with JSON lines. Used by the lecture and train suites' PeerCase
+// (bench/training_cases.cpp), the seq suite's (bench/seq.cpp) and the gpt2 suite's (PyTorch, llm.c).
 #pragma once
 #include <memory>
 #include <string>
@@ -26,16 +26,24 @@ const PeerPython& peer_python();
 // DLBENCH_PEER_THREADS=N -> {"--threads", "N"} (default: none, every core). UsageError when bad.
 std::vector<std::string> peer_threads_args();
 
+// Who a peer is: its name ("peer" on its records, the start of its messages) and whether its script
+// needs torch (run by peer_python()) or the standard library only (DLBENCH_PYTHON, else python3:
+// the llm.c peer drives a C program).
+struct PeerRunner {
+  std::string name = "pytorch";
+  bool torch = true;
+};
+
 // A peer started with `args` after its script (and the thread flags), warmed up: its {"ready": true}
-// line read. Unsupported (recorded as skipped) when no interpreter imports torch, the script is
-// missing, or the peer ends instead of answering (exit 3: torch or the device unavailable).
+// line read. Unsupported (recorded as skipped) when no interpreter imports torch (a torch peer), the
+// script is missing, or the peer ends instead of answering (exit 3: what it needs is unavailable).
 class PeerChild {
  public:
-  PeerChild(const std::string& script_file, std::vector<std::string> args);
+  PeerChild(const std::string& script_file, std::vector<std::string> args, PeerRunner runner = {});
   // Sends `line`, returns the peer's next record holding `key` (other lines are passed over).
   nlohmann::json request(const std::string& line, const char* key);
-  // peer, torch_version, peer_python, torch_threads and torch_math (a GPU's TF32 and cuDNN settings),
-  // and the keys its ready line lists under "keys".
+  // peer, peer_python; a torch peer's torch_version, torch_threads and torch_math (a GPU's TF32 and
+  // cuDNN settings); and the keys its ready line lists under "keys".
   void annotate(nlohmann::json& r) const;
   double cpu_seconds = 0;  // the peer's own CPU time so far (all its threads), from its last record
   nlohmann::json ready;    // its first record
@@ -44,6 +52,7 @@ class PeerChild {
   nlohmann::json next_record(const char* key);
   std::unique_ptr<LineChild> child_;
   std::string python_;
+  PeerRunner runner_;
 };
 
 }  // namespace dlb::bench

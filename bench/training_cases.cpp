@@ -273,10 +273,10 @@ class TrainingCase final : public Case {
   int epochs_ = 0;
 };
 
-// A PyTorch peer (bench/peers/pytorch_lecture.py, pytorch_gpt2.py; --serve): one child per case,
+// A peer (bench/peers/pytorch_lecture.py, pytorch_gpt2.py, llmc_gpt2.py; --serve): one child per case,
 // started and warmed up in setup(), then one repetition (an epoch, N steps) per request line, so the harness times its epochs in the
 // same interleaved rounds as ours (run() returns the epoch's own time: manual time). Verification:
-// the peer ran an epoch and its loss is finite; its numbers are PyTorch's.
+// the peer ran an epoch and its loss is finite (or PeerSpec::check); its numbers are its own.
 class PeerCase final : public Case {
  public:
   PeerCase(PeerSpec spec, int reps) : spec_(std::move(spec)), reps_(reps) {}
@@ -284,7 +284,7 @@ class PeerCase final : public Case {
     if (spec_.prepare) spec_.prepare(spec_);
     std::vector<std::string> args = spec_.args;
     args.push_back("--serve");
-    peer_ = std::make_unique<PeerChild>(spec_.script, args);
+    peer_ = std::make_unique<PeerChild>(spec_.script, args, spec_.runner);
   }
   CheckResult verify() override {
     run();  // one untimed repetition: the peer runs and its loss is finite (or its output checks)

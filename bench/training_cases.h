@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/loader_cases.h"
+#include "bench/peer.h"
 #include "bench/suite.h"
 #include "models/data.h"
 
@@ -44,10 +45,11 @@ void add_training_cases(std::vector<CaseSpec>& cases, const std::string& suite,
 void add_peer_case(std::vector<CaseSpec>& cases, const std::string& suite, const std::string& device, long long batch,
                    long long images, int repetitions, std::shared_ptr<const Feed> feed = nullptr);
 
-// Any PyTorch peer script of bench/peers/ run that way (--serve, one repetition per `request` line,
+// Any peer script of bench/peers/ run that way (--serve, one repetition per `request` line,
 // each answered by a JSON line {"seconds", "loss", "cpu_seconds"}), timed in the same rounds as ours.
 struct PeerSpec {
   std::string script;             // "pytorch_gpt2.py"
+  PeerRunner runner;              // who runs it: PyTorch's interpreter by default
   std::vector<std::string> args;  // its flags (--serve and DLBENCH_PEER_THREADS's --threads are added)
   std::string request;            // the line that asks for one repetition: "epoch", "steps"
   Work work;                      // of one repetition
