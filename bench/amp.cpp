@@ -17,8 +17,8 @@
 //               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
 //               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32
 //               train_step from the same weights on the same batches, trained freely (its weights
-//               stay on the device: no lockstep). The sequence models are not run there yet (the
-//               CUDA trainer runs chains of image layers): Unsupported, reported as skipped.
+//               stay on the device: no lockstep). The sequence models are not run there yet (their
+//               CUDA trainer, gpu_seq_trainer.cu, is fp32 only): Unsupported, reported as skipped.
 //   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
 //               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
 //   ops "cast", "unscale" (GPU): our fp32->fp16/bf16 cast and fused unscale+inf/NaN check kernels
@@ -358,8 +358,8 @@ class TrainAmpGpuCase final : public Case {
       : dev_(std::move(device)), model_(std::move(model)), batch_(batch), dtype_(dtype), steps_(parity_steps) {}
 
   void setup() override {
-    if (models::is_seq_model(model_))  // (models/cuda/gpu_trainer.cu: chains of image layers; no embedding, RNN, attention)
-      throw Unsupported("the CUDA trainer does not run the sequence model " + model_ + " yet");
+    if (models::is_seq_model(model_))  // (models/cuda/gpu_seq_trainer.cu: fp32 only, no autocast yet)
+      throw Unsupported("the CUDA trainer does not run the sequence model " + model_ + " under autocast yet");
     m_ = models::make_model(model_);
     const models::Shape in = m_->input_shape(1);
     nbatches_ = std::max(steps_, 16);  // the timed epoch: nbatches_ steps

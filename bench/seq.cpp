@@ -1,8 +1,10 @@
 // Suite "seq": the seed's sequence models (models/seq_zoo.h: rnn, lstm, transformer) in tokens/s.
 // op=train: one epoch of `samples` token windows (full batches, ceil(samples / batch) steps) per
-// timed iteration, ours (impl=ours, and impl=onednn for rnn and lstm on the CPU) and with --peer
-// pytorch the seed's own modules (bench/peers/pytorch_seq.py, handed the same batches in a file) in
-// the same interleaved rounds. --dataset: synthetic (default) or text:FILE (character-level windows
+// timed iteration, ours (impl=ours on every device; impl=onednn for rnn and lstm on the CPU, impl=cudnn
+// for them on a GPU: cuDNN's RNN API) and with --peer pytorch the seed's own modules
+// (bench/peers/pytorch_seq.py, handed the same batches in a file, on the same device) in the same
+// interleaved rounds. The GPU rows train in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h,
+// fp32), which has never run on a GPU yet: its first run is its first check. --dataset: synthetic (default) or text:FILE (character-level windows
 // of a local UTF-8 file, read once when the cases are made: a bad file is bad input, exit 2).
 // op=infer: forward-only latency of one batch (p50 / p99 over the timed calls) for every model of
 // the zoo, the four image models too. Verification: ours against the fp64 reference (one step's loss
@@ -79,7 +81,7 @@ class SeqTrainCase final : public Case {
       trainer_ = models::make_trainer(*model_, models::default_optimizer(s_.c.model), o);
     } catch (const std::exception& e) {
       if (device_ == "cpu") throw;
-      throw Unsupported(std::string("the GPU trainer does not run ") + s_.c.model + ": " + e.what());
+      throw Unsupported(std::string("the GPU trainer refuses ") + s_.c.model + ": " + e.what());
     }
   }
 
@@ -392,9 +394,12 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
             for (const auto& dev : o.devices) {
               if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
               for (const auto& impl : axis_strings(o, "impl")) {
-                if (impl != "ours" && impl != "onednn") throw UsageError("--impl " + impl + ": expected ours or onednn");
-                if (impl == "onednn" && (model != "rnn" && model != "lstm")) continue;  // oneDNN's RNN primitives
+                if (impl != "ours" && impl != "onednn" && impl != "cudnn")
+                  throw UsageError("--impl " + impl + ": expected ours, onednn or cudnn");
+                // oneDNN's RNN primitives on the CPU, cuDNN's RNN API on a GPU: rnn and lstm only
+                if (impl != "ours" && (model != "rnn" && model != "lstm")) continue;
                 if (impl == "onednn" && dev != "cpu") continue;
+                if (impl == "cudnn" && dev == "cpu") continue;
                 CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", impl}}};
                 if (seq_model) add_ids(id, s, b);
                 else id.with("batch", b);
@@ -463,7 +468,8 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   if (!train.empty()) {
     out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
     std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "Seq len", "Dataset",
-                                                "Train throughput (tokens/s)", "oneDNN RNN", "PyTorch", "ours / PyTorch"}};
+                                                "Train throughput (tokens/s)", "oneDNN RNN", "cuDNN RNN", "PyTorch",
+                                                "ours / PyTorch"}};
     for (const auto& kv : train) {
       const auto& k = kv.first;
       const auto& v = kv.second;  // named, not a structured binding: the lambda captures it (clang)
@@ -471,7 +477,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
       const bool both = v.count("ours") && v.count("pytorch");
       rows.push_back({std::get<0>(k), std::get<1>(k) == "cpu" ? "CPU" : "GPU (" + std::get<1>(k) + ")",
                       std::to_string(std::get<2>(k)), std::to_string(std::get<3>(k)), std::get<4>(k), get("ours"), get("onednn"),
-                      get("pytorch"), both ? num(v.at("ours") / v.at("pytorch"), "%.2fx") : "-"});
+                      get("cudnn"), get("pytorch"), both ? num(v.at("ours") / v.at("pytorch"), "%.2fx") : "-"});
     }
     print_markdown(out, rows);
     // The GPU-vs-CPU crossover per model: the smallest batch at which a GPU's tokens/s beats the CPU's (ours).
@@ -506,11 +512,11 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
 }  // namespace
 
 DLB_SUITE(seq)
-    .about("The seed's sequence models (rnn, lstm, transformer): training tokens/s (op=train; impl ours, onednn, "
-           "--peer pytorch; --dataset synthetic or text:FILE) and forward-only latency p50/p99 of every model (op=infer)")
+    .about("The seed's sequence models (rnn, lstm, transformer): training tokens/s (op=train; impl ours, onednn (CPU), "
+           "cudnn (GPU), --peer pytorch; --dataset synthetic or text:FILE) and forward-only latency p50/p99 of every model (op=infer)")
     .axis("op", {"train", "infer"})
     .axis("model", {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}, {"rnn", "lstm", "transformer", "mlp"})
-    .axis("impl", {"ours", "onednn"})
+    .axis("impl", {"ours", "onednn", "cudnn"})
     .axis("batch", {1, 8, 64}, {1, 8})      // op=train
     .axis("infer_batch", {1, 4, 64}, {1, 4})  // op=infer
     .axis("samples", {256}, {16})            // token windows per timed epoch (op=train)
@@ -526,7 +532,8 @@ DLB_SUITE(seq)
             FlagSpec{"--op", "train, infer or both", "op", true, FlagSpec::Parse::words, 0, {"train", "infer"}},
             FlagSpec{"--model", "models (rnn, lstm, transformer; infer: net128, mlp, convnet, autoencoder)", "model", true,
                      FlagSpec::Parse::words, 0, {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}},
-            FlagSpec{"--impl", "ours, onednn (rnn, lstm on the CPU)", "impl", true, FlagSpec::Parse::words, 0, {"ours", "onednn"}},
+            FlagSpec{"--impl", "ours, onednn (rnn, lstm on the CPU), cudnn (rnn, lstm on a GPU)", "impl", true,
+                     FlagSpec::Parse::words, 0, {"ours", "onednn", "cudnn"}},
             FlagSpec{"--infer-batch", "op=infer batch sizes", "infer_batch", true, FlagSpec::Parse::ints, 4096},
             FlagSpec{"--samples", "token windows per timed training epoch", "samples", true, FlagSpec::Parse::ints, 1 << 20},
             FlagSpec{"--seq-len", "sequence length", "seq", true, FlagSpec::Parse::ints, models::kMaxSeq},

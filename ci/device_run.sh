@@ -30,6 +30,8 @@
 #   lecture      240  --quick (1024 images) on cpu and the GPU with the PyTorch peer (--peer pytorch)
 #   amp          180  --quick: fp32/tf32/fp16/bf16 training steps and GEMMs
 #   train        180  --quick: the four models
+#   seq          180  --quick --op train: rnn, lstm (ours, cudnn) and transformer on cpu and the GPU
+#                     (the GPU sequence trainer's first run, verified against the fp64 reference)
 #   matmul-4096  300  --sizes 1024,2048,4096: every impl and dtype against cuBLAS (the ratio tables)
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
@@ -67,11 +69,11 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
-  [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180
+  [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=180
   [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture conv matmul-4096"
   [call-c]="rerun ncu sanitize")
-ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -467,6 +469,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     lecture) echo "lecture --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --peer pytorch" ;;
     amp) echo "amp --device $dev --quick" ;;
     train) echo "train --device $dev --quick" ;;
+    seq) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;

@@ -19,7 +19,7 @@ import sys
 NAMES = {
     "cublas": (["cublas_api.h"], """
         cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSetMathMode cublasGetProperty
-        cublasGetStatusName cublasSgemm_v2 cublasGemmEx cublasSgemmStridedBatched"""),
+        cublasGetStatusName cublasSgemm_v2 cublasGemmEx cublasSgemmStridedBatched cublasSgeam cublasSaxpy_v2"""),
     "cublaslt": (["cublasLt.h"], "cublasLtCreate cublasLtDestroy"),
     "cudnn": (["cudnn_graph.h", "cudnn_ops.h", "cudnn_cnn.h", "cudnn_adv.h"], """
         cudnnGetVersion cudnnGetErrorString cudnnCreate cudnnDestroy cudnnSetStream cudnnGetStream

@@ -63,6 +63,18 @@ extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cubla
       dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasSgemmStridedBatched"));
   return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
+extern "C" cublasStatus_t cublasSgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const float* alpha, const float* A, int lda, const float* beta, const float* B, int ldb, float* C, int ldc) {
+  using Fn = cublasStatus_t(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const float* alpha, const float* A, int lda, const float* beta, const float* B, int ldb, float* C, int ldc);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasSgeam"));
+  return real(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
+}
+extern "C" cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float* alpha, const float* x, int incx, float* y, int incy) {
+  using Fn = cublasStatus_t(cublasHandle_t handle, int n, const float* alpha, const float* x, int incx, float* y, int incy);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasSaxpy_v2"));
+  return real(handle, n, alpha, x, incx, y, incy);
+}
 
 extern "C" cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
   using Fn = cublasStatus_t(cublasLtHandle_t* lightHandle);
@@ -406,6 +418,8 @@ const std::vector<LazySymbolEntry>& lazy_symbols() {
     {dlb::cuda::LazyLib::cublas, "cublasSgemm_v2"},
     {dlb::cuda::LazyLib::cublas, "cublasGemmEx"},
     {dlb::cuda::LazyLib::cublas, "cublasSgemmStridedBatched"},
+    {dlb::cuda::LazyLib::cublas, "cublasSgeam"},
+    {dlb::cuda::LazyLib::cublas, "cublasSaxpy_v2"},
     {dlb::cuda::LazyLib::cublaslt, "cublasLtCreate"},
     {dlb::cuda::LazyLib::cublaslt, "cublasLtDestroy"},
     {dlb::cuda::LazyLib::cudnn, "cudnnGetVersion"},

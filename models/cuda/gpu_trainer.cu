@@ -40,6 +40,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
+#include "models/cuda/gpu_seq_trainer.h"
 #include "models/half.h"
 #include "models/loader/device_feed.h"
 #include "models/plan.h"
@@ -725,6 +726,7 @@ class GpuTrainer final : public Trainer {
 std::unique_ptr<Trainer> make_gpu_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o) {
   std::string why;
   if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
+  if (has_seq_ops(model)) return make_gpu_seq_trainer(model, opt, o);  // gpu_seq_trainer.cu
   return std::make_unique<GpuTrainer>(model, opt, o);
 }
 

@@ -14,10 +14,17 @@ namespace cs = cpu::seq;
 RnnImpl parse_rnn_impl(const std::string& s) {
   if (s == "ours") return RnnImpl::ours;
   if (s == "onednn") return RnnImpl::onednn;
-  throw UsageError("recurrent impl '" + s + "': expected ours or onednn");
+  if (s == "cudnn") return RnnImpl::cudnn;
+  throw UsageError("recurrent impl '" + s + "': expected ours, onednn or cudnn");
 }
 
-const char* rnn_impl_name(RnnImpl i) { return i == RnnImpl::onednn ? "onednn" : "ours"; }
+const char* rnn_impl_name(RnnImpl i) { return i == RnnImpl::onednn ? "onednn" : i == RnnImpl::cudnn ? "cudnn" : "ours"; }
+
+namespace {
+void check_cpu_impl(RnnImpl i, const std::string& name) {
+  if (i == RnnImpl::cudnn) throw Unsupported(name + ": impl cudnn runs on the GPU only (the CUDA trainer)");
+}
+}  // namespace
 
 Recurrent::Recurrent(std::string name, cs::RnnCell cell, int input, int hidden, int layers, bool batch_first,
                      bool state)
@@ -95,6 +102,7 @@ void Recurrent::forward(const Fwd<float>& a) {
   const int n = a.in[0].n(), T = a.in[0][1], H = hidden;
   const bool lstm = cell == cs::RnnCell::lstm;
   const std::size_t BH = std::size_t(n) * H, N = std::size_t(n) * T;
+  check_cpu_impl(impl, p[0].name);
   saved_.resize(std::size_t(layers));
   saved_dnn_.resize(impl == RnnImpl::onednn ? std::size_t(layers) : 0);
   ys_.resize(std::size_t(layers - 1));
@@ -122,6 +130,7 @@ void Recurrent::backward(const Bwd<float>& a) {
   const bool lstm = cell == cs::RnnCell::lstm;
   const std::size_t BH = std::size_t(n) * H, N = std::size_t(n) * T;
   const float* dy = a.dy;
+  check_cpu_impl(impl, p[0].name);
   dh_.resize(BH), dc_.resize(BH);
   for (int k = layers - 1; k >= 0; --k) {
     const cs::RnnShape s = shape(k, n, T);

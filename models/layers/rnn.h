@@ -9,7 +9,9 @@
 // [layers, n, H] with the batch first); without, they are zeros. hn/cn are not outputs: a model
 // reading the last hidden state of the last layer reads y's last step (SelectStep).
 // impl: ours (kernels/cpu/seq/rnn.h: one input GEMM per layer, a GEMM + fused cell per step) or
-// onednn (kernels/cpu/onednn/rnn.h: oneDNN's vanilla_rnn / lstm primitives).
+// onednn (kernels/cpu/onednn/rnn.h: oneDNN's vanilla_rnn / lstm primitives) on the CPU; cudnn
+// (kernels/cuda/seq/cudnn_rnn.h) on the GPU only: the CUDA sequence trainer reads `impl`, the CPU
+// step refuses it (Unsupported).
 #pragma once
 #include <string>
 #include <vector>
@@ -20,8 +22,8 @@
 
 namespace dlb::models {
 
-enum class RnnImpl { ours, onednn };
-RnnImpl parse_rnn_impl(const std::string& s);  // UsageError for another name
+enum class RnnImpl { ours, onednn, cudnn };
+RnnImpl parse_rnn_impl(const std::string& s);  // ours, onednn, cudnn; UsageError for another name
 const char* rnn_impl_name(RnnImpl i);
 
 class Recurrent final : public Layer {

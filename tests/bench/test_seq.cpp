@@ -49,6 +49,21 @@ TEST(SeqSuite, QuickExpandsTheCasesAsked) {
   EXPECT_EQ(count(with_peer, "impl=pytorch"), 4);  // train and infer x 2 batches
 }
 
+// impl=cudnn (cuDNN's RNN API) is a GPU row of rnn and lstm, impl=onednn a CPU row; ours runs on both.
+TEST(SeqSuite, CudnnRowsOnTheGpuOnly) {
+  const bench::Suite& s = *bench::find_suite("seq");
+  bench::SuiteOptions o = s.options(true, {{"op", {"train"}}});
+  o.devices = {"cpu", "cuda:0"};  // expanding needs no device
+  const auto cs = s.expand(o);
+  EXPECT_EQ(count(cs, "impl=cudnn"), 4);  // rnn and lstm x batch 1, 8
+  EXPECT_EQ(count(cs, "train/cuda:0/fp32/model=lstm/impl=cudnn"), 2);
+  EXPECT_EQ(count(cs, "train/cpu/fp32/model=rnn/impl=cudnn"), 0);
+  EXPECT_EQ(count(cs, "model=transformer/impl=cudnn"), 0);
+  EXPECT_EQ(count(cs, "train/cuda:0/fp32/model=rnn/impl=onednn"), 0);
+  EXPECT_EQ(count(cs, "train/cuda:0/fp32/model=transformer/impl=ours"), 2);
+  EXPECT_THROW(expand(true, {{"impl", {"cudnn_v9"}}}), UsageError);
+}
+
 TEST(SeqSuite, SizesThatDoNotFitAreBadUsage) {
   EXPECT_THROW(expand(true, {{"d_model", {10}}, {"heads", {4}}}), UsageError);
   EXPECT_THROW(expand(true, {{"model", {"rnn"}}, {"layers", {2}}}), UsageError);

@@ -125,6 +125,20 @@ TEST(SeqLayers, RecurrentOnednnMatchesReference) {
     }
 }
 
+// impl cudnn is cuDNN's RNN API, the CUDA sequence trainer's: the CPU step refuses it.
+TEST(SeqLayers, RecurrentCudnnIsGpuOnly) {
+  EXPECT_EQ(parse_rnn_impl("cudnn"), RnnImpl::cudnn);
+  EXPECT_STREQ(rnn_impl_name(RnnImpl::cudnn), "cudnn");
+  EXPECT_THROW(parse_rnn_impl("cuda"), UsageError);
+  Model m("rnn", {1, 4, 3}, LossKind::mse);
+  auto r = std::make_unique<Recurrent>("rnn", RnnCell::lstm, 3, 5);
+  r->impl = RnnImpl::cudnn;
+  m.add(std::move(r));
+  m.init(1);
+  std::vector<float> x(2 * 4 * 3, 0.5f);
+  EXPECT_THROW(m.forward_backward(Batch{x.data(), nullptr, nullptr, 2}), Unsupported);
+}
+
 TEST(SeqLayers, LayerNormBetweenLinears) {
   Model m("ln", {1, 3, 6}, LossKind::cross_entropy);
   m.add<Linear>("fc1", 6, 8).add<LayerNorm>("norm", 8).add<Linear>("fc2", 8, 4);

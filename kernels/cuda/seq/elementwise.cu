@@ -64,6 +64,11 @@ __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::size_
   }
 }
 
+__global__ void add_broadcast_k(const float* x, const float* row, float* y, std::size_t n, std::size_t period) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(blockDim.x) * gridDim.x)
+    y[i] = x[i] + row[i % period];
+}
+
 template <class T>
 void dropout_launch(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
                     std::uint64_t offset, cudaStream_t s) {
@@ -101,6 +106,12 @@ void dropout_forward(const void* x, void* y, std::uint8_t* mask, std::size_t n, 
 void dropout_backward(const void* dy, void* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
                       DType t, cudaStream_t s) {
   with_storage(t, "dropout", [&](auto z) { dropout_launch<decltype(z)>(dy, dx, nullptr, n, p, seed, offset, s); });
+  check_launch();
+}
+
+void add_broadcast(const float* x, const float* row, float* y, std::size_t n, std::size_t period, cudaStream_t s) {
+  if (n == 0) return;
+  add_broadcast_k<<<grid_for(n), kThreads, 0, s>>>(x, row, y, n, period);
   check_launch();
 }
 

@@ -1,7 +1,8 @@
 // The elementwise sequence kernels on the GPU, twins of kernels/cpu/seq/{gelu,dropout,adamw}.h and
 // checked against their references: GELU (tanh approximation), dropout drawing the same Philox mask
-// as the CPU (kernels/common/philox.h), AdamW. Device pointers, enqueued on `s`, fp32 (GELU and
-// dropout also bf16 storage: DType::bf16, fp32 arithmetic, one rounding on store).
+// as the CPU (kernels/common/philox.h), AdamW; and a broadcast add (the positional encoding). Device
+// pointers, enqueued on `s`, fp32 (GELU and dropout also bf16 storage: DType::bf16, fp32 arithmetic,
+// one rounding on store).
 // Napkin math: memory-bound; GELU 8 / 12 bytes an element (fwd / bwd), dropout 8 (+1 mask),
 // AdamW 28 bytes a parameter.
 #pragma once
@@ -24,6 +25,10 @@ void dropout_forward(const void* x, void* y, std::uint8_t* mask, std::size_t n, 
                      std::uint64_t offset, DType t, cudaStream_t s);
 void dropout_backward(const void* dy, void* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
                       DType t, cudaStream_t s);
+
+// y[i] = x[i] + row[i % period] (fp32): a table added to every item of a batch (the Transformer's
+// sinusoidal positional encoding, [T, C] over [B, T, C]). y may alias x.
+void add_broadcast(const float* x, const float* row, float* y, std::size_t n, std::size_t period, cudaStream_t s);
 
 // As cpu::seq::adamw_step (the bias corrections from `step` on the host).
 void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, const cpu::seq::AdamW& o, long step,

@@ -1,0 +1,61 @@
+// The sequence models' layers on one GPU, for the CUDA sequence trainer (gpu_seq_trainer.cu): a
+// device twin per host node (models/layer.h's Op: embedding, rnn_tanh, lstm, select_step, linear,
+// relu, add, layer_norm, dropout, positional_encoding, multihead_attention) over cuBLAS and the
+// kernels of kernels/cuda/seq/ and kernels/cuda/nn_ops.h, fp32. A twin is made for one batch size and
+// holds the scratch its forward keeps for backward; it reads its configuration (and the dropout's
+// step) from the host layer, its parameters from the trainer's flat device buffers.
+// Gradient contract (the trainer's): backward OVERWRITES each input gradient dx (null: not wanted)
+// and each parameter gradient, except Embedding, which ADDS into its weight's (a tied table: the
+// Transformer embeds src and tgt with one); the trainer zeroes the gradients once per step.
+// Never run on a GPU yet (no GPU was lent while it was written).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "models/layer.h"
+
+namespace dlb::models::gpu_seq {
+
+// Where each host parameter lives on the device: its value and its gradient (fp32).
+struct DeviceParams {
+  std::map<const Param*, std::size_t> offset;
+  float* values = nullptr;
+  float* grads = nullptr;
+  float* value(const Param* p) const { return values + offset.at(p); }
+  float* grad(const Param* p) const { return grads + offset.at(p); }
+};
+
+// One call of a node: its input shapes and device inputs (float or int32, as the host layer
+// declares), its output; backward adds dy and the input gradients to write.
+struct NodeIo {
+  Shapes in;
+  const void* const* xs;
+  float* y;
+  const float* dy = nullptr;
+  float* const* dxs = nullptr;
+  const float* x(int k = 0) const { return static_cast<const float*>(xs[k]); }
+  const std::int32_t* ids(int k = 0) const { return static_cast<const std::int32_t*>(xs[k]); }
+};
+
+class NodeOps {
+ public:
+  virtual ~NodeOps() = default;
+  virtual void forward(const NodeIo& io) = 0;
+  virtual void backward(const NodeIo& io) = 0;
+};
+
+// Unsupported for a layer without a twin: the image layers, GPT-2's gelu / position_embedding /
+// lm_head, attention without projections, a recurrent layer with impl onednn.
+void check_twin(const Layer& l);
+// The twin of `l` for inputs of shapes `in` (one batch size); check_twin's Unsupported first.
+std::unique_ptr<NodeOps> make_node_ops(Layer& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s);
+
+// Whether `op` belongs to the sequence models (the seed's or GPT-2's): a model with one trains in the
+// GPU sequence trainer (which refuses GPT-2's for now), the others in the image trainer.
+bool is_seq_op(Op op);
+
+}  // namespace dlb::models::gpu_seq

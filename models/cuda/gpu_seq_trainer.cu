@@ -1,0 +1,297 @@
+// The CUDA trainer of the sequence models (see gpu_seq_trainer.h): the host model's graph mirrored on
+// one GPU, a device twin per node (gpu_seq_layers.h), fp32. Parameters, gradients and the optimizer
+// state live in flat device buffers as in the image trainer; per batch size a plan holds every
+// value's buffer and gradient and the twins with their scratch (kept per size: the suite's check at
+// batch 2 and its timed batches alternate without reallocating).
+//
+// One step (train_batch): the batch's inputs (token ids, initial states) and labels copied in,
+// the dropout step number set on the host layers (Model::set_step: the same Philox masks as the CPU
+// step, which keys them by the optimizer's step count), the gradients zeroed (one memset: only
+// Embedding adds into its weight's gradient, the tied table of the Transformer), forward node by
+// node, the fused softmax cross-entropy (mean over the rows) writing the logits' gradient, backward
+// in reverse node order, then Adam(1e-3) or SGD with PyTorch's semantics over the flat buffers.
+// A value read by several nodes (the Transformer's residual branches, the encoder's memory) gets the
+// sum of their gradients: the first (in backward order) writes it, the others write a spare buffer
+// that is then added (cublasSaxpy).
+//
+// Never run on a GPU yet (no GPU was lent while it was written): its tests (tests/models/
+// test_train_seq_gpu.cu) check it against the CPU step on the first GPU that runs them.
+#include "models/cuda/gpu_seq_trainer.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "kernels/common/errors.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/handles.h"
+#include "kernels/cuda/nn_ops.h"
+#include "kernels/cuda/seq/rows.h"
+#include "models/cuda/gpu_seq_layers.h"
+#include "models/layers.h"
+
+namespace dlb::models {
+
+bool has_seq_ops(const Model& m) {
+  for (const Node& n : m.nodes())
+    if (gpu_seq::is_seq_op(n.layer->op())) return true;
+  return false;
+}
+
+namespace {
+
+using cuda::DeviceBuffer;
+
+class GpuSeqTrainer final : public Trainer {
+ public:
+  GpuSeqTrainer(Model& m, const OptimizerConfig& cfg, const TrainOptions& o) : m_(m), cfg_(cfg), o_(o) {
+    if (cfg.kind != "sgd" && cfg.kind != "adam") throw UsageError("optimizer '" + cfg.kind + "': expected sgd or adam");
+    if (o.dtype != DType::fp32)
+      throw Unsupported(std::string("the sequence models train in fp32 on the GPU, not ") + dtype_name(o.dtype) +
+                        " (no autocast for them there yet)");
+    if (o.cuda_graph) throw Unsupported("the GPU sequence trainer does not capture CUDA graphs");
+    if (m.loss() != LossKind::cross_entropy) throw Unsupported("the GPU sequence trainer computes cross-entropy only");
+    for (const Node& n : m.nodes()) {
+      check_node(n);
+      if (n.layer->op() == Op::embedding && m.is_input(n.in[0]))
+        for (int k = 0; k < m.num_inputs(); ++k)
+          if (m.input_value(k) == n.in[0]) token_inputs_.push_back({k, static_cast<const Embedding&>(*n.layer).vocab});
+    }
+    const auto colon = o.device.find(':');
+    DLB_CUDA_CHECK(cudaSetDevice(colon == std::string::npos ? 0 : std::stoi(o.device.substr(colon + 1))));
+    stream_ = std::make_unique<cuda::Stream>();
+    cuda::reset_peak_device_bytes();
+    const std::size_t before = cuda::current_device_bytes();
+    std::size_t total = 0;
+    for (Param* p : m_.params()) {
+      params_.offset[p] = total;
+      total += (p->size() + 63) / 64 * 64;  // 256-byte aligned slices; the padding stays zero
+    }
+    values_ = DeviceBuffer<float>(std::max<std::size_t>(total, 1));
+    DLB_CUDA_CHECK(cudaMemsetAsync(values_.data(), 0, values_.bytes(), s()));
+    for (const auto& [p, off] : params_.offset)
+      DLB_CUDA_CHECK(cudaMemcpyAsync(values_.data() + off, p->value.data(), p->size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, s()));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+    model_bytes_ = cuda::current_device_bytes() - before;
+    grads_ = DeviceBuffer<float>(values_.size());
+    state1_ = DeviceBuffer<float>(values_.size());
+    state2_ = DeviceBuffer<float>(cfg_.kind == "adam" ? values_.size() : 1);
+    for (auto* b : {&grads_, &state1_, &state2_}) DLB_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s()));
+    scalars_ = DeviceBuffer<float>(4);  // [0] the loss, [1] Adam's step count (int), [2] the classifier's count (int)
+    DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, scalars_.bytes(), s()));
+    params_.values = values_.data(), params_.grads = grads_.data();
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+  }
+
+  ~GpuSeqTrainer() override {
+    if (stream_) cudaStreamSynchronize(s());  // work in flight reads the buffers freed after this body
+  }
+
+  std::string describe() const override {
+    bool cudnn = false;
+    for (const Node& n : m_.nodes())
+      if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get())) cudnn = cudnn || r->impl == RnnImpl::cudnn;
+    return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, fp32)"
+                              : " (cuBLAS + our sequence kernels, fp32)");
+  }
+  std::size_t model_device_bytes() const override { return model_bytes_; }
+  std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
+
+  float train_batch(const Batch& b) override { return run(b, true); }
+
+  float gradients(const Batch& b) override {
+    const float loss = run(b, false);
+    for (const auto& [p, off] : params_.offset)
+      DLB_CUDA_CHECK(cudaMemcpyAsync(const_cast<Param*>(p)->grad.data(), grads_.data() + off, p->size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, s()));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return loss;
+  }
+
+  void sync_to_host() override {
+    for (const auto& [p, off] : params_.offset)
+      DLB_CUDA_CHECK(cudaMemcpyAsync(const_cast<Param*>(p)->value.data(), values_.data() + off,
+                                     p->size() * sizeof(float), cudaMemcpyDeviceToHost, s()));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+  }
+
+  using Trainer::train_epoch;  // the loader's: train_batch per batch (image batches: refused by the plan)
+  double train_epoch(const Dataset&, int) override {
+    throw Unsupported(m_.name() + ": a sequence model trains on token batches (train_batch), not an image dataset");
+  }
+  double evaluate(const Dataset&, int) override {
+    throw Unsupported(m_.name() + ": a sequence model is evaluated on token batches, not an image dataset");
+  }
+
+ private:
+  // Every value's buffer and gradient for one batch size, the nodes' input shapes and device twins.
+  struct Plan {
+    std::vector<Shape> shapes;
+    std::vector<std::vector<Shape>> ins;  // per node
+    std::vector<DeviceBuffer<float>> vals, grads;  // per value (int32 token ids share the 4-byte buffers)
+    std::vector<std::unique_ptr<gpu_seq::NodeOps>> ops;
+    DeviceBuffer<float> spare[Layer::kMaxInputs];  // a further gradient of a value, before it is added
+    DeviceBuffer<std::int32_t> labels;
+    DeviceBuffer<float> losses;
+    long rows = 0;
+    int classes = 0;
+  };
+
+  cudaStream_t s() const { return stream_->get(); }
+
+  void check_node(const Node& n) const {
+    Layer& l = *n.layer;
+    gpu_seq::check_twin(l);
+    if (auto* r = dynamic_cast<const Recurrent*>(&l))
+      for (std::size_t k = 1; k < n.in.size(); ++k)
+        if (!m_.is_input(n.in[k]))  // the twin computes no dh0 / dc0
+          throw Unsupported(r->p[0].name +
+                            ": an initial state made by another layer (the GPU trainer takes it as a model input)");
+  }
+
+  Plan& plan(int n) {
+    auto it = plans_.find(n);
+    if (it != plans_.end()) return it->second;
+    Plan p;
+    p.shapes = m_.value_shapes(n);
+    std::size_t biggest = 0;
+    for (std::size_t v = 0; v < p.shapes.size(); ++v) {
+      const std::size_t size = p.shapes[v].size();
+      p.vals.emplace_back(size);
+      p.grads.emplace_back(m_.is_input(int(v)) ? 0 : size);
+      biggest = std::max(biggest, size);
+    }
+    for (const Node& nd : m_.nodes()) {
+      std::vector<Shape> in;
+      for (int v : nd.in) in.push_back(p.shapes[std::size_t(v)]);
+      p.ops.push_back(gpu_seq::make_node_ops(*nd.layer, in, params_, s()));
+      p.ins.push_back(std::move(in));
+    }
+    for (auto& b : p.spare) b = DeviceBuffer<float>(biggest);
+    const Shape& out = p.shapes.back();
+    p.classes = out.last(), p.rows = long(out.size() / std::size_t(p.classes));
+    p.labels = DeviceBuffer<std::int32_t>(std::size_t(p.rows));
+    p.losses = DeviceBuffer<float>(std::size_t(p.rows));
+    return plans_.emplace(n, std::move(p)).first->second;
+  }
+
+  // The device kernels index by token and label unchecked: a bad one is refused here, as the CPU
+  // step refuses it (InputError).
+  static void check_range(const std::int32_t* v, std::size_t n, int end, const std::string& what) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (v[i] < 0 || v[i] >= end)
+        throw InputError(what + " " + std::to_string(v[i]) + " at " + std::to_string(i) + " outside 0.." +
+                         std::to_string(end - 1));
+  }
+
+  void upload(const Batch& b, Plan& p) {
+    if (!b.labels) throw UsageError(m_.name() + ": a training batch needs its labels");
+    check_range(b.labels, std::size_t(p.rows), p.classes, m_.name() + ": label");
+    for (const auto& [k, vocab] : token_inputs_)
+      if (const void* src = b.input(k))
+        check_range(static_cast<const std::int32_t*>(src), p.shapes[std::size_t(m_.input_value(k))].size(), vocab,
+                    m_.name() + ": token");
+    for (int k = 0; k < m_.num_inputs(); ++k) {
+      const int v = m_.input_value(k);
+      const void* src = b.input(k);
+      if (!src) throw UsageError(m_.name() + ": the batch lacks input " + std::to_string(k));
+      DLB_CUDA_CHECK(cudaMemcpyAsync(p.vals[std::size_t(v)].data(), src, p.shapes[std::size_t(v)].size() * 4,
+                                     cudaMemcpyHostToDevice, s()));
+    }
+    DLB_CUDA_CHECK(cudaMemcpyAsync(p.labels.data(), b.labels, std::size_t(p.rows) * 4, cudaMemcpyHostToDevice, s()));
+  }
+
+  // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
+  float run(const Batch& b, bool optimize) {
+    Plan& p = plan(b.n);
+    upload(b, p);
+    m_.set_step(true, steps_);  // the dropout masks of this optimizer step, as the CPU trainer draws them
+    DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s()));
+    const auto& nodes = m_.nodes();
+    const void* xs[Layer::kMaxInputs] = {};
+    for (std::size_t k = 0; k < nodes.size(); ++k) {
+      for (std::size_t j = 0; j < nodes[k].in.size(); ++j) xs[j] = p.vals[std::size_t(nodes[k].in[j])].data();
+      gpu_seq::NodeIo io{Shapes(p.ins[k].data(), int(p.ins[k].size())), xs, p.vals[std::size_t(nodes[k].out)].data()};
+      p.ops[k]->forward(io);
+    }
+    const std::size_t out = p.shapes.size() - 1;
+    cuda::seq::classifier_forward_backward(p.vals[out].data(), p.labels.data(), p.rows, p.classes, p.classes,
+                                           p.losses.data(), p.grads[out].data(), scalars_.data(),
+                                           reinterpret_cast<int*>(scalars_.data() + 2), s());
+    backward(p);
+    if (optimize) step();
+    float loss = 0;
+    DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return loss;
+  }
+
+  void backward(Plan& p) {
+    const auto& nodes = m_.nodes();
+    std::vector<char> written(p.shapes.size(), 0);
+    written.back() = 1;  // the loss wrote the logits' gradient
+    const void* xs[Layer::kMaxInputs] = {};
+    for (std::size_t k = nodes.size(); k-- > 0;) {
+      const Node& nd = nodes[k];
+      const auto out = std::size_t(nd.out);
+      if (!written[out])  // a value no node read
+        DLB_CUDA_CHECK(cudaMemsetAsync(p.grads[out].data(), 0, p.grads[out].bytes(), s()));
+      written[out] = 1;
+      float* dxs[Layer::kMaxInputs] = {};
+      int add_to[Layer::kMaxInputs] = {-1, -1, -1, -1};
+      for (std::size_t j = 0; j < nd.in.size(); ++j) {
+        const int v = nd.in[j];
+        xs[j] = p.vals[std::size_t(v)].data();
+        if (m_.is_input(v)) continue;  // token ids, initial states: no gradient wanted
+        if (!written[std::size_t(v)]) {
+          dxs[j] = p.grads[std::size_t(v)].data(), written[std::size_t(v)] = 1;
+        } else {
+          dxs[j] = p.spare[j].data(), add_to[j] = v;
+        }
+      }
+      const Shapes in(p.ins[k].data(), int(p.ins[k].size()));
+      gpu_seq::NodeIo io{in, xs, p.vals[out].data(), p.grads[out].data(), dxs};
+      p.ops[k]->backward(io);
+      const float one = 1.f;
+      for (std::size_t j = 0; j < nd.in.size(); ++j)
+        if (add_to[j] >= 0)
+          DLB_CUBLAS_CHECK(cublasSaxpy(cuda::cublas_handle_on(s()), int(p.shapes[std::size_t(add_to[j])].size()), &one,
+                                       p.spare[j].data(), 1, p.grads[std::size_t(add_to[j])].data(), 1));
+    }
+  }
+
+  // One launch over the flat buffers (the padding between slices holds zeros in each).
+  void step() {
+    if (cfg_.kind == "sgd") {
+      cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, s());
+    } else {
+      int* t = reinterpret_cast<int*>(scalars_.data() + 1);
+      cuda::increment(t, s());
+      cuda::adam(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), cfg_.lr, cfg_.beta1,
+                 cfg_.beta2, cfg_.eps, t, s());
+    }
+    ++steps_;
+  }
+
+  Model& m_;
+  OptimizerConfig cfg_;
+  TrainOptions o_;
+  std::unique_ptr<cuda::Stream> stream_;  // made after the device is selected
+  gpu_seq::DeviceParams params_;
+  DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_;
+  std::size_t model_bytes_ = 0;
+  std::uint64_t steps_ = 0;  // optimizer steps taken: the dropout masks' step number
+  std::map<int, Plan> plans_;
+  std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_gpu_seq_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o) {
+  return std::make_unique<GpuSeqTrainer>(model, opt, o);
+}
+
+}  // namespace dlb::models

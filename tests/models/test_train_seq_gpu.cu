@@ -1,0 +1,154 @@
+// The CUDA sequence trainer (models/cuda/gpu_seq_trainer.h) against the CPU fp32 step: rnn, lstm
+// (impl ours and cudnn) and transformer (dropout on and off, the causal mask) at small sizes, the
+// same weights on the same batch -> the same loss and every gradient; then 10 Adam steps give the
+// same losses. Also what it refuses. Skipped without a CUDA device (and never run on one yet).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <string>
+
+#include "kernels/common/errors.h"
+#include "kernels/common/verify.h"
+#include "models/layers.h"
+#include "models/seq_zoo.h"
+#include "models/trainer.h"
+#include "tests/gpu_test.h"
+
+using namespace dlb;
+using namespace dlb::models;
+
+namespace {
+
+// Tolerances, fp32 on both sides (estimates: no GPU has run this yet). The GPU sums in other orders
+// (cuBLAS's GEMM tiling, block-tree reductions, cuDNN's own RNN kernels) than OpenBLAS and our CPU
+// kernels, so each value carries a few fp32 ulps (~1e-7 relative) per reduction level; through a
+// step of ~10 layers the loss and each gradient tensor's relative L2 error should stay near 1e-6.
+// 3e-5 and 1e-4 leave room, while a wrong or lost term (a missing residual path, a wrong dropout
+// mask, a transposed weight) is off by 1e-2 or more.
+constexpr double kLossTol = 3e-5;
+constexpr double kGradL2Tol = 1e-4;
+// Ten Adam steps: Adam divides each update by sqrt(v), so a gradient near zero whose rounding
+// differs moves its weight by up to lr either way: the losses and weights drift apart a little each
+// step. 1e-4 relative still catches a wrong update (a wrong step count or moment: 1e-2).
+constexpr double kStepsLossTol = 1e-4;
+
+struct SeqCase {
+  std::string model, impl;
+  float dropout;
+  bool causal;
+  std::string name() const {
+    return model + "_" + impl + (dropout > 0 ? "_dropout" : "") + (causal ? "_causal" : "");
+  }
+};
+
+void PrintTo(const SeqCase& c, std::ostream* os) { *os << c.name(); }
+
+SeqConfig small(const SeqCase& k) {
+  SeqConfig c = SeqConfig::defaults(k.model);
+  c.vocab = 17, c.seq = 6, c.emb = 8, c.hidden = 12, c.classes = 4;
+  c.d_model = 16, c.heads = 2, c.ff = 32, c.layers = k.model == "rnn" ? 1 : 2;
+  c.dropout = k.dropout, c.causal = k.causal;
+  c.impl = parse_rnn_impl(k.impl);
+  return c;
+}
+
+TrainOptions gpu() {
+  TrainOptions o;
+  o.device = "cuda:0";
+  return o;
+}
+
+// The CPU model (impl ours: the CPU has no cuDNN) and the GPU one with the same weights, `samples`
+// windows of seeded tokens in order, and a trainer for each (the model's default optimizer: Adam).
+struct Pair {
+  SeqConfig c;
+  std::unique_ptr<Model> cpu, dev;
+  TokenData data;
+  std::vector<std::uint32_t> order;
+  std::unique_ptr<Trainer> tc, tg;
+  Pair(const SeqCase& k, std::size_t samples, std::uint64_t seed) : c(small(k)) {
+    SeqConfig cc = c;
+    cc.impl = RnnImpl::ours;
+    cpu = make_seq_model(cc), dev = make_seq_model(c);
+    cpu->init(3);
+    dev->copy_params_from(*cpu);
+    data = seq_data(c, "synthetic", samples, seed);
+    for (std::uint32_t i = 0; i < data.size(); ++i) order.push_back(i);
+    tc = make_trainer(*cpu, default_optimizer(k.model), TrainOptions{});
+    tg = make_trainer(*dev, default_optimizer(k.model), gpu());
+  }
+};
+
+class SeqGpuStep : public ::testing::TestWithParam<SeqCase> {};
+
+TEST_P(SeqGpuStep, LossAndGradientsMatchTheCpuStep) {
+  SKIP_WITHOUT_GPU();
+  const SeqCase k = GetParam();
+  Pair t(k, 8, 1);
+  SeqBatcher batcher(t.c);
+  const Batch& b = batcher.gather(t.data, t.order, 0, 4);
+  const float want = t.tc->gradients(b);  // step 0: both draw step 0's dropout masks
+  const float got = t.tg->gradients(b);
+  EXPECT_NEAR(got, want, kLossTol * std::abs(want));
+  const auto pc = t.cpu->params(), pg = t.dev->params();
+  ASSERT_EQ(pc.size(), pg.size());
+  for (std::size_t i = 0; i < pc.size(); ++i) {
+    L2Error e;
+    e.add(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size());
+    EXPECT_LT(e.rel(), kGradL2Tol) << pc[i]->name;
+  }
+  EXPECT_EQ(t.tg->describe().find("cuDNN") != std::string::npos, k.impl == "cudnn") << t.tg->describe();
+  EXPECT_GE(t.tg->model_device_bytes(), t.cpu->num_params() * sizeof(float));
+}
+
+TEST_P(SeqGpuStep, TenAdamStepsGiveTheCpuLosses) {
+  SKIP_WITHOUT_GPU();
+  Pair t(GetParam(), 16, 2);
+  SeqBatcher bc(t.c), bg(t.c);
+  for (int s = 0; s < 10; ++s) {
+    const std::size_t first = std::size_t(s % 3) * 4;  // batches of 4, a few distinct ones
+    const float want = t.tc->train_batch(bc.gather(t.data, t.order, first, 4));
+    const float got = t.tg->train_batch(bg.gather(t.data, t.order, first, 4));
+    EXPECT_NEAR(got, want, kStepsLossTol * std::abs(want)) << "step " << s;
+  }
+  t.tg->sync_to_host();
+  const auto pc = t.cpu->params(), pg = t.dev->params();
+  for (std::size_t i = 0; i < pc.size(); ++i) {
+    L2Error e;
+    e.add(pg[i]->value.data(), pc[i]->value.data(), pc[i]->size());
+    EXPECT_LT(e.rel(), kStepsLossTol) << pc[i]->name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuStep,
+                         ::testing::Values(SeqCase{"rnn", "ours", 0.f, false}, SeqCase{"rnn", "cudnn", 0.f, false},
+                                           SeqCase{"lstm", "ours", 0.f, false}, SeqCase{"lstm", "cudnn", 0.f, false},
+                                           SeqCase{"transformer", "ours", 0.f, false},
+                                           SeqCase{"transformer", "ours", 0.1f, false},
+                                           SeqCase{"transformer", "ours", 0.f, true},
+                                           SeqCase{"transformer", "ours", 0.1f, true}),
+                         [](const auto& i) { return i.param.name(); });
+
+}  // namespace
+
+TEST(SeqGpuTrainer, RefusesWhatItDoesNotRun) {
+  SKIP_WITHOUT_GPU();
+  auto m = make_seq_model(SeqConfig::defaults("lstm"));
+  TrainOptions o = gpu();
+  o.dtype = DType::bf16;  // no autocast for the sequence models on the GPU yet
+  EXPECT_THROW(make_trainer(*m, default_optimizer("lstm"), o), Unsupported);
+  o = gpu();
+  o.cuda_graph = true;
+  EXPECT_THROW(make_trainer(*m, default_optimizer("lstm"), o), Unsupported);
+  OptimizerConfig adamw = default_optimizer("lstm");
+  adamw.kind = "adamw";
+  EXPECT_THROW(make_trainer(*m, adamw, gpu()), UsageError);
+  // GPT-2's layers (here GELU) have no twin in this trainer yet.
+  Model g("gelu", Shape{1, 4}, LossKind::cross_entropy, true);
+  g.node<Embedding>({0}, "embedding", 8, 4);
+  g.add<GELU>();
+  g.add<Linear>("fc", 4, 8);
+  g.init(0);
+  EXPECT_THROW(make_trainer(g, default_optimizer("lstm"), gpu()), Unsupported);
+}
