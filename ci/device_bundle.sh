@@ -21,11 +21,17 @@ die() { echo "device_bundle: $*" >&2; exit 2; }
 [[ "$limit_mib" =~ ^[0-9]+$ ]] && [ "$limit_mib" -ge 1 ] && [ "$limit_mib" -le 64 ] ||
   die "DLB_CARRY_LIMIT_MIB=$limit_mib: expected a whole number of MiB, 1..64"
 [ -x "$build/bin/dlbench" ] ||
-  die "no $build/bin/dlbench: build it first (cmake --preset release && cmake --build build --target dlbench test_lazy_libs <the test_*_gpu targets>)"
+  die "no $build/bin/dlbench: build it first (cmake --preset release && cmake --build build -j2)"
 "$build/bin/dlbench" info --json 2>/dev/null | grep -q '"built_with_cuda": *true' ||
   die "$build is a CPU-only build (dlbench info: built_with_cuda false): configure where nvcc is found"
 gpu_tests=("$build"/bin/test_*_gpu)
 [ -x "${gpu_tests[0]}" ] || die "no gpu test binaries in $build/bin (test_*_gpu): they are not built yet"
+# Every gpu test in the tree must travel: a binary left unbuilt would never run on the GPU and its
+# absence would read as "all gpu tests passed".
+while IFS= read -r src; do
+  t=$(basename "$src"); t=${t%.*}
+  [ -x "$build/bin/$t" ] || die "$build/bin/$t missing (from $src): build every target first (cmake --build $build -j2)"
+done < <(git ls-files 'tests/*test_*_gpu.cu' 'tests/*test_*_gpu.cpp')
 case "$out" in ""|/|.|..|*/..|../*) die "OUT_DIR '$out': refusing to replace it" ;; esac
 if [ -e "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/MANIFEST.txt" ] && [ ! -d "$out/bin" ]; then
   die "OUT_DIR $out exists and holds something else than a bundle; not replacing it"

@@ -39,7 +39,7 @@
 #   lecture-full 480  50,000 images, GPU + PyTorch peer (the CPU at 50,000 images does not fit a call)
 #   amp-full     480  --batch 64,256, every model and dtype
 #   train-full   480  the full sweep
-# Calls (the GPU session's plan, ci/README.md: three calls, baselines early; each one 10-minute device call):
+# Calls (the GPU session's plan, ci/README.md: a and b back to back in 15 minutes of device time, c if time is left):
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture conv matmul-4096               (the comparison tables: PyTorch peer, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
