@@ -196,6 +196,15 @@ struct InferPoint {
   std::string config, phase;  // phase: prefill or decode
   int T;
   int len() const { return std::min(T + kDecodeSteps, models::gpt2_config(config).max_seq_len); }
+  // Unsupported when the config's positions hold no such prompt (decode: and a token after it).
+  void check_room() const {
+    const int max = models::gpt2_config(config).max_seq_len;
+    if (T > max || (phase == "decode" && T >= max))
+      throw Unsupported(config + ": no room for seq " + std::to_string(T) + " in " + std::to_string(max) + " positions");
+  }
+  // A repetition: one call (prefill, T tokens) or kDecodeSteps calls of one token (p99 over many).
+  long iterations() const { return phase == "decode" ? kDecodeSteps : 0; }
+  Work work() const { return {0, 0, phase == "prefill" ? double(T) : 1.0}; }
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -209,8 +218,7 @@ class OursInferCase final : public Case {
   explicit OursInferCase(InferPoint p) : p_(std::move(p)) {}
   void setup() override {
     const Gpt2Config c = models::gpt2_config(p_.config);
-    if (p_.T > c.max_seq_len || (p_.phase == "decode" && p_.T >= c.max_seq_len))
-      throw Unsupported(p_.config + ": no room for seq " + std::to_string(p_.T) + " in " + std::to_string(c.max_seq_len) + " positions");
+    p_.check_room();
     try {
       model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.len());
       dec_ = std::make_unique<models::Gpt2Decoder>(*model_, c, p_.len());
@@ -249,8 +257,8 @@ class OursInferCase final : public Case {
     return lat_.back();
   }
   bool manual_time() const override { return true; }  // each call's own time (decode: not the refill)
-  long iterations() const override { return p_.phase == "decode" ? kDecodeSteps : 0; }  // p99 over many tokens
-  Work work() const override { return {0, 0, p_.phase == "prefill" ? double(p_.T) : 1.0}; }
+  long iterations() const override { return p_.iterations(); }
+  Work work() const override { return p_.work(); }
   Metric metric() const override { return Metric::tokens_per_s; }
   void annotate(json& r) const override {
     put_latency(r, lat_);
@@ -293,8 +301,8 @@ class PeerInferCase final : public Case {
   }
   double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
   bool manual_time() const override { return true; }
-  long iterations() const override { return p_.phase == "decode" ? kDecodeSteps : 0; }
-  Work work() const override { return {0, 0, p_.phase == "prefill" ? double(p_.T) : 1.0}; }
+  long iterations() const override { return p_.iterations(); }
+  Work work() const override { return p_.work(); }
   Metric metric() const override { return Metric::tokens_per_s; }
   void annotate(json& r) const override {
     if (peer_) peer_->annotate(r);
@@ -320,8 +328,7 @@ void write_peer_files(const Point& p, const fs::path& dir) {
 
 void PeerInferCase::setup() {
   const Gpt2Config c = models::gpt2_config(p_.config);
-  if (p_.T > c.max_seq_len || (p_.phase == "decode" && p_.T >= c.max_seq_len))
-    throw Unsupported(p_.config + ": no room for seq " + std::to_string(p_.T) + " in " + std::to_string(c.max_seq_len) + " positions");
+  p_.check_room();
   fs::create_directories(dir_);
   models::write_gpt2_checkpoint((dir_ / "model.bin").string(), models::gpt2_random_weights(c, 1));
   models::write_gpt2_tokens((dir_ / "tokens.bin").string(), models::gpt2_random_tokens(std::size_t(p_.len()), c.vocab_size, 3));
