@@ -1,16 +1,21 @@
 // Suite "gpt2": GPT-2 training steps (models/gpt2.h: forward, backward, AdamW) on llm.c's configs,
-// ours (impl=ours: our fused causal attention, LayerNorm, GELU, the tied head, fp32, CPU) against
-// the PyTorch peer (impl=pytorch: bench/peers/pytorch_gpt2.py, eager or torch.compile, CPU or GPU,
+// ours (impl=ours: our fused causal attention, LayerNorm, GELU, the tied head, fp32; CPU and GPU)
+// against the PyTorch peer (impl=pytorch: bench/peers/pytorch_gpt2.py, eager or torch.compile, CPU or GPU,
 // on the same weights and tokens written as llm.c files). Seeded GPT-2 init and random tokens.
 // Work: the napkin FLOPs of a step (6 N per token + causal attention, gpt2_flops_per_token), so
 // pct_of_peak is the MFU against the measured fp32 FMA peak (CPU) or the GPU's fp32 peak; tokens/s
 // is derived from the same time. Names: gpt2/train/<device>/fp32/config=<c>/impl=<i>/batch=<B>/seq=<T>.
 // Ours is verified before timing: the fp32 loss of one sequence against the model's fp64 reference;
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
+// Ours on a GPU trains in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h: cuBLAS fp32 GEMMs,
+// our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
+// the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (one
+// sequence's loss and every gradient), timed per step (train_batch waits for the device); its records
+// carry model_device_bytes and peak_device_bytes. Never run on a GPU yet: its first run is its first
+// check. No --checkpoint-activations and no op=infer on the GPU yet (skipped, with the reason).
 // impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
 // DLBENCH_LLMC_DIR built by its Makefile) on the same files, at the one point its main() fixes (CPU,
 // B=4, T=64); verified by its step-0 val loss against our forward on the same 5 batches.
-// The GPU has no gpt2 of ours yet (the CUDA trainer refuses its layers): those cases are unsupported.
 // --checkpoint-activations off,on (axis ckpt): ours recomputes each block in backward (models/gpt2.h);
 // its records carry activation_bytes (the executor's values and gradients) beside the harness's peak RSS.
 // op=infer (--op infer): batch 1 with a K/V cache (models/gpt2_decode.h), phase=prefill (the seq-token
@@ -45,6 +50,7 @@
 #include "kernels/common/verify.h"
 #include "models/gpt2.h"
 #include "models/gpt2_decode.h"
+#include "models/trainer.h"
 
 namespace dlb::bench {
 
@@ -175,6 +181,75 @@ class OursCase final : public Case {
   std::size_t act_bytes_ = 0;
 };
 
+// Ours on a GPU: one AdamW step per iteration in the CUDA sequence trainer, fp32.
+class OursGpuCase final : public Case {
+ public:
+  OursGpuCase(Point p, std::string device) : p_(std::move(p)), device_(std::move(device)) {}
+  void setup() override {
+    const Gpt2Config c = config_of(p_);
+    try {
+      model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.T);
+      for (models::Param* q : model_->params()) q->ref_value = {}, q->ref_grad = {};  // fp64 copies: unused
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory("gpt2 " + p_.config);
+    }
+    models::TrainOptions o;
+    o.device = device_;
+    try {
+      trainer_ = models::make_trainer(*model_, models::gpt2_optimizer(), o);
+    } catch (const OutOfMemory&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Unsupported(std::string("the GPU trainer refuses gpt2: ") + e.what());
+    }
+    batches_ = std::make_unique<models::Gpt2Batcher>(models::gpt2_random_tokens(std::size_t(8) * p_.B * p_.T + 1, c.vocab_size, 2),
+                                                     p_.B, p_.T);
+  }
+  CheckResult verify() override {
+    // One sequence: the GPU step's loss and every gradient against the CPU fp32 step from the same
+    // weights (the trainer has not stepped yet). Both fp32, summed in other orders (cuBLAS's tiling,
+    // block trees, the flash kernel's online softmax against OpenBLAS and the CPU's): ~1e-6 of each
+    // tensor's scale; kGpuTolerance leaves room, while a wrong or lost term is off by 1e-2 and more.
+    models::Batch one = batches_->next();
+    one.n = 1;
+    const float got = trainer_->gradients(one);
+    std::vector<std::vector<float>> grads;
+    for (models::Param* q : model_->params()) grads.push_back(q->grad);
+    model_->zero_grad();
+    const double want = model_->forward_backward(one);
+    double worst = std::abs(got - want) / std::max(1e-12, std::abs(want));
+    const auto ps = model_->params();
+    for (std::size_t i = 0; i < ps.size(); ++i) worst = std::max(worst, max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()));
+    batches_->rewind();
+    model_->zero_grad();
+    return judge(worst, kGpuTolerance, "gpt2 GPU step of one sequence: loss and gradients vs the CPU fp32 step");
+  }
+  double run() override {
+    loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
+    return 0;
+  }
+  Work work() const override { return {step_flops(p_), 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& r) const override {
+    annotate_point(r, p_, 1);
+    r["loss"] = loss_;
+    r["trainer"] = trainer_->describe();
+    r["model_device_bytes"] = trainer_->model_device_bytes();
+    r["peak_device_bytes"] = trainer_->peak_device_bytes();
+  }
+  void teardown() override { trainer_.reset(), model_.reset(), batches_.reset(); }
+
+ private:
+  // As the seq suite's GPU rows (its kSeqTolerance), the same measure (max_rel_err per tensor).
+  static constexpr double kGpuTolerance = 1e-4;
+  Point p_;
+  std::string device_;
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Trainer> trainer_;
+  std::unique_ptr<models::Gpt2Batcher> batches_;
+  double loss_ = NAN;
+};
+
 // A point an implementation cannot run: recorded as skipped with the reason.
 class SkipCase final : public Case {
  public:
@@ -189,7 +264,8 @@ class SkipCase final : public Case {
   std::string why_;
 };
 
-constexpr const char* kNoGpu = "gpt2 impl=ours: no CUDA path yet (the GPU trainer has no attention)";
+constexpr const char* kNoGpuInfer = "gpt2 op=infer impl=ours: no CUDA K/V-cache decoder yet";
+constexpr const char* kNoGpuCkpt = "gpt2 impl=ours: the GPU trainer keeps every activation (no --checkpoint-activations)";
 
 // op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
 struct InferPoint {
@@ -359,7 +435,7 @@ void add_infer_cases(std::vector<CaseSpec>& cases, const SuiteOptions& o, const 
         CaseId id{"gpt2", "infer", dev, "fp32", {}};
         id.with("config", config).with("impl", impl).with("phase", phase).with("seq", T);
         if (impl == "ours") {
-          if (is_gpu(dev)) cases.push_back({id, [] { return std::make_unique<SkipCase>(kNoGpu); }});
+          if (is_gpu(dev)) cases.push_back({id, [] { return std::make_unique<SkipCase>(kNoGpuInfer); }});
           else cases.push_back({id, [p] { return std::make_unique<OursInferCase>(p); }});
           continue;
         }
@@ -473,8 +549,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 return c;
               };
               if (impl == "ours") {
-                if (is_gpu(dev)) cases.push_back({id("ours"), [] { return std::make_unique<SkipCase>(kNoGpu); }});
-                else cases.push_back({id("ours"), [p] { return std::make_unique<OursCase>(p); }});
+                if (!is_gpu(dev)) cases.push_back({id("ours"), [p] { return std::make_unique<OursCase>(p); }});
+                else if (p.ckpt) cases.push_back({id("ours"), [] { return std::make_unique<SkipCase>(kNoGpuCkpt); }});
+                else cases.push_back({id("ours"), [p, dev] { return std::make_unique<OursGpuCase>(p, dev); }});
                 continue;
               }
               if (impl == "llmc") {
@@ -554,7 +631,8 @@ void summarize_infer(const std::vector<json>& records, std::ostream& out) {
 
 void summarize(const std::vector<json>& records, std::ostream& out) {
   std::vector<std::vector<std::string>> rows{
-      {"Device", "Config", "Impl", "Ckpt", "Batchsize", "Seq len", "tokens/s", "MFU", "ms/step", "activations MB", "peak RSS MB"}};
+      {"Device", "Config", "Impl", "Ckpt", "Batchsize", "Seq len", "tokens/s", "MFU", "ms/step", "activations MB", "peak RSS MB",
+       "GPU peak MB"}};
   for (const auto& r : records) {
     if (!r.contains("gflops") || !r.contains("flops_per_token")) continue;
     const double tps = r.at("gflops").get<double>() * 1e9 / r.at("flops_per_token").get<double>();
@@ -563,7 +641,8 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
                     r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",
                     fmt(1e3 * r.value("tokens_per_iteration", 0.0) / tps, "%.0f"), mb(r, "activation_bytes"),
-                    r.value("host_peak_rss_scope", "") == "case" ? mb(r, "host_peak_rss_bytes") : "-"});
+                    r.value("host_peak_rss_scope", "") == "case" ? mb(r, "host_peak_rss_bytes") : "-",
+                    mb(r, "peak_device_bytes")});
   }
   const bool trained = std::any_of(records.begin(), records.end(), [](const json& r) { return r.value("op", "") == "train"; });
   if (trained || rows.size() > 1) {
@@ -577,7 +656,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
 }  // namespace
 
 DLB_SUITE(gpt2)
-    .about("GPT-2 training steps (forward, backward, AdamW; --checkpoint-activations) on llm.c's configs: ours (CPU) "
+    .about("GPT-2 training steps (forward, backward, AdamW; --checkpoint-activations) on llm.c's configs: ours (CPU, GPU) "
            "against the PyTorch peer (eager, compile; CPU, GPU) and llm.c's C trainer (--impl llmc); tokens/s and MFU; "
            "--op infer: prefill tokens/s and "
            "K/V-cache decode p50/p99 at batch 1")

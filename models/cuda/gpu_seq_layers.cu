@@ -21,12 +21,6 @@
 
 namespace dlb::models::gpu_seq {
 
-namespace {
-
-using cuda::DeviceBuffer;
-namespace cs = cpu::seq;
-namespace gs = cuda::seq;
-
 void copy(float* dst, const float* src, std::size_t n, cudaStream_t s) {
   DLB_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
@@ -38,6 +32,12 @@ void gemm(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const float* a,
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   DLB_CUBLAS_CHECK(cublasSgemm(cuda::cublas_handle_on(s), opb, opa, n, m, k, &one, b, ldb, a, lda, &beta, c, ldc));
 }
+
+namespace {
+
+using cuda::DeviceBuffer;
+namespace cs = cpu::seq;
+namespace gs = cuda::seq;
 
 // A projection by rows [r0, r0 + cols) of a weight W [*, k] and its bias: y[m, cols] = x W_r^T + b_r
 // (Linear: all rows; attention's packed in_proj: the q rows, or the k and v rows).
@@ -95,6 +95,7 @@ class PointwiseOps final : public NodeOps {
   void forward(const NodeIo& io) override {
     switch (l_.op()) {
       case Op::relu: return cuda::relu_forward(io.x(), io.y, n_, DType::fp32, s_);
+      case Op::gelu: return gs::gelu_forward(io.x(), io.y, n_, DType::fp32, s_);  // the CPU's tanh formula
       case Op::positional_encoding: return gs::add_broadcast(io.x(), pe_.data(), io.y, n_, pe_.size(), s_);
       case Op::add: {  // y = x0 + x1 as one column of n elements
         const float one = 1.f;
@@ -117,6 +118,9 @@ class PointwiseOps final : public NodeOps {
     switch (l_.op()) {
       case Op::relu:
         if (dx) cuda::relu_backward(io.y, io.dy, dx, n_, DType::fp32, s_);
+        return;
+      case Op::gelu:  // reads x (the tanh recomputed, as the CPU layer)
+        if (dx) gs::gelu_backward(io.x(), io.dy, dx, n_, DType::fp32, s_);
         return;
       case Op::positional_encoding:
         if (dx) copy(dx, io.dy, n_, s_);
@@ -198,14 +202,26 @@ class LayerNormOps final : public NodeOps {
   cudaStream_t s_;
 };
 
-// nn.MultiheadAttention with its projections (models/layers/multihead_attention.h): the in and out
-// projections as cuBLAS GEMMs, the core unfused (cuBLAS + softmax, P kept; dropout on P) or flash
-// (fp32, ours) where the host layer picks flash (no dropout, causal) and the head fits (D <= 128).
+// nn.MultiheadAttention (models/layers/multihead_attention.h): with its projections, the in and out
+// projections as cuBLAS GEMMs around the core; without (GPT-2's core), the core alone over the node's
+// packed [n, T, 3E] QKV input, its [n, T, E] output and their gradients. The core: unfused (cuBLAS +
+// softmax, P kept; dropout on P) or flash (fp32, ours) where the host layer picks flash (no dropout,
+// causal) and the head fits (D <= 128). P and its scratch (B H Tq Tk floats each: 400 MB a layer at
+// gpt2-124m B 4 T 1024) are only made where the unfused core can run.
 class AttentionOps final : public NodeOps {
  public:
   AttentionOps(MultiheadAttention& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s)
       : l_(l), in_(in), s_(s) {
     const cs::Attn a = l.attn(Shapes(in_.data(), int(in_.size())));
+    const std::size_t P = std::size_t(a.B) * a.H * a.Tq * a.Tk, rows = std::size_t(a.B) * a.H * a.Tq;
+    // P (twice with dropout: the CPU draws it per step, so the room for it is always there) and dP;
+    // flash keeps the rows' log-sum-exp and a row scratch instead.
+    cs::Attn no_drop = a;
+    no_drop.dropout = 0.f;
+    if (l.o.dropout > 0 || !flash(no_drop))
+      probs_ = DeviceBuffer<float>(l.o.dropout > 0 ? 2 * P : P), scratch_ = DeviceBuffer<float>(P);
+    lse_ = DeviceBuffer<float>(rows), rows_ = DeviceBuffer<float>(rows);
+    if (!l.o.projections) return;
     const int E = l.E;
     mq_ = a.B * a.Tq, mk_ = a.B * a.Tk;
     const bool x = l.o.cross;
@@ -216,55 +232,63 @@ class AttentionOps final : public NodeOps {
     dqkv_ = DeviceBuffer<float>(qkv_.size());
     if (x) kvb_ = DeviceBuffer<float>(std::size_t(mk_) * 2 * E), dkvb_ = DeviceBuffer<float>(kvb_.size());
     ctx_ = DeviceBuffer<float>(std::size_t(mq_) * E), dctx_ = DeviceBuffer<float>(ctx_.size());
-    const std::size_t P = std::size_t(a.B) * a.H * a.Tq * a.Tk, rows = std::size_t(a.B) * a.H * a.Tq;
-    // P (twice with dropout: the CPU draws it per step, so the room for it is always there) and dP;
-    // flash keeps the rows' log-sum-exp and a row scratch instead.
-    probs_ = DeviceBuffer<float>(l.o.dropout > 0 ? 2 * P : P), scratch_ = DeviceBuffer<float>(P);
-    lse_ = DeviceBuffer<float>(rows), rows_ = DeviceBuffer<float>(rows);
   }
 
   void forward(const NodeIo& io) override {
     const cs::Attn a = l_.attn(io.in);
-    const V v = views();
+    if (!l_.o.projections) return core_forward(a, views(io.x(0), io.y, nullptr));
     q_.forward(io.x(0), mq_, qkv_.data(), s_);  // self: q, k, v; cross: q (k, v from the memory)
     if (l_.o.cross) kv_.forward(io.x(1), mk_, kvb_.data(), s_);
-    if (flash(a))
-      gs::attention_forward_flash(a, any(v.q), any(v.k), any(v.v), anym(v.o), lse_.data(), DType::fp32, s_);
-    else
-      gs::attention_forward_unfused(a, v.q, v.k, v.v, v.o, probs_.data(), s_);
+    core_forward(a, views(qkv_.data(), ctx_.data(), dqkv_.data()));
     out_.forward(ctx_.data(), mq_, io.y, s_);
   }
 
   void backward(const NodeIo& io) override {
     const cs::Attn a = l_.attn(io.in);
-    const V v = views();
+    if (!l_.o.projections) {
+      float* dx = io.dxs[0];
+      if (!dx) {  // the kernels write dQ, dK, dV always (a core reading a model input: made once)
+        if (dqkv_.size() != io.in[0].size()) dqkv_ = DeviceBuffer<float>(io.in[0].size());
+        dx = dqkv_.data();
+      }
+      return core_backward(a, views(io.x(0), io.y, dx), io.dy);
+    }
     out_.backward(ctx_.data(), io.dy, mq_, dctx_.data(), s_);
-    const gs::CView dout{dctx_.data(), v.o.sb, v.o.sh, v.o.st};
-    if (flash(a))
-      gs::attention_backward_flash(a, any(v.q), any(v.k), any(v.v), any(cview(v.o)), any(dout), lse_.data(), anym(v.dq),
-                                   anym(v.dk), anym(v.dv), rows_.data(), DType::fp32, s_);
-    else
-      gs::attention_backward_unfused(a, v.q, v.k, v.v, dout, probs_.data(), v.dq, v.dk, v.dv, scratch_.data(), s_);
+    core_backward(a, views(qkv_.data(), ctx_.data(), dqkv_.data()), dctx_.data());
     q_.backward(io.x(0), dqkv_.data(), mq_, io.dxs[0], s_);
     if (l_.o.cross) kv_.backward(io.x(1), dkvb_.data(), mk_, io.dxs[1], s_);
   }
 
  private:
-  // Q, K, V, the context and their gradients as head views of the projection buffers.
+  // Q, K, V, the context and their gradients as head views: of the packed [rows, 3E] (self) or
+  // [rows, E] (cross: K, V in kvb_) `qkv`, the [rows, E] context `ctx` and `dqkv` (null in forward).
   struct V {
     gs::CView q, k, v;
     gs::MView o, dq, dk, dv;
   };
-  V views() const {
+  V views(const float* qkv, float* ctx, float* dqkv) const {
     const int E = l_.E, H = l_.heads, D = E / H, Tq = in_[0][1], Tk = l_.o.cross ? in_[1][1] : Tq;
     const long ldq = l_.o.cross ? E : 3L * E, ldkv = l_.o.cross ? 2L * E : 3L * E;
-    const float* q = qkv_.data();
-    const float* k = l_.o.cross ? kvb_.data() : q + E;
-    float* dq = dqkv_.data();
-    float* dk = l_.o.cross ? dkvb_.data() : dq + E;
-    return {cs::bthd(q, H, Tq, D, ldq),           cs::bthd(k, H, Tk, D, ldkv), cs::bthd(k + E, H, Tk, D, ldkv),
-            cs::bthd(ctx_.data(), H, Tq, D),      cs::bthd(dq, H, Tq, D, ldq), cs::bthd(dk, H, Tk, D, ldkv),
-            cs::bthd(dk + E, H, Tk, D, ldkv)};
+    const float* k = l_.o.cross ? kvb_.data() : qkv + E;
+    float* dk = l_.o.cross ? dkvb_.data() : dqkv ? dqkv + E : nullptr;
+    return {cs::bthd(qkv, H, Tq, D, ldq),     cs::bthd(k, H, Tk, D, ldkv),    cs::bthd(k + E, H, Tk, D, ldkv),
+            cs::bthd(ctx, H, Tq, D),          cs::bthd(dqkv, H, Tq, D, ldq),  cs::bthd(dk, H, Tk, D, ldkv),
+            cs::bthd(dk ? dk + E : nullptr, H, Tk, D, ldkv)};
+  }
+  void core_forward(const cs::Attn& a, const V& v) {
+    if (flash(a))
+      gs::attention_forward_flash(a, any(v.q), any(v.k), any(v.v), anym(v.o), lse_.data(), DType::fp32, s_);
+    else
+      gs::attention_forward_unfused(a, v.q, v.k, v.v, v.o, probs_.data(), s_);
+  }
+  // dctx: the gradient of the context [rows, E].
+  void core_backward(const cs::Attn& a, const V& v, const float* dctx) {
+    const gs::CView dout{dctx, v.o.sb, v.o.sh, v.o.st};
+    if (flash(a))
+      gs::attention_backward_flash(a, any(v.q), any(v.k), any(v.v), any(cview(v.o)), any(dout), lse_.data(), anym(v.dq),
+                                   anym(v.dk), anym(v.dv), rows_.data(), DType::fp32, s_);
+    else
+      gs::attention_backward_unfused(a, v.q, v.k, v.v, dout, probs_.data(), v.dq, v.dk, v.dv, scratch_.data(), s_);
   }
   bool flash(const cs::Attn& a) const {
     return a.dropout == 0.f && std::string(l_.algorithm(a).name) == "flash" && a.D <= 128;
@@ -391,14 +415,12 @@ void check_twin(const Layer& l) {
       if (static_cast<const Recurrent&>(l).impl == RnnImpl::onednn)
         throw Unsupported(static_cast<const Recurrent&>(l).p[0].name + ": impl onednn runs on the CPU only");
       return;
-    case Op::multihead_attention:
-      if (!static_cast<const MultiheadAttention&>(l).o.projections)
-        throw Unsupported("attention without projections (GPT-2's core) has no CUDA sequence twin yet");
+    case Op::multihead_attention: case Op::gelu: case Op::position_embedding: case Op::lm_head:
       return;
     default:
       throw Unsupported(std::string("layer ") + op_name(l.op()) + " has no CUDA sequence implementation (the GPU " +
-                        "sequence trainer runs embedding, rnn, lstm, select, linear, relu, add, layer norm, dropout, " +
-                        "positional encoding and multi-head attention)");
+                        "sequence trainer runs embedding, rnn, lstm, select, linear, relu, gelu, add, layer norm, " +
+                        "dropout, positional encoding, position embedding, multi-head attention and the tied LM head)");
   }
 }
 
@@ -411,6 +433,7 @@ std::unique_ptr<NodeOps> make_node_ops(Layer& l, const std::vector<Shape>& in, c
     case Op::layer_norm: return std::make_unique<LayerNormOps>(static_cast<LayerNorm&>(l), in[0], p, s);
     case Op::multihead_attention:
       return std::make_unique<AttentionOps>(static_cast<MultiheadAttention&>(l), in, p, s);
+    case Op::position_embedding: case Op::lm_head: return make_gpt2_ops(l, in, p, s);
     default: return std::make_unique<PointwiseOps>(l, in[0], s);
   }
 }

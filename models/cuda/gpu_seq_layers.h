@@ -1,12 +1,14 @@
 // The sequence models' layers on one GPU, for the CUDA sequence trainer (gpu_seq_trainer.cu): a
 // device twin per host node (models/layer.h's Op: embedding, rnn_tanh, lstm, select_step, linear,
-// relu, add, layer_norm, dropout, positional_encoding, multihead_attention) over cuBLAS and the
-// kernels of kernels/cuda/seq/ and kernels/cuda/nn_ops.h, fp32. A twin is made for one batch size and
-// holds the scratch its forward keeps for backward; it reads its configuration (and the dropout's
+// relu, add, layer_norm, dropout, positional_encoding, multihead_attention with or without its
+// projections; GPT-2's gelu, position_embedding, lm_head in gpu_seq_layers_gpt2.cu) over cuBLAS and
+// the kernels of kernels/cuda/seq/ and kernels/cuda/nn_ops.h, fp32. A twin is made for one batch size
+// and holds the scratch its forward keeps for backward; it reads its configuration (and the dropout's
 // step) from the host layer, its parameters from the trainer's flat device buffers.
 // Gradient contract (the trainer's): backward OVERWRITES each input gradient dx (null: not wanted)
-// and each parameter gradient, except Embedding, which ADDS into its weight's (a tied table: the
-// Transformer embeds src and tgt with one); the trainer zeroes the gradients once per step.
+// and each parameter gradient, except Embedding and the tied LM head, which ADD into the table's (the
+// Transformer embeds src and tgt with one; GPT-2's head reads wte), and PositionEmbedding, which adds
+// into wpe's; the trainer zeroes the gradients once per step.
 // Never run on a GPU yet (no GPU was lent while it was written).
 #pragma once
 #include <cuda_runtime.h>
@@ -48,14 +50,21 @@ class NodeOps {
   virtual void backward(const NodeIo& io) = 0;
 };
 
-// Unsupported for a layer without a twin: the image layers, GPT-2's gelu / position_embedding /
-// lm_head, attention without projections, a recurrent layer with impl onednn.
+// Unsupported for a layer without a twin: the image layers, a recurrent layer with impl onednn.
 void check_twin(const Layer& l);
 // The twin of `l` for inputs of shapes `in` (one batch size); check_twin's Unsupported first.
 std::unique_ptr<NodeOps> make_node_ops(Layer& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s);
 
 // Whether `op` belongs to the sequence models (the seed's or GPT-2's): a model with one trains in the
-// GPU sequence trainer (which refuses GPT-2's for now), the others in the image trainer.
+// GPU sequence trainer, the others in the image trainer.
 bool is_seq_op(Op op);
+
+// Shared by the twins' files. Row-major C[m, n] = op(A) op(B) + beta C (cuBLAS sgemm, default math:
+// no TF32), and a device-to-device copy of n floats.
+void gemm(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+          float beta, float* c, int ldc);
+void copy(float* dst, const float* src, std::size_t n, cudaStream_t s);
+// GPT-2's twins (gpu_seq_layers_gpt2.cu): position_embedding, lm_head.
+std::unique_ptr<NodeOps> make_gpt2_ops(Layer& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s);
 
 }  // namespace dlb::models::gpu_seq

@@ -6,16 +6,19 @@
 //
 // One step (train_batch): the batch's inputs (token ids, initial states) and labels copied in,
 // the dropout step number set on the host layers (Model::set_step: the same Philox masks as the CPU
-// step, which keys them by the optimizer's step count), the gradients zeroed (one memset: only
-// Embedding adds into its weight's gradient, the tied table of the Transformer), forward node by
-// node, the fused softmax cross-entropy (mean over the rows) writing the logits' gradient, backward
-// in reverse node order, then Adam(1e-3) or SGD with PyTorch's semantics over the flat buffers.
-// A value read by several nodes (the Transformer's residual branches, the encoder's memory) gets the
-// sum of their gradients: the first (in backward order) writes it, the others write a spare buffer
-// that is then added (cublasSaxpy).
+// step, which keys them by the optimizer's step count), the gradients zeroed (one memset: Embedding,
+// the tied LM head and PositionEmbedding add into their weights' gradients), forward node by node,
+// the fused softmax cross-entropy (mean over the rows) writing the logits' gradient, backward in
+// reverse node order, then Adam, AdamW (decoupled weight decay: GPT-2's) or SGD with PyTorch's
+// semantics over the flat buffers.
+// A value read by several nodes (the residual branches, the encoder's memory) gets the sum of their
+// gradients: the first (in backward order) writes it, the others write a spare buffer that is then
+// added (cublasSaxpy); the spares are as big as the biggest such value (GPT-2's residual stream,
+// B T C), not the logits.
 //
 // Never run on a GPU yet (no GPU was lent while it was written): its tests (tests/models/
-// test_train_seq_gpu.cu) check it against the CPU step on the first GPU that runs them.
+// test_train_seq_gpu.cu, test_train_gpt2_gpu.cu) check it against the CPU step on the first GPU
+// that runs them.
 #include "models/cuda/gpu_seq_trainer.h"
 
 #include <cublas_v2.h>
@@ -28,6 +31,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
+#include "kernels/cuda/seq/elementwise.h"
 #include "kernels/cuda/seq/rows.h"
 #include "models/cuda/gpu_seq_layers.h"
 #include "models/layers.h"
@@ -47,11 +51,14 @@ using cuda::DeviceBuffer;
 class GpuSeqTrainer final : public Trainer {
  public:
   GpuSeqTrainer(Model& m, const OptimizerConfig& cfg, const TrainOptions& o) : m_(m), cfg_(cfg), o_(o) {
-    if (cfg.kind != "sgd" && cfg.kind != "adam") throw UsageError("optimizer '" + cfg.kind + "': expected sgd or adam");
+    if (cfg.kind != "sgd" && cfg.kind != "adam" && cfg.kind != "adamw")
+      throw UsageError("optimizer '" + cfg.kind + "': expected sgd, adam or adamw");
     if (o.dtype != DType::fp32)
       throw Unsupported(std::string("the sequence models train in fp32 on the GPU, not ") + dtype_name(o.dtype) +
                         " (no autocast for them there yet)");
     if (o.cuda_graph) throw Unsupported("the GPU sequence trainer does not capture CUDA graphs");
+    if (m.checkpointing())
+      throw Unsupported("the GPU sequence trainer keeps every activation (no activation checkpointing)");
     if (m.loss() != LossKind::cross_entropy) throw Unsupported("the GPU sequence trainer computes cross-entropy only");
     for (const Node& n : m.nodes()) {
       check_node(n);
@@ -78,7 +85,7 @@ class GpuSeqTrainer final : public Trainer {
     model_bytes_ = cuda::current_device_bytes() - before;
     grads_ = DeviceBuffer<float>(values_.size());
     state1_ = DeviceBuffer<float>(values_.size());
-    state2_ = DeviceBuffer<float>(cfg_.kind == "adam" ? values_.size() : 1);
+    state2_ = DeviceBuffer<float>(cfg_.kind != "sgd" ? values_.size() : 1);
     for (auto* b : {&grads_, &state1_, &state2_}) DLB_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s()));
     scalars_ = DeviceBuffer<float>(4);  // [0] the loss, [1] Adam's step count (int), [2] the classifier's count (int)
     DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, scalars_.bytes(), s()));
@@ -157,12 +164,15 @@ class GpuSeqTrainer final : public Trainer {
     if (it != plans_.end()) return it->second;
     Plan p;
     p.shapes = m_.value_shapes(n);
-    std::size_t biggest = 0;
+    std::vector<int> readers(p.shapes.size(), 0);
+    for (const Node& nd : m_.nodes())
+      for (int v : nd.in) ++readers[std::size_t(v)];
+    std::size_t biggest = 0;  // of the values read by several nodes: a spare holds one of their gradients
     for (std::size_t v = 0; v < p.shapes.size(); ++v) {
       const std::size_t size = p.shapes[v].size();
       p.vals.emplace_back(size);
       p.grads.emplace_back(m_.is_input(int(v)) ? 0 : size);
-      biggest = std::max(biggest, size);
+      if (readers[v] > 1 && !m_.is_input(int(v))) biggest = std::max(biggest, size);
     }
     for (const Node& nd : m_.nodes()) {
       std::vector<Shape> in;
@@ -170,7 +180,7 @@ class GpuSeqTrainer final : public Trainer {
       p.ops.push_back(gpu_seq::make_node_ops(*nd.layer, in, params_, s()));
       p.ins.push_back(std::move(in));
     }
-    for (auto& b : p.spare) b = DeviceBuffer<float>(biggest);
+    for (auto& b : p.spare) b = DeviceBuffer<float>(std::max<std::size_t>(biggest, 1));
     const Shape& out = p.shapes.back();
     p.classes = out.last(), p.rows = long(out.size() / std::size_t(p.classes));
     p.labels = DeviceBuffer<std::int32_t>(std::size_t(p.rows));
@@ -263,10 +273,15 @@ class GpuSeqTrainer final : public Trainer {
     }
   }
 
-  // One launch over the flat buffers (the padding between slices holds zeros in each).
+  // One launch over the flat buffers (the padding between slices holds zeros in each, and decay
+  // keeps them zero).
   void step() {
     if (cfg_.kind == "sgd") {
       cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, s());
+    } else if (cfg_.kind == "adamw") {  // the CPU optimizer's formula (kernels/cpu/seq/adamw.h), steps from 1
+      const cpu::seq::AdamW h{cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay};
+      cuda::seq::adamw_step(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), h,
+                            long(steps_ + 1), s());
     } else {
       int* t = reinterpret_cast<int*>(scalars_.data() + 1);
       cuda::increment(t, s());

@@ -1,6 +1,6 @@
-// The CUDA trainer of the sequence models (models/seq_zoo.h: rnn, lstm, transformer), beside the
-// image trainer (gpu_trainer.cu), which hands it every model with a sequence op. See
-// gpu_seq_trainer.cu. Never run on a GPU yet.
+// The CUDA trainer of the sequence models (models/seq_zoo.h: rnn, lstm, transformer; GPT-2,
+// models/gpt2.h), beside the image trainer (gpu_trainer.cu), which hands it every model with a
+// sequence op. See gpu_seq_trainer.cu. Never run on a GPU yet.
 #pragma once
 #include <memory>
 
@@ -11,8 +11,8 @@ namespace dlb::models {
 // Whether `m` has an op of the sequence models (models/cuda/gpu_seq_layers.h is_seq_op).
 bool has_seq_ops(const Model& m);
 
-// fp32 only (UsageError for an optimizer other than sgd / adam; Unsupported for another dtype, a CUDA
-// graph, a layer without a device twin).
+// fp32 only (UsageError for an optimizer other than sgd / adam / adamw; Unsupported for another dtype,
+// a CUDA graph, activation checkpointing, a layer without a device twin).
 std::unique_ptr<Trainer> make_gpu_seq_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
 
 }  // namespace dlb::models

@@ -1,6 +1,7 @@
 // Suite gpt2 (bench/gpt2.cpp), ours at the quick size (gpt-mini, batch 1, seq 32): a case verifies,
 // runs AdamW steps, and its --profile step records every layer's forward and backward, the loss,
-// zero_grad and AdamW, and matches an unprofiled step's loss and gradients.
+// zero_grad and AdamW, and matches an unprofiled step's loss and gradients. On a GPU: which cases of
+// ours skip, and why.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "bench/suite.h"
+#include "kernels/common/errors.h"
 
 using namespace dlb;
 using bench::json;
@@ -45,4 +47,31 @@ TEST(Gpt2Suite, OursProfilesEveryLayerAndChecksTheStep) {
   c->annotate(r);
   EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
   c->teardown();
+}
+
+// On a GPU, ours trains in the CUDA sequence trainer (its run: tests/bench/test_gpt2_suite_gpu.cu);
+// what that trainer cannot do is a case skipped with its reason: the checkpointed step, op=infer.
+TEST(Gpt2Suite, GpuCasesOfOursSkipWhatTheTrainerCannotRun) {
+  const bench::Suite& s = *bench::find_suite("gpt2");
+  bench::SuiteOptions o = s.options(true, json{{"ckpt", {"off", "on"}}, {"op", {"train", "infer"}}});
+  o.devices = {"cuda:0"};
+  const auto cases = s.expand(o);
+  int skipped = 0, trained = 0;
+  for (const auto& c : cases) {
+    const std::string name = c.id.name();
+    if (name.find("/train/") != std::string::npos && name.find("ckpt=on") == std::string::npos) {
+      ++trained;
+      continue;  // the trainer's case: it needs the GPU to set up
+    }
+    try {
+      c.make()->setup();
+      ADD_FAILURE() << name << " set up without a GPU path";
+    } catch (const Unsupported& e) {
+      ++skipped;
+      const std::string why = e.what();
+      EXPECT_TRUE(why.find("checkpoint") != std::string::npos || why.find("K/V-cache") != std::string::npos) << name << ": " << why;
+    }
+  }
+  EXPECT_EQ(trained, 1);
+  EXPECT_EQ(skipped, 3);  // ckpt=on, infer prefill and decode
 }

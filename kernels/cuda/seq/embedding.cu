@@ -86,10 +86,12 @@ void embedding_backward(const std::int32_t* tokens, int B, int T, const float* d
                                                  int(sizeof(std::int32_t) * 8), s));
   embed_bwd_k<<<n, C < kThreads ? ((C + 31) / 32) * 32 : kThreads, 0, s>>>(sorted_tok, pos_out, n, dy, C, dw);
   check_launch();
-  if (dpos) {
-    embed_pos_bwd_k<<<grid_for(std::size_t(T) * C), kThreads, 0, s>>>(B, T, dy, C, dpos);
-    check_launch();
-  }
+  if (dpos) position_embedding_backward(B, T, dy, C, dpos, s);
+}
+
+void position_embedding_backward(int B, int T, const float* dy, int C, float* dpos, cudaStream_t s) {
+  embed_pos_bwd_k<<<grid_for(std::size_t(T) * C), kThreads, 0, s>>>(B, T, dy, C, dpos);
+  check_launch();
 }
 
 }  // namespace dlb::cuda::seq

@@ -22,4 +22,9 @@ void embedding_forward(const std::int32_t* tokens, int B, int T, const float* w,
 void embedding_backward(const std::int32_t* tokens, int B, int T, const float* dy, int C, float* dw, float* dpos,
                         void* scratch, cudaStream_t s);
 
+// The positions alone (GPT-2's wpe, models/layers/position_embedding.h): forward is add_broadcast
+// (elementwise.h) of the table's first T rows; backward dpos[t, :] += sum over b of dy[b, t, :], b in
+// order (one thread per (t, c), coalesced over c: 4 B bytes read a position-channel).
+void position_embedding_backward(int B, int T, const float* dy, int C, float* dpos, cudaStream_t s);
+
 }  // namespace dlb::cuda::seq
