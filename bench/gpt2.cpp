@@ -9,8 +9,8 @@
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
 // Ours on a GPU trains in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h: cuBLAS fp32 GEMMs,
 // our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
-// the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (one
-// sequence's loss and every gradient), timed per step (train_batch waits for the device); its records
+// the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
+// batch's loss and every gradient), timed per step (train_batch waits for the device); its records
 // carry model_device_bytes and peak_device_bytes. Never run on a GPU yet: its first run is its first
 // check. No --checkpoint-activations and no op=infer on the GPU yet (skipped, with the reason).
 // impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
@@ -206,23 +206,25 @@ class OursGpuCase final : public Case {
                                                      p_.B, p_.T);
   }
   CheckResult verify() override {
-    // One sequence: the GPU step's loss and every gradient against the CPU fp32 step from the same
-    // weights (the trainer has not stepped yet). Both fp32, summed in other orders (cuBLAS's tiling,
-    // block trees, the flash kernel's online softmax against OpenBLAS and the CPU's): ~1e-6 of each
-    // tensor's scale; kGpuTolerance leaves room, while a wrong or lost term is off by 1e-2 and more.
-    models::Batch one = batches_->next();
-    one.n = 1;
-    const float got = trainer_->gradients(one);
+    // The first timed batch, whole (the batch layout counts; no second device plan, so the peak
+    // device bytes stay the step's own): the GPU step's loss and every gradient against the CPU fp32
+    // step from the same weights (the trainer has not stepped yet). Both fp32, summed in other orders
+    // (cuBLAS's tiling, block trees, the flash kernel's online softmax against OpenBLAS and the
+    // CPU's): ~1e-6 of each tensor's scale; kGpuTolerance leaves room, while a wrong or lost term is
+    // off by 1e-2 and more. The CPU step costs what one CPU case's step does (0.8 TFLOP at
+    // gpt2-124m B 4 T 256).
+    const models::Batch& b = batches_->next();
+    const float got = trainer_->gradients(b);
     std::vector<std::vector<float>> grads;
     for (models::Param* q : model_->params()) grads.push_back(q->grad);
     model_->zero_grad();
-    const double want = model_->forward_backward(one);
+    const double want = model_->forward_backward(b);
     double worst = std::abs(got - want) / std::max(1e-12, std::abs(want));
     const auto ps = model_->params();
     for (std::size_t i = 0; i < ps.size(); ++i) worst = std::max(worst, max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()));
     batches_->rewind();
     model_->zero_grad();
-    return judge(worst, kGpuTolerance, "gpt2 GPU step of one sequence: loss and gradients vs the CPU fp32 step");
+    return judge(worst, kGpuTolerance, "gpt2 GPU step: loss and gradients vs the CPU fp32 step");
   }
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
