@@ -20,10 +20,12 @@
 #include "models/layers.h"
 #include "models/trainer.h"
 #include "tests/gpu_test.h"
+#include "tests/gpu_trainer_check.h"
 #include "tests/seq_test_util.h"
 
 using namespace dlb;
 using namespace dlb::models;
+using gputest::gpu;
 
 namespace {
 
@@ -146,12 +148,6 @@ Gpt2Config small() {
   return c;
 }
 
-TrainOptions gpu() {
-  TrainOptions o;
-  o.device = "cuda:0";
-  return o;
-}
-
 // The CPU model and the GPU one from the same weights, a trainer each, batches of B 2 x T 16.
 struct Pair {
   std::unique_ptr<Model> cpu, dev;
@@ -173,13 +169,7 @@ TEST(Gpt2GpuStep, LossAndEveryGradientMatchTheCpuStep) {
   const float got = t.tg->gradients(batch);
   EXPECT_NEAR(got, want, kLossTol * std::abs(want));
   EXPECT_NEAR(want, std::log(100.0), 0.2);  // GPT-2's init: near-uniform predictions
-  const auto pc = t.cpu->params(), pg = t.dev->params();
-  ASSERT_EQ(pc.size(), pg.size());
-  for (std::size_t i = 0; i < pc.size(); ++i) {
-    L2Error e;
-    e.add(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size());
-    EXPECT_LT(e.rel(), kGradL2Tol) << pc[i]->name;
-  }
+  gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::grad, kGradL2Tol);
   // wte's gradient is the sum of the embedding's and the tied head's: its padded rows stay zero
   const Param& wte = gpt2_param(*t.dev, kWte, 0);
   for (std::size_t i = std::size_t(small().vocab_size) * small().channels; i < wte.size(); ++i)
@@ -206,12 +196,7 @@ TEST(Gpt2GpuStep, TenAdamWStepsGiveTheCpuLosses) {
   }
   EXPECT_LT(last, first);  // three batches seen three times over: the loss falls
   t.tg->sync_to_host();
-  const auto pc = t.cpu->params(), pg = t.dev->params();
-  for (std::size_t i = 0; i < pc.size(); ++i) {
-    L2Error e;
-    e.add(pg[i]->value.data(), pc[i]->value.data(), pc[i]->size());
-    EXPECT_LT(e.rel(), kStepsTol) << pc[i]->name;
-  }
+  gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::value, kStepsTol);
 }
 
 TEST(Gpt2GpuStep, RefusesWhatItDoesNotRun) {

@@ -14,9 +14,11 @@
 #include "models/seq_zoo.h"
 #include "models/trainer.h"
 #include "tests/gpu_test.h"
+#include "tests/gpu_trainer_check.h"
 
 using namespace dlb;
 using namespace dlb::models;
+using gputest::gpu;
 
 namespace {
 
@@ -53,12 +55,6 @@ SeqConfig small(const SeqCase& k) {
   return c;
 }
 
-TrainOptions gpu() {
-  TrainOptions o;
-  o.device = "cuda:0";
-  return o;
-}
-
 // The CPU model (impl ours: the CPU has no cuDNN) and the GPU one with the same weights, `samples`
 // windows of seeded tokens in order, and a trainer for each (the model's default optimizer: Adam).
 struct Pair {
@@ -91,13 +87,7 @@ TEST_P(SeqGpuStep, LossAndGradientsMatchTheCpuStep) {
   const float want = t.tc->gradients(b);  // step 0: both draw step 0's dropout masks
   const float got = t.tg->gradients(b);
   EXPECT_NEAR(got, want, kLossTol * std::abs(want));
-  const auto pc = t.cpu->params(), pg = t.dev->params();
-  ASSERT_EQ(pc.size(), pg.size());
-  for (std::size_t i = 0; i < pc.size(); ++i) {
-    L2Error e;
-    e.add(pg[i]->grad.data(), pc[i]->grad.data(), pc[i]->size());
-    EXPECT_LT(e.rel(), kGradL2Tol) << pc[i]->name;
-  }
+  gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::grad, kGradL2Tol);
   EXPECT_EQ(t.tg->describe().find("cuDNN") != std::string::npos, k.impl == "cudnn") << t.tg->describe();
   EXPECT_GE(t.tg->model_device_bytes(), t.cpu->num_params() * sizeof(float));
 }
@@ -113,12 +103,7 @@ TEST_P(SeqGpuStep, TenAdamStepsGiveTheCpuLosses) {
     EXPECT_NEAR(got, want, kStepsLossTol * std::abs(want)) << "step " << s;
   }
   t.tg->sync_to_host();
-  const auto pc = t.cpu->params(), pg = t.dev->params();
-  for (std::size_t i = 0; i < pc.size(); ++i) {
-    L2Error e;
-    e.add(pg[i]->value.data(), pc[i]->value.data(), pc[i]->size());
-    EXPECT_LT(e.rel(), kStepsLossTol) << pc[i]->name;
-  }
+  gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::value, kStepsLossTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuStep,
