@@ -183,12 +183,16 @@ class LayerNormOps final : public NodeOps {
   LayerNormOps(LayerNorm& l, const Shape& in, const DeviceParams& p, cudaStream_t s)
       : C_(l.C), rows_(long(in.size() / std::size_t(l.C))), w_(p.value(&l.weight)), b_(p.value(&l.bias)),
         dw_(p.grad(&l.weight)), db_(p.grad(&l.bias)), mean_(std::size_t(rows_)), rstd_(std::size_t(rows_)),
-        dx_(in.size()), scratch_(gs::layernorm_backward_scratch_bytes(rows_, C_)), s_(s) {}
+        scratch_(gs::layernorm_backward_scratch_bytes(rows_, C_)), s_(s) {}
   void forward(const NodeIo& io) override {
     gs::layernorm_forward(io.x(), w_, b_, io.y, mean_.data(), rstd_.data(), rows_, C_, cs::kLayerNormEps, s_);
   }
   void backward(const NodeIo& io) override {
-    float* dx = io.dxs[0] ? io.dxs[0] : dx_.data();  // the kernel writes dx always
+    float* dx = io.dxs[0];
+    if (!dx) {  // the kernel writes dx always: room for it, made once, where the input is a model input
+      if (dx_.size() != io.in[0].size()) dx_ = DeviceBuffer<float>(io.in[0].size());
+      dx = dx_.data();
+    }
     gs::layernorm_backward(io.dy, io.x(), w_, mean_.data(), rstd_.data(), dx, dw_, db_, rows_, C_, scratch_.data(), s_);
   }
 
