@@ -16,6 +16,8 @@
 // impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
 // DLBENCH_LLMC_DIR built by its Makefile) on the same files, at the one point its main() fixes (CPU,
 // B=4, T=64); verified by its step-0 val loss against our forward on the same 5 batches.
+// --attn flash,unfused (axis attn, ours only; names gain attn=unfused): the attention core fused
+// (online softmax, no T x T matrix) or unfused (GEMMs + softmax, P kept for backward), CPU and GPU.
 // --checkpoint-activations off,on (axis ckpt): ours recomputes each block in backward (models/gpt2.h);
 // its records carry activation_bytes (the executor's values and gradients) beside the harness's peak RSS.
 // op=infer (--op infer): batch 1 with a K/V cache (models/gpt2_decode.h), phase=prefill (the seq-token
@@ -50,6 +52,7 @@
 #include "kernels/common/verify.h"
 #include "models/gpt2.h"
 #include "models/gpt2_decode.h"
+#include "models/layers.h"
 #include "models/trainer.h"
 
 namespace dlb::bench {
@@ -62,8 +65,18 @@ using models::Gpt2Config;
 struct Point {
   std::string config;
   int B, T;
-  bool ckpt = false;  // --checkpoint-activations
+  bool ckpt = false;           // --checkpoint-activations
+  std::string attn = "flash";  // ours' attention core (--attn): flash (fused) or unfused (P materialized)
 };
+
+// GPT-2 at point p, its attention cores running p.attn (CPU and GPU: the GPU twin follows the host
+// layer's choice).
+std::unique_ptr<models::Model> make_model(const Gpt2Config& c, const Point& p) {
+  auto m = models::make_gpt2(models::gpt2_random_weights(c, 1), p.T);
+  for (const models::Node& n : m->nodes())
+    if (n.layer->op() == models::Op::multihead_attention) static_cast<models::MultiheadAttention&>(*n.layer).algo = p.attn;
+  return m;
+}
 
 // Decode steps per prefilled prompt (op=infer): the cache then holds seq + kDecodeSteps positions.
 constexpr int kDecodeSteps = 64;
@@ -93,7 +106,7 @@ class OursCase final : public Case {
   void setup() override {
     const Gpt2Config c = config_of(p_);
     try {
-      model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.T);
+      model_ = make_model(c, p_);
       model_->set_checkpointing(p_.ckpt);
       drop_reference();
       opt_ = std::make_unique<models::Optimizer>(models::gpt2_optimizer(), model_->params());
@@ -162,6 +175,7 @@ class OursCase final : public Case {
   Metric metric() const override { return Metric::gflops; }
   void annotate(json& r) const override {
     annotate_point(r, p_, 1);
+    r["attn"] = p_.attn;
     r["loss"] = loss_;
     r["activation_bytes"] = act_bytes_;
   }
@@ -188,7 +202,7 @@ class OursGpuCase final : public Case {
   void setup() override {
     const Gpt2Config c = config_of(p_);
     try {
-      model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.T);
+      model_ = make_model(c, p_);
       for (models::Param* q : model_->params()) q->ref_value = {}, q->ref_grad = {};  // fp64 copies: unused
     } catch (const std::bad_alloc&) {
       throw OutOfMemory("gpt2 " + p_.config);
@@ -234,6 +248,7 @@ class OursGpuCase final : public Case {
   Metric metric() const override { return Metric::gflops; }
   void annotate(json& r) const override {
     annotate_point(r, p_, 1);
+    r["attn"] = p_.attn;
     r["loss"] = loss_;
     r["trainer"] = trainer_->describe();
     r["model_device_bytes"] = trainer_->model_device_bytes();
@@ -551,9 +566,15 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 return c;
               };
               if (impl == "ours") {
-                if (!is_gpu(dev)) cases.push_back({id("ours"), [p] { return std::make_unique<OursCase>(p); }});
-                else if (p.ckpt) cases.push_back({id("ours"), [] { return std::make_unique<SkipCase>(kNoGpuCkpt); }});
-                else cases.push_back({id("ours"), [p, dev] { return std::make_unique<OursGpuCase>(p, dev); }});
+                for (const auto& attn : axis_strings(o, "attn")) {
+                  Point q = p;
+                  q.attn = attn;
+                  CaseId c = id("ours");
+                  if (attn != "flash") c.with("attn", attn);  // the names of the fused step stay as they were
+                  if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
+                  else if (q.ckpt) cases.push_back({c, [] { return std::make_unique<SkipCase>(kNoGpuCkpt); }});
+                  else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
+                }
                 continue;
               }
               if (impl == "llmc") {
@@ -639,7 +660,8 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     if (!r.contains("gflops") || !r.contains("flops_per_token")) continue;
     const double tps = r.at("gflops").get<double>() * 1e9 / r.at("flops_per_token").get<double>();
     const std::string dev = r.value("device", "");
-    rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), r.value("impl", ""), r.value("ckpt", "off"),
+    const std::string impl = r.value("impl", "") + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "");
+    rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
                     r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",
                     fmt(1e3 * r.value("tokens_per_iteration", 0.0) / tps, "%.0f"), mb(r, "activation_bytes"),
@@ -669,6 +691,7 @@ DLB_SUITE(gpt2)
     .axis("peer_mode", {"eager"})
     .axis("op", {"train"})
     .axis("ckpt", {"off"})
+    .axis("attn", {"flash"})
     .takes({flag::batch(), flag::profile(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
             FlagSpec{"--config", "GPT-2 configs: gpt2-124m, gpt-mini", "config", true, FlagSpec::Parse::words, 0,
                      {"gpt2-124m", "gpt-mini"}},
@@ -679,7 +702,9 @@ DLB_SUITE(gpt2)
             FlagSpec{"--op", "train (the AdamW step), infer (prefill and K/V-cache decode at batch 1), or both", "op", true,
                      FlagSpec::Parse::words, 0, {"train", "infer"}},
             FlagSpec{"--checkpoint-activations", "off, on or both: recompute each block's activations in backward", "ckpt",
-                     true, FlagSpec::Parse::words, 0, {"off", "on"}}})
+                     true, FlagSpec::Parse::words, 0, {"off", "on"}},
+            FlagSpec{"--attn", "ours' attention core: flash (fused, the default), unfused (the T x T probabilities kept), "
+                     "or both", "attn", true, FlagSpec::Parse::words, 0, {"flash", "unfused"}}})
     .cases(expand)
     .derived(derive)
     .summary(summarize);

@@ -75,3 +75,22 @@ TEST(Gpt2Suite, GpuCasesOfOursSkipWhatTheTrainerCannotRun) {
   EXPECT_EQ(trained, 1);
   EXPECT_EQ(skipped, 3);  // ckpt=on, infer prefill and decode
 }
+
+// --attn flash,unfused: a case of ours per core, the unfused one named so and running that core.
+TEST(Gpt2Suite, AttnAxisNamesAndRunsTheUnfusedCore) {
+  const bench::Suite& s = *bench::find_suite("gpt2");
+  bench::SuiteOptions o = s.options(true, json{{"attn", {"flash", "unfused"}}});
+  o.devices = {"cpu"};
+  const auto cases = s.expand(o);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].id.name().find("attn="), std::string::npos) << cases[0].id.name();
+  EXPECT_NE(cases[1].id.name().find("/attn=unfused"), std::string::npos) << cases[1].id.name();
+  auto c = cases[1].make();
+  c->setup();
+  c->run();
+  json r;
+  c->annotate(r);
+  EXPECT_EQ(r.at("attn"), "unfused");
+  EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
+  c->teardown();
+}

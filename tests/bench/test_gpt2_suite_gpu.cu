@@ -1,6 +1,6 @@
 // Suite gpt2 (bench/gpt2.cpp) on a GPU: ours at the quick size (gpt-mini, batch 1, seq 32) in the
-// CUDA sequence trainer sets up, verifies against the CPU fp32 step, runs AdamW steps and records its
-// device memory. Skipped without a CUDA device (and never run on one yet).
+// CUDA sequence trainer, the fused attention core and the unfused one, sets up, verifies against the
+// CPU fp32 step, runs AdamW steps and records its device memory. Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,20 +15,22 @@ using bench::json;
 TEST(Gpt2SuiteGpu, OursVerifiesAndTrainsOnTheGpu) {
   SKIP_WITHOUT_GPU();
   const bench::Suite& s = *bench::find_suite("gpt2");
-  bench::SuiteOptions o = s.options(true, json::object());
+  bench::SuiteOptions o = s.options(true, json{{"attn", {"flash", "unfused"}}});
   o.devices = {"cuda:0"};
   const auto cases = s.expand(o);
-  ASSERT_EQ(cases.size(), 1u);
-  auto c = cases[0].make();
-  c->setup();
-  const auto v = c->verify();
-  EXPECT_TRUE(v.ok) << v.message;
-  EXPECT_LT(v.max_rel_err, 1e-4);
-  for (int k = 0; k < 3; ++k) c->run();
-  json r;
-  c->annotate(r);
-  EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
-  EXPECT_GT(r.at("peak_device_bytes").get<double>(), r.at("model_device_bytes").get<double>());
-  EXPECT_NE(r.at("trainer").get<std::string>().find("cuda"), std::string::npos);
-  c->teardown();
+  ASSERT_EQ(cases.size(), 2u);  // the fused core and the unfused one
+  for (const auto& spec : cases) {
+    SCOPED_TRACE(spec.id.name());
+    auto c = spec.make();
+    c->setup();
+    const auto v = c->verify();
+    EXPECT_TRUE(v.ok) << v.message;
+    for (int k = 0; k < 3; ++k) c->run();
+    json r;
+    c->annotate(r);
+    EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
+    EXPECT_GT(r.at("peak_device_bytes").get<double>(), r.at("model_device_bytes").get<double>());
+    EXPECT_NE(r.at("trainer").get<std::string>().find("cuda"), std::string::npos);
+    c->teardown();
+  }
 }
