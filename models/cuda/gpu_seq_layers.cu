@@ -217,13 +217,10 @@ class AttentionOps final : public NodeOps {
   AttentionOps(MultiheadAttention& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s)
       : l_(l), in_(in), s_(s) {
     const cs::Attn a = l.attn(Shapes(in_.data(), int(in_.size())));
-    const std::size_t P = std::size_t(a.B) * a.H * a.Tq * a.Tk, rows = std::size_t(a.B) * a.H * a.Tq;
-    // P (twice with dropout: the CPU draws it per step, so the room for it is always there) and dP;
-    // flash keeps the rows' log-sum-exp and a row scratch instead.
+    const std::size_t rows = std::size_t(a.B) * a.H * a.Tq;
     cs::Attn no_drop = a;
     no_drop.dropout = 0.f;
-    if (l.o.dropout > 0 || !flash(no_drop))
-      probs_ = DeviceBuffer<float>(l.o.dropout > 0 ? 2 * P : P), scratch_ = DeviceBuffer<float>(P);
+    if (l.o.dropout > 0 || !flash(no_drop)) unfused_room(a);
     lse_ = DeviceBuffer<float>(rows), rows_ = DeviceBuffer<float>(rows);
     if (!l.o.projections) return;
     const int E = l.E;
@@ -279,11 +276,17 @@ class AttentionOps final : public NodeOps {
             cs::bthd(ctx, H, Tq, D),          cs::bthd(dqkv, H, Tq, D, ldq),  cs::bthd(dk, H, Tk, D, ldkv),
             cs::bthd(dk ? dk + E : nullptr, H, Tk, D, ldkv)};
   }
+  // P (twice with dropout: the CPU draws it per step, so the room for it is always there) and dP;
+  // flash keeps the rows' log-sum-exp and a row scratch instead.
+  void unfused_room(const cs::Attn& a) {
+    const std::size_t P = std::size_t(a.B) * a.H * a.Tq * a.Tk;
+    probs_ = DeviceBuffer<float>(l_.o.dropout > 0 ? 2 * P : P), scratch_ = DeviceBuffer<float>(P);
+  }
   void core_forward(const cs::Attn& a, const V& v) {
     if (flash(a))
-      gs::attention_forward_flash(a, any(v.q), any(v.k), any(v.v), anym(v.o), lse_.data(), DType::fp32, s_);
-    else
-      gs::attention_forward_unfused(a, v.q, v.k, v.v, v.o, probs_.data(), s_);
+      return gs::attention_forward_flash(a, any(v.q), any(v.k), any(v.v), anym(v.o), lse_.data(), DType::fp32, s_);
+    if (!probs_.size()) unfused_room(a);  // the host layer's algo changed to unfused after the plan was made
+    gs::attention_forward_unfused(a, v.q, v.k, v.v, v.o, probs_.data(), s_);
   }
   // dctx: the gradient of the context [rows, E].
   void core_backward(const cs::Attn& a, const V& v, const float* dctx) {
