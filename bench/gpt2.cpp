@@ -99,10 +99,27 @@ void annotate_point(json& r, const Point& p, double steps) {
   r["params"] = c.num_params();
 }
 
-// Ours: one AdamW step per iteration on the next batch of the token stream.
-class OursCase final : public Case {
+// What ours' training cases share, CPU and GPU: the point, a step's FLOPs, the keys of its records.
+class OursTrainCase : public Case {
  public:
-  explicit OursCase(Point p) : p_(std::move(p)) {}
+  explicit OursTrainCase(Point p) : p_(std::move(p)) {}
+  Work work() const override { return {step_flops(p_), 0, 0}; }
+  Metric metric() const override { return Metric::gflops; }
+  void annotate(json& r) const override {
+    annotate_point(r, p_, 1);
+    r["attn"] = p_.attn;
+    r["loss"] = loss_;
+  }
+
+ protected:
+  Point p_;
+  double loss_ = NAN;
+};
+
+// Ours: one AdamW step per iteration on the next batch of the token stream.
+class OursCase final : public OursTrainCase {
+ public:
+  explicit OursCase(Point p) : OursTrainCase(std::move(p)) {}
   void setup() override {
     const Gpt2Config c = config_of(p_);
     try {
@@ -171,12 +188,8 @@ class OursCase final : public Case {
     out.check = "loss and gradients equal an unprofiled step's";
     return true;
   }
-  Work work() const override { return {step_flops(p_), 0, 0}; }
-  Metric metric() const override { return Metric::gflops; }
   void annotate(json& r) const override {
-    annotate_point(r, p_, 1);
-    r["attn"] = p_.attn;
-    r["loss"] = loss_;
+    OursTrainCase::annotate(r);
     r["activation_bytes"] = act_bytes_;
   }
   void teardown() override { opt_.reset(), model_.reset(), batches_.reset(); }
@@ -187,18 +200,16 @@ class OursCase final : public Case {
   void drop_reference() {
     for (models::Param* q : model_->params()) q->ref_value = {}, q->ref_grad = {};
   }
-  Point p_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Optimizer> opt_;
   std::unique_ptr<models::Gpt2Batcher> batches_;
-  double loss_ = NAN;
   std::size_t act_bytes_ = 0;
 };
 
 // Ours on a GPU: one AdamW step per iteration in the CUDA sequence trainer, fp32.
-class OursGpuCase final : public Case {
+class OursGpuCase final : public OursTrainCase {
  public:
-  OursGpuCase(Point p, std::string device) : p_(std::move(p)), device_(std::move(device)) {}
+  OursGpuCase(Point p, std::string device) : OursTrainCase(std::move(p)), device_(std::move(device)) {}
   void setup() override {
     const Gpt2Config c = config_of(p_);
     try {
@@ -248,12 +259,8 @@ class OursGpuCase final : public Case {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
     return 0;
   }
-  Work work() const override { return {step_flops(p_), 0, 0}; }
-  Metric metric() const override { return Metric::gflops; }
   void annotate(json& r) const override {
-    annotate_point(r, p_, 1);
-    r["attn"] = p_.attn;
-    r["loss"] = loss_;
+    OursTrainCase::annotate(r);
     r["trainer"] = trainer_->describe();
     r["model_device_bytes"] = trainer_->model_device_bytes();
     r["peak_device_bytes"] = trainer_->peak_device_bytes();
@@ -263,12 +270,10 @@ class OursGpuCase final : public Case {
  private:
   // As the seq suite's GPU rows (its kSeqTolerance), the same measure (max_rel_err per tensor).
   static constexpr double kGpuTolerance = 1e-4;
-  Point p_;
   std::string device_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Trainer> trainer_;
   std::unique_ptr<models::Gpt2Batcher> batches_;
-  double loss_ = NAN;
 };
 
 // A point an implementation cannot run: recorded as skipped with the reason.
