@@ -22,6 +22,7 @@
 #include "kernels/common/device.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn/onednn.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/openblas_core.h"
 #include "kernels/cpu/threads.h"
 
@@ -160,6 +161,8 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
   // forced, and why. A test reads these from `info --json` to check the re-execution end to end.
   const cpu::CoreStatus core_st = cpu::openblas_core_status();
   fp["openblas"].update({{"core_library", core_st.library_core}, {"core_mode", core_st.mode}, {"core_reason", core_st.reason}});
+  // The library of the layers' fp32 GEMMs (Linear, LM head, projections: kernels/cpu/sgemm.h) and why.
+  fp["sgemm"] = {{"lib", cpu::sgemm_lib_name(cpu::sgemm_lib())}, {"reason", cpu::sgemm_lib_reason()}};
 
   const CudaInfo& cu = cuda_info();
   json gpus = json::array();
@@ -227,6 +230,9 @@ std::string fingerprint_text(const nlohmann::json& fp) {
     << ob.value("threads", 0) << " threads  [" << ob.value("config", "") << "]\n";
   if (ob.contains("core_reason") && ob["core_reason"].is_string() && !ob.value("core_reason", "").empty())
     o << "OpenBLAS core " << ob.value("core_mode", "") << ": " << ob.value("core_reason", "") << "\n";
+  if (fp.contains("sgemm"))
+    o << "layer GEMMs   " << fp.at("sgemm").value("lib", "") << " (" << fp.at("sgemm").value("reason", "")
+      << "; DLB_SGEMM=openblas|onednn|auto)\n";
   if (fp.contains("peaks") && fp.at("peaks").contains("error")) {
     o << "CPU peaks     not measured (" << fp.at("peaks").value("error", "") << ")\n";
   } else if (fp.contains("peaks")) {

@@ -14,6 +14,7 @@
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/openblas_core.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/threads.h"
 
 // _Exit below skips LeakSanitizer's atexit check too: under ASan, run it by hand first.
@@ -94,8 +95,9 @@ int main(int argc, char** argv) {
   if (!dlb::harness::check_environment()) std::_Exit(2);  // before the re-exec below reads DLBENCH_OPENBLAS_CORE
   dlb::cpu::openblas_reexec_with_best_core(argc, argv);  // once, before any OpenBLAS work (openblas_core.h)
   dlb::cpu::hold_library_threads();                       // DLB_CPU_THREADS=1: OpenBLAS on one thread too
-  try {  // DLB_CPU_ISA (kernels/cpu/isa.h): a bad value is bad usage; a clamp is said once
+  try {  // DLB_CPU_ISA (kernels/cpu/isa.h), DLB_SGEMM (sgemm.h): a bad value is bad usage; a clamp is said once
     dlb::cpu::isa_cap();
+    dlb::cpu::sgemm_lib();
   } catch (const dlb::UsageError& e) {
     std::fprintf(stderr, "dlbench: error: %s\n", e.what());
     std::_Exit(2);

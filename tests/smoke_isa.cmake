@@ -9,16 +9,19 @@ add_test(NAME smoke.isa_cap_recorded COMMAND bash -c
    DLB_CPU_ISA=avx2 \"$1\" info | grep -q 'kernel ISA    avx2'; \
    DLB_CPU_ISA=scalar \"$1\" run --suite matmul --device cpu --sizes 32 --dtype fp32 --filter blocked --no-report --out $d >/dev/null; \
    grep -q '\"cpu_isa\": *\"scalar\"' $d/results.jsonl; grep -q '\"isa_cap\": *\"scalar\"' $d/results.json; \
+   grep -Eq '\"reason\": *\"auto: (ISA scalar|no oneDNN)' $d/results.json; \
+   DLB_CPU_ISA=avx2 \"$1\" info | grep -Eq '^layer GEMMs   openblas \\(auto: (ISA avx2|no oneDNN)'; \
+   DLB_SGEMM=openblas \"$1\" info | grep -q '^layer GEMMs   openblas (DLB_SGEMM=openblas'; \
    if ! grep -qw avx512_bf16 /proc/cpuinfo; then \
      DLB_CPU_ISA=avx512_bf16 \"$1\" info 2>&1 | grep -q 'clamped'; fi; echo ok"
   bash ${DLB_CLI})
 set_tests_properties(smoke.isa_bad_value smoke.isa_cap_recorded PROPERTIES LABELS smoke TIMEOUT 120)
 
 # oneDNN once per ISA level (test_isa loops over the levels in one process; test_seq_rnn: its RNN
-# primitives), in fresh processes with DLB_CPU_ISA set (oneDNN reads
+# primitives; test_sgemm: the layers' GEMM), in fresh processes with DLB_CPU_ISA set (oneDNN reads
 # its cap once per process). Levels the CPU lacks are skipped by the tests with the reason.
 foreach(level scalar avx2 avx512 avx512_bf16)
-  foreach(t test_onednn test_seq_rnn)
+  foreach(t test_onednn test_seq_rnn test_sgemm)
     gtest_discover_tests(${t} TEST_PREFIX "isa_${level}." DISCOVERY_TIMEOUT 60
       PROPERTIES ENVIRONMENT "DLB_CPU_ISA=${level}" LABELS unit TIMEOUT 120
                  SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

@@ -186,6 +186,8 @@ void start_kernel_threads() {
   if (all_threads() > 1) pool();
 }
 
+bool in_parallel_region() { return t_in_region; }
+
 int kernel_threads() { return t_limit > 0 ? std::min(all_threads(), t_limit) : all_threads(); }
 
 KernelThreadsLimit::KernelThreadsLimit(int n) : prev_(t_limit) { t_limit = std::max(1, n); }

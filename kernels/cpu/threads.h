@@ -52,6 +52,9 @@ class KernelThreadsLimit {
 // during the call.
 void parallel_tasks(int tasks, const std::function<void(int)>& fn);
 
+// Whether the calling thread runs a task of parallel_tasks now (a nested call runs in order on it).
+bool in_parallel_region();
+
 // [lo, hi) of part `i` when [0, n) is split into `parts` near-equal ranges (the first n % parts
 // parts one longer).
 inline void split_range(long n, int parts, int i, long& lo, long& hi) {

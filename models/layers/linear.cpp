@@ -1,12 +1,11 @@
 // Linear (see linear.h): fp64 reference first, then the fp32 path.
 #include "models/layers/linear.h"
 
-#include <cblas.h>
-
 #include <cmath>
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/sgemm.h"
 
 namespace dlb::models {
 
@@ -62,20 +61,17 @@ void Linear::backward_ref(const Bwd<double>& a) {
 void Linear::forward(const Fwd<float>& a) {
   // y[m, out] = x[m, in] W[out, in]^T, then + b
   const int m = rows(a.in[0]);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, out_f, in_f, 1.f, a.x(), in_f, weight.value.data(), in_f,
-              0.f, a.y, out_f);
+  cpu::sgemm_nt(m, out_f, in_f, a.x(), weight.value.data(), a.y);
   cpu::bias_rows_forward(a.y, bias.value.data(), m, out_f);
 }
 
 void Linear::backward(const Bwd<float>& a) {
   // dW[out, in] += dy[m, out]^T x[m, in]; db += colsum(dy); dx[m, in] = dy[m, out] W[out, in]
   const int m = rows(a.in[0]);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_f, in_f, m, 1.f, a.dy, out_f, a.x(), in_f, 1.f,
-              weight.grad.data(), in_f);
+  cpu::sgemm_tn_add(out_f, in_f, m, a.dy, a.x(), weight.grad.data());
   cpu::bias_rows_backward(a.dy, bias.grad.data(), m, out_f);
   if (a.dx())
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, in_f, out_f, 1.f, a.dy, out_f, weight.value.data(), in_f,
-                0.f, a.dx(), in_f);
+    cpu::sgemm_nn(m, in_f, out_f, a.dy, weight.value.data(), a.dx());
 }
 
 }  // namespace dlb::models

@@ -1,9 +1,8 @@
 // TiedLMHead (see lm_head.h): three sgemms, and their loops in fp64.
 #include "models/layers/lm_head.h"
 
-#include <cblas.h>
-
 #include "kernels/common/errors.h"
+#include "kernels/cpu/sgemm.h"
 
 namespace dlb::models {
 
@@ -21,16 +20,14 @@ Shape TiedLMHead::out_shape(Shapes in) const {
 
 void TiedLMHead::forward(const Fwd<float>& a) {
   const int m = int(a.in[0].size() / std::size_t(C));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vocab, C, 1.f, a.x(), C, w_->value.data(), C, 0.f, a.y, vocab);
+  cpu::sgemm_nt(m, vocab, C, a.x(), w_->value.data(), a.y);
 }
 
 void TiedLMHead::backward(const Bwd<float>& a) {
   const int m = int(a.in[0].size() / std::size_t(C));
   // wte.grad[:V] += dy^T x; dx = dy wte[:V]
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, vocab, C, m, 1.f, a.dy, vocab, a.x(), C, 1.f, w_->grad.data(), C);
-  if (a.dx())
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vocab, 1.f, a.dy, vocab, w_->value.data(), C, 0.f,
-                a.dx(), C);
+  cpu::sgemm_tn_add(vocab, C, m, a.dy, a.x(), w_->grad.data());
+  if (a.dx()) cpu::sgemm_nn(m, C, vocab, a.dy, w_->value.data(), a.dx());
 }
 
 void TiedLMHead::forward_ref(const Fwd<double>& a) {

@@ -2,12 +2,11 @@
 // the attention kernels; the reference as plain fp64 loops over the kernels' reference core.
 #include "models/layers/multihead_attention.h"
 
-#include <cblas.h>
-
 #include <cmath>
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/sgemm.h"
 #include "models/layers/dropout.h"
 
 namespace dlb::models {
@@ -82,18 +81,15 @@ double MultiheadAttention::forward_flops(Shapes in) const {
 namespace {
 // y[m, cols] = x[m, k] W[cols, k]^T + b (W, b: `cols` rows of a bigger matrix from row r0 on).
 void proj(const float* x, int m, int k, const Param& w, const Param& b, int r0, int cols, float* y) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, cols, k, 1.f, x, k, w.value.data() + std::size_t(r0) * k, k,
-              0.f, y, cols);
+  cpu::sgemm_nt(m, cols, k, x, w.value.data() + std::size_t(r0) * k, y);
   cpu::bias_rows_forward(y, b.value.data() + r0, m, cols);
 }
 // Its backward: dW[r0.., :] += dy^T x, db += colsum(dy), dx = dy W (dx may be null).
 void proj_back(const float* x, const float* dy, int m, int k, Param& w, Param& b, int r0, int cols, float* dx) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, k, m, 1.f, dy, cols, x, k, 1.f,
-              w.grad.data() + std::size_t(r0) * k, k);
+  cpu::sgemm_tn_add(cols, k, m, dy, x, w.grad.data() + std::size_t(r0) * k);
   cpu::bias_rows_backward(dy, b.grad.data() + r0, m, cols);
   if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, cols, 1.f, dy, cols,
-                w.value.data() + std::size_t(r0) * k, k, 0.f, dx, k);
+    cpu::sgemm_nn(m, k, cols, dy, w.value.data() + std::size_t(r0) * k, dx);
 }
 }  // namespace
 

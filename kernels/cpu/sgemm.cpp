@@ -1,0 +1,94 @@
+// The layers' fp32 GEMM and its one library choice (see sgemm.h).
+#include "kernels/cpu/sgemm.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+
+#include "kernels/common/errors.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/onednn/onednn.h"
+
+namespace dlb::cpu {
+
+namespace {
+
+struct Choice {
+  SgemmLib lib = SgemmLib::openblas;
+  std::string reason;
+};
+
+Choice choose() {
+  Choice c;
+  const char* e = std::getenv("DLB_SGEMM");
+  const std::string v = e ? e : "";
+  if (v == "openblas" || v == "onednn") {
+    c.lib = v == "onednn" ? SgemmLib::onednn : SgemmLib::openblas;
+    if (!sgemm_lib_available(c.lib))
+      throw UsageError("DLB_SGEMM=onednn: this build has no oneDNN (" + onednn::unavailable_reason() + ")");
+    c.reason = "DLB_SGEMM=" + v;
+    return c;
+  }
+  if (!v.empty() && v != "auto") throw UsageError("DLB_SGEMM=" + v + ": expected auto, openblas or onednn");
+  // The table: oneDNN where it may run its AVX-512 kernels (measured faster there), else OpenBLAS.
+  if (!onednn::available()) {
+    c.reason = "auto: no oneDNN in this build";
+  } else if (static_cast<int>(isa_cap()) < static_cast<int>(Isa::avx512)) {
+    c.reason = std::string("auto: ISA ") + isa_name(isa_cap()) + " (oneDNN is preferred at avx512 and up only)";
+  } else {
+    c.lib = SgemmLib::onednn;
+    c.reason = "auto: oneDNN " + onednn::version() + " at " + isa_name(isa_cap());
+  }
+  return c;
+}
+
+const Choice& choice() {
+  static const Choice c = choose();
+  return c;
+}
+
+}  // namespace
+
+const char* sgemm_lib_name(SgemmLib lib) { return lib == SgemmLib::onednn ? "onednn" : "openblas"; }
+bool sgemm_lib_available(SgemmLib lib) { return lib == SgemmLib::openblas || onednn::available(); }
+SgemmLib sgemm_lib() { return choice().lib; }
+std::string sgemm_lib_reason() { return choice().reason; }
+
+void sgemm(const Sgemm& g) { sgemm_with(sgemm_lib(), g); }
+
+void sgemm_nt(long m, long n, long k, const float* a, const float* b, float* c) {
+  Sgemm g;
+  g.trans_b = true, g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.c = c;
+  sgemm(g);
+}
+void sgemm_nn(long m, long n, long k, const float* a, const float* b, float* c) {
+  Sgemm g;
+  g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.c = c;
+  sgemm(g);
+}
+void sgemm_tn_add(long m, long n, long k, const float* a, const float* b, float* c) {
+  Sgemm g;
+  g.trans_a = true, g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.beta = 1.f, g.c = c;
+  sgemm(g);
+}
+
+void sgemm_with(SgemmLib lib, const Sgemm& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n),
+             ldc = g.ldc ? g.ldc : g.n;
+  if (g.k <= 0 || lib == SgemmLib::openblas) {  // (k = 0: C = beta C, which oneDNN's matmul does not take)
+    cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, int(g.m),
+                int(g.n), int(g.k), 1.f, g.a, int(lda), g.b, int(ldb), g.beta, g.c, int(ldc));
+    return;
+  }
+  onednn::Gemm o;
+  o.dt = onednn::Dt::f32;
+  o.trans_a = g.trans_a, o.trans_b = g.trans_b;
+  o.m = g.m, o.n = g.n, o.k = g.k;
+  o.a = g.a, o.b = g.b, o.c = g.c;
+  o.lda = lda, o.ldb = ldb, o.ldc = ldc;
+  o.beta = g.beta;
+  onednn::gemm(o);
+}
+
+}  // namespace dlb::cpu
