@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
+#include <nvrtc.h>
 
 #include "kernels/cuda/lazy_libs.h"
 
@@ -100,6 +101,12 @@ extern "C" const char *CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t status) {
   static const auto real = reinterpret_cast<Fn*>(
       dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnGetErrorString"));
   return real(status);
+}
+extern "C" void cudnnGetLastErrorString(char *message, size_t max_size) {
+  using Fn = void(char *message, size_t max_size);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnGetLastErrorString"));
+  return real(message, max_size);
 }
 extern "C" cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
   using Fn = cudnnStatus_t(cudnnHandle_t *handle);
@@ -353,6 +360,85 @@ extern "C" cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnR
       dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardWeights_v8"));
   return real(handle, rnnDesc, addGrad, devSeqLengths, xDesc, x, hDesc, hx, yDesc, y, weightSpaceSize, dweightSpace, workSpaceSize, workSpace, reserveSpaceSize, reserveSpace);
 }
+extern "C" cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor) {
+  using Fn = cudnnStatus_t(cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t *descriptor);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnBackendCreateDescriptor"));
+  return real(descriptorType, descriptor);
+}
+extern "C" cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
+  using Fn = cudnnStatus_t(cudnnBackendDescriptor_t descriptor);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnBackendDestroyDescriptor"));
+  return real(descriptor);
+}
+extern "C" cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t attributeName, cudnnBackendAttributeType_t attributeType, int64_t elementCount, const void *arrayOfElements) {
+  using Fn = cudnnStatus_t(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t attributeName, cudnnBackendAttributeType_t attributeType, int64_t elementCount, const void *arrayOfElements);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnBackendSetAttribute"));
+  return real(descriptor, attributeName, attributeType, elementCount, arrayOfElements);
+}
+extern "C" cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor, cudnnBackendAttributeName_t attributeName, cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount, int64_t *elementCount, void *arrayOfElements) {
+  using Fn = cudnnStatus_t(cudnnBackendDescriptor_t const descriptor, cudnnBackendAttributeName_t attributeName, cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount, int64_t *elementCount, void *arrayOfElements);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnBackendGetAttribute"));
+  return real(descriptor, attributeName, attributeType, requestedElementCount, elementCount, arrayOfElements);
+}
+extern "C" cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
+  using Fn = cudnnStatus_t(cudnnBackendDescriptor_t descriptor);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnBackendFinalize"));
+  return real(descriptor);
+}
+extern "C" cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan, cudnnBackendDescriptor_t variantPack) {
+  using Fn = cudnnStatus_t(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan, cudnnBackendDescriptor_t variantPack);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cudnn, "cudnnBackendExecute"));
+  return real(handle, executionPlan, variantPack);
+}
+
+extern "C" nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char * const *headers, const char * const *includeNames) {
+  using Fn = nvrtcResult(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char * const *headers, const char * const *includeNames);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcCreateProgram"));
+  return real(prog, src, name, numHeaders, headers, includeNames);
+}
+extern "C" nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog) {
+  using Fn = nvrtcResult(nvrtcProgram *prog);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcDestroyProgram"));
+  return real(prog);
+}
+extern "C" nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options) {
+  using Fn = nvrtcResult(nvrtcProgram prog, int numOptions, const char * const *options);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcCompileProgram"));
+  return real(prog, numOptions, options);
+}
+extern "C" nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet) {
+  using Fn = nvrtcResult(nvrtcProgram prog, size_t *logSizeRet);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcGetProgramLogSize"));
+  return real(prog, logSizeRet);
+}
+extern "C" nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log) {
+  using Fn = nvrtcResult(nvrtcProgram prog, char *log);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcGetProgramLog"));
+  return real(prog, log);
+}
+extern "C" nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet) {
+  using Fn = nvrtcResult(nvrtcProgram prog, size_t *cubinSizeRet);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcGetCUBINSize"));
+  return real(prog, cubinSizeRet);
+}
+extern "C" nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
+  using Fn = nvrtcResult(nvrtcProgram prog, char *cubin);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::nvrtc, "nvrtcGetCUBIN"));
+  return real(prog, cubin);
+}
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -424,6 +510,7 @@ const std::vector<LazySymbolEntry>& lazy_symbols() {
     {dlb::cuda::LazyLib::cublaslt, "cublasLtDestroy"},
     {dlb::cuda::LazyLib::cudnn, "cudnnGetVersion"},
     {dlb::cuda::LazyLib::cudnn, "cudnnGetErrorString"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnGetLastErrorString"},
     {dlb::cuda::LazyLib::cudnn, "cudnnCreate"},
     {dlb::cuda::LazyLib::cudnn, "cudnnDestroy"},
     {dlb::cuda::LazyLib::cudnn, "cudnnSetStream"},
@@ -466,6 +553,19 @@ const std::vector<LazySymbolEntry>& lazy_symbols() {
     {dlb::cuda::LazyLib::cudnn, "cudnnRNNForward"},
     {dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardData_v8"},
     {dlb::cuda::LazyLib::cudnn, "cudnnRNNBackwardWeights_v8"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnBackendCreateDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnBackendDestroyDescriptor"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnBackendSetAttribute"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnBackendGetAttribute"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnBackendFinalize"},
+    {dlb::cuda::LazyLib::cudnn, "cudnnBackendExecute"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcCreateProgram"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcDestroyProgram"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcCompileProgram"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcGetProgramLogSize"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcGetProgramLog"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcGetCUBINSize"},
+    {dlb::cuda::LazyLib::nvrtc, "nvrtcGetCUBIN"},
 #if __has_include(<nccl.h>)
     {dlb::cuda::LazyLib::nccl, "ncclGetVersion"},
     {dlb::cuda::LazyLib::nccl, "ncclGetUniqueId"},

@@ -1,11 +1,13 @@
 // Loader behind the generated lazy_libs.cpp: dlopen of the versioned sonames (majors from the headers),
 // once per library and process, only where a CUDA device exists; errors are one line (dlb::Unsupported).
 #include <cublas_api.h>
+#include <cuda_runtime_api.h>  // CUDART_VERSION: NVRTC's major is the toolkit's
 #include <cudnn_version.h>
 #include <dlfcn.h>
 
 #include <mutex>
 #include <sstream>
+#include <string>
 
 #include "kernels/common/errors.h"
 #include "kernels/cuda/cuda_util.h"
@@ -28,7 +30,7 @@ namespace {
 #define DLB_LAZY_STR2(x) #x
 #define DLB_LAZY_STR(x) DLB_LAZY_STR2(x)
 
-constexpr int kLibs = 4;
+constexpr int kLibs = 5;
 std::mutex g_mu;
 void* g_handle[kLibs] = {};
 
@@ -63,6 +65,10 @@ const char* lazy_lib_soname(LazyLib lib) {
     case LazyLib::cublaslt: return "libcublasLt.so." DLB_LAZY_STR(CUBLAS_VER_MAJOR);
     case LazyLib::cudnn: return "libcudnn.so." DLB_LAZY_STR(CUDNN_MAJOR);
     case LazyLib::nccl: return DLB_NCCL_SONAME;
+    case LazyLib::nvrtc: {
+      static const std::string so = "libnvrtc.so." + std::to_string(CUDART_VERSION / 1000);
+      return so.c_str();
+    }
   }
   return "?";
 }

@@ -45,10 +45,11 @@ TEST(LazyLibs, NoDeviceLoadsNothingAndSaysWhyInOneLine) {
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
   EXPECT_THROW(cudnnGetVersion(), dlb::Unsupported);
-  for (LazyLib l : {LazyLib::cublas, LazyLib::cublaslt, LazyLib::cudnn, LazyLib::nccl})
+  for (LazyLib l : {LazyLib::cublas, LazyLib::cublaslt, LazyLib::cudnn, LazyLib::nccl, LazyLib::nvrtc})
     EXPECT_FALSE(dlb::cuda::lazy_lib_loaded(l)) << dlb::cuda::lazy_lib_soname(l);
   EXPECT_FALSE(mapped("libcublas"));
   EXPECT_FALSE(mapped("libcudnn"));
+  EXPECT_FALSE(mapped("libnvrtc"));
   EXPECT_FALSE(mapped("libcudart.so"));
 }
 
@@ -56,6 +57,7 @@ TEST(LazyLibs, SonamesFollowTheHeaders) {
   EXPECT_EQ(dlb::cuda::lazy_lib_soname(LazyLib::cublas), "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR));
   EXPECT_EQ(dlb::cuda::lazy_lib_soname(LazyLib::cublaslt), "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR));
   EXPECT_EQ(dlb::cuda::lazy_lib_soname(LazyLib::cudnn), "libcudnn.so." + std::to_string(CUDNN_MAJOR));
+  EXPECT_EQ(dlb::cuda::lazy_lib_soname(LazyLib::nvrtc), "libnvrtc.so." + std::to_string(CUDART_VERSION / 1000));
 }
 
 TEST(LazyLibs, EveryShimResolvesItsSymbolFromTheRealLibrary) {
@@ -67,6 +69,7 @@ TEST(LazyLibs, EveryShimResolvesItsSymbolFromTheRealLibrary) {
     EXPECT_EQ(dlb::cuda::lazy_probe_symbol(s.lib, s.name), "") << s.name;
   }
   EXPECT_TRUE(names.count("cublasCreate_v2") && names.count("cudnnConvolutionForward") && names.count("cublasLtCreate"));
+  EXPECT_TRUE(names.count("cudnnBackendExecute"));  // cudnn-frontend's graphs (attention impl cudnn)
   EXPECT_TRUE(dlb::cuda::lazy_lib_loaded(LazyLib::cublas));
   EXPECT_TRUE(mapped("libcublas.so."));
 }
