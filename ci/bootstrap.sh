@@ -23,6 +23,33 @@ pip_tools() {  # the PyPI tools of the test step, pinned, into TOOLS_VENV (Debia
   rm -f "$log"
 }
 
+# Step build, where nvcc exists: cudnn-frontend's headers (header-only, MIT; the attention suite's
+# impl=cudnn) from PyPI's nvidia-cudnn-frontend wheel (a zip whose include/ holds them), unpacked to
+# CUDNN_FE_PREFIX/include when missing. Not fatal: without them that impl skips with the reason.
+CUDNN_FE_PREFIX=${DLBENCH_CUDNN_FE_PREFIX:-/opt/cudnn-frontend}
+CUDNN_FE_PIN="nvidia-cudnn-frontend==1.32.0"
+cudnn_frontend() {
+  [[ " $* " == *" build "* ]] || return 0
+  command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || return 0
+  [ -f "$CUDNN_FE_PREFIX/include/cudnn_frontend.h" ] && return 0
+  echo "dlbench: fetching $CUDNN_FE_PIN's headers (PyPI) into $CUDNN_FE_PREFIX/include" >&2
+  local tmp
+  tmp=$(mktemp -d)
+  if { /usr/bin/python3 -m venv "$tmp/venv" &&
+       "$tmp/venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+         --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp -d "$tmp" "$CUDNN_FE_PIN" &&
+       mkdir -p "$CUDNN_FE_PREFIX" &&
+       /usr/bin/python3 -c 'import sys, zipfile, glob
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])' "$tmp" "$CUDNN_FE_PREFIX"; } >"$tmp/log" 2>&1; then
+    :
+  else
+    tail -5 "$tmp/log" >&2
+    echo "dlbench: note: no cudnn-frontend headers (log above): attention impl cudnn will skip" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 declare -A PKGS=(
   [build]="cmake make g++ ccache pkg-config libopenblas-dev libbenchmark-dev libgtest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin libdnnl-dev"
   [report]="python3 python3-matplotlib"
@@ -41,7 +68,7 @@ missing=()
 for p in $(printf '%s\n' "${want[@]}" | sort -u); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && { pip_tools "$@"; exit 0; }
+[ ${#missing[@]} -eq 0 ] && { pip_tools "$@"; cudnn_frontend "$@"; exit 0; }
 
 echo "dlbench: installing missing packages: ${missing[*]}" >&2
 SUDO=""
@@ -61,3 +88,4 @@ if ! { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends 
 fi
 rm -f "$log"
 pip_tools "$@"
+cudnn_frontend "$@"
