@@ -4,7 +4,9 @@
 // (GPT-2 small) on the CPU).
 //   cpu   impl=flash (ours, fused, fp32), impl=unfused (OpenBLAS GEMMs + P materialized)
 //   cuda  one case per row of cuda::seq::flash_kernels() (flash fp32 / bf16 on the FP32 pipes,
-//         flash_tc bf16 on the tensor cores), impl=unfused (cuBLAS, fp32)
+//         flash_tc bf16 on the tensor cores), impl=unfused (cuBLAS, fp32), impl=cudnn (cuDNN's fused
+//         SDPA through cudnn-frontend, bf16; skips with cuDNN's reason where it refuses a shape, or
+//         where the build lacks the frontend). impl=cudnn has NEVER RUN ON A GPU so far.
 //   --peer pytorch: impl=pytorch_sdpa, F.scaled_dot_product_attention (its FlashAttention backend
 //         where torch takes it) on our very inputs, its output checked as ours (fp32; bf16 on the GPU)
 // Names: attention/<pass>/<device>/<dtype>/impl=<impl>/causal=<bool>/seq=<T>/head_dim=<D>/batch=<B>;
@@ -33,6 +35,7 @@
 #ifdef DLB_HAVE_CUDA
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/seq/attention.h"
+#include "kernels/cuda/seq/attention_cudnn.h"
 #endif
 
 namespace dlb::bench {
@@ -131,21 +134,22 @@ class CpuAttn final : public Case {
 
 #ifdef DLB_HAVE_CUDA
 // ---------------------------------------------------------------- GPU
-// impl: a row of flash_kernels() (row >= 0) or unfused (row -1, fp32).
+// impl: a fused row (of flash_kernels() or cudnn_attention_kernels()) or unfused (row null, fp32).
 class GpuAttn final : public Case {
  public:
-  GpuAttn(int dev, Shape s, int row, bool backward) : dev_(dev), s_(s), row_(row), bwd_(backward), timer_(dev) {}
+  GpuAttn(int dev, Shape s, const cuda::seq::FlashKernel* row, bool backward)
+      : dev_(dev), s_(s), row_(row), bwd_(backward), timer_(dev) {}
   void setup() override {
     DLB_CUDA_CHECK(cudaSetDevice(dev_));
-    t_ = row_ >= 0 ? kernel().storage : DType::fp32;
-    if (row_ >= 0 && !kernel().takes(s_.D))
+    t_ = row_ ? kernel().storage : DType::fp32;
+    if (row_ && !kernel().takes(s_.D))
       throw Unsupported(std::string(kernel().name) + ": head dim " + std::to_string(s_.D) + " not taken");
     h_.fill(s_, t_ == DType::bf16);
     const std::size_t n = s_.elems(), esz = t_ == DType::bf16 ? 2 : 4;
     for (auto* b : {&q_, &k_, &v_, &g_, &o_, &dq_, &dk_, &dv_}) *b = cuda::DeviceBuffer<std::uint8_t>(n * esz);
     upload(q_, h_.q), upload(k_, h_.k), upload(v_, h_.v), upload(g_, h_.g);
     const std::size_t rows = std::size_t(s_.B) * s_.H * s_.T;
-    if (row_ >= 0) {
+    if (row_) {
       lse_ = cuda::DeviceBuffer<float>(rows), scratch_ = cuda::DeviceBuffer<float>(rows);
     } else {
       probs_ = cuda::DeviceBuffer<float>(rows * std::size_t(s_.T));
@@ -170,7 +174,7 @@ class GpuAttn final : public Case {
   Metric metric() const override { return Metric::gflops; }
   void annotate(json& r) const override {
     annotate_shape(r, s_, flops(), t_ == DType::bf16 ? 2 : 4, bwd_);
-    r["tensor_cores"] = row_ >= 0 && kernel().tensor_cores;
+    r["tensor_cores"] = row_ && kernel().tensor_cores;
     timer_.annotate(r);
   }
   void teardown() override {
@@ -181,7 +185,7 @@ class GpuAttn final : public Case {
   }
 
  private:
-  const cuda::seq::FlashKernel& kernel() const { return cuda::seq::flash_kernels().at(std::size_t(row_)); }
+  const cuda::seq::FlashKernel& kernel() const { return *row_; }
   double flops() const { return s_.attn().flops_forward() * (bwd_ ? 2.5 : 1.0); }
   void upload(cuda::DeviceBuffer<std::uint8_t>& d, const std::vector<float>& x) {
     if (t_ == DType::fp32) {
@@ -215,12 +219,12 @@ class GpuAttn final : public Case {
   }
   void forward() {
     const cs::Attn a = s_.attn();
-    if (row_ < 0) cuda::seq::attention_forward_unfused(a, fc(q_), fc(k_), fc(v_), fm(o_), probs_.data(), nullptr);
+    if (!row_) cuda::seq::attention_forward_unfused(a, fc(q_), fc(k_), fc(v_), fm(o_), probs_.data(), nullptr);
     else kernel().forward(a, av(q_), av(k_), av(v_), am(o_), lse_.data(), t_, nullptr);
   }
   void backward() {
     const cs::Attn a = s_.attn();
-    if (row_ < 0)
+    if (!row_)
       cuda::seq::attention_backward_unfused(a, fc(q_), fc(k_), fc(v_), fc(g_), probs_.data(), fm(dq_), fm(dk_), fm(dv_),
                                             scratch_.data(), nullptr);
     else
@@ -229,7 +233,7 @@ class GpuAttn final : public Case {
   }
   int dev_;
   Shape s_;
-  int row_;
+  const cuda::seq::FlashKernel* row_;
   bool bwd_;
   DType t_ = DType::fp32;
   GpuCallTimer timer_;
@@ -330,13 +334,15 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 add_sdpa_peer(cases, id(dtype_name(t), "pytorch_sdpa"), dev, sh, bwd, t, peer_reps);
 #ifdef DLB_HAVE_CUDA
             const int g = gpu_index(dev);
-            const auto& rows = cuda::seq::flash_kernels();
-            for (std::size_t r = 0; r < rows.size(); ++r)
-              if (rows[r].takes(int(D)))
-                cases.push_back({id(dtype_name(rows[r].storage), rows[r].name),
-                                 [=] { return std::make_unique<GpuAttn>(g, sh, int(r), bwd); }});
+            // Ours, then cuDNN's (its fp16 row too is tested in test_attention_cudnn_gpu; the case's
+            // host rounding here is bf16's, so the suite times the bf16 rows).
+            for (const auto* rows : {&cuda::seq::flash_kernels(), &cuda::seq::cudnn_attention_kernels()})
+              for (const cuda::seq::FlashKernel& r : *rows)
+                if (r.takes(int(D)) && r.storage != DType::fp16)
+                  cases.push_back({id(dtype_name(r.storage), r.name),
+                                   [=, row = &r] { return std::make_unique<GpuAttn>(g, sh, row, bwd); }});
             if (T <= 4096)  // P is B H T^2 floats: 8.6 GB at T 4096 (D 64), twice with backward's scratch
-              cases.push_back({id("fp32", "unfused"), [=] { return std::make_unique<GpuAttn>(g, sh, -1, bwd); }});
+              cases.push_back({id("fp32", "unfused"), [=] { return std::make_unique<GpuAttn>(g, sh, nullptr, bwd); }});
 #endif
           }
   }
@@ -346,7 +352,8 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
 }  // namespace
 
 DLB_SUITE(attention)
-    .about("Attention forward and backward, causal and full: ours fused (flash, flash_tc) against unfused and, with "
+    .about("Attention forward and backward, causal and full: ours fused (flash, flash_tc) against unfused, cuDNN's "
+           "fused SDPA (cudnn, GPU) and, with "
            "--peer pytorch, torch's scaled_dot_product_attention; axes tokens, seq, head_dim, width (CPU; gpu_seq, "
            "gpu_tokens, gpu_width on the GPU), causal, pass")
     .axis("pass", {"forward", "backward"})
