@@ -16,6 +16,7 @@ namespace {
 struct Choice {
   SgemmLib lib = SgemmLib::openblas;
   std::string reason;
+  std::string forced;  // DLB_SGEMM's value when it named a library (then every product takes it)
 };
 
 Choice choose() {
@@ -27,6 +28,7 @@ Choice choose() {
     if (!sgemm_lib_available(c.lib))
       throw UsageError("DLB_SGEMM=onednn: this build has no oneDNN (" + onednn::unavailable_reason() + ")");
     c.reason = "DLB_SGEMM=" + v;
+    c.forced = v;
     return c;
   }
   if (!v.empty() && v != "auto") throw UsageError("DLB_SGEMM=" + v + ": expected auto, openblas or onednn");
@@ -37,7 +39,8 @@ Choice choose() {
     c.reason = std::string("auto: ISA ") + isa_name(isa_cap()) + " (oneDNN is preferred at avx512 and up only)";
   } else {
     c.lib = SgemmLib::onednn;
-    c.reason = "auto: oneDNN " + onednn::version() + " at " + isa_name(isa_cap());
+    c.reason = "auto: oneDNN " + onednn::version() + " at " + isa_name(isa_cap()) + ", OpenBLAS under " +
+               std::to_string(kSgemmSmallWork) + " multiply-adds";
   }
   return c;
 }
@@ -54,7 +57,17 @@ bool sgemm_lib_available(SgemmLib lib) { return lib == SgemmLib::openblas || one
 SgemmLib sgemm_lib() { return choice().lib; }
 std::string sgemm_lib_reason() { return choice().reason; }
 
-void sgemm(const Sgemm& g) { sgemm_with(sgemm_lib(), g); }
+// Napkin: 2^19 multiply-adds are ~9 us at one core's 117 GFLOP/s, where oneDNN's fixed 2-4 us a call
+// (stream, memory objects) outweighs its faster kernel. Measured on the Zen 4, one thread, median of
+// many calls: 1 x 128 x 128 0.6 us OpenBLAS vs 3.9 us oneDNN, 8 x 128 x 128 2.7 vs 5.6, 8 x 512 x 128
+// (2^19) 22.7 vs 16.5, 64 x 2048 x 128 384 vs 322 (docs/notes/2026-11-26-sgemm.md).
+SgemmLib sgemm_lib_for(long m, long n, long k) {
+  const Choice& c = choice();
+  if (c.lib == SgemmLib::onednn && c.forced.empty() && m * n * k < kSgemmSmallWork) return SgemmLib::openblas;
+  return c.lib;
+}
+
+void sgemm(const Sgemm& g) { sgemm_with(sgemm_lib_for(g.m, g.n, g.k), g); }
 
 void sgemm_nt(long m, long n, long k, const float* a, const float* b, float* c) {
   Sgemm g;

@@ -6,7 +6,8 @@
 // auto (the default) takes onednn where oneDNN is built in and may use AVX-512 (DLB_CPU_ISA): on a
 // Zen 4 it made a GPT-2 124M step (B 4, T 64, 2 threads) 13% and a batch-64 Transformer step (1
 // thread) 8% shorter than OpenBLAS 0.3.21 (docs/notes/2026-11-26-sgemm.md); on AVX2 and below
-// OpenBLAS keeps them (not measured against oneDNN there). DLB_SGEMM=openblas|onednn|auto
+// OpenBLAS keeps them (not measured against oneDNN there), and products too small to repay oneDNN's
+// per-call cost stay on OpenBLAS (sgemm_lib_for). DLB_SGEMM=openblas|onednn|auto
 // overrides; the choice and its reason are in `dlbench info` and every results file's context.
 #pragma once
 #include <string>
@@ -27,7 +28,7 @@ struct Sgemm {
   long ldc = 0;
 };
 
-void sgemm(const Sgemm& g);                 // with the process's library (sgemm_lib())
+void sgemm(const Sgemm& g);                 // with sgemm_lib_for(m, n, k)
 void sgemm_with(SgemmLib lib, const Sgemm& g);  // with this one (tests run every library the build has)
 
 // A dense layer's three products (every operand dense, row-major), the library above:
@@ -36,6 +37,10 @@ void sgemm_nn(long m, long n, long k, const float* a, const float* b, float* c);
 void sgemm_tn_add(long m, long n, long k, const float* a, const float* b, float* c);  // C += A^T B
 
 SgemmLib sgemm_lib();              // DLB_SGEMM, else the auto rule; throws UsageError on a bad value
+// The library for one product: sgemm_lib(), except that auto leaves products under
+// kSgemmSmallWork multiply-adds to OpenBLAS (oneDNN's call costs 2-4 us, OpenBLAS's ~0.1 us).
+SgemmLib sgemm_lib_for(long m, long n, long k);
+constexpr long kSgemmSmallWork = 1L << 19;
 std::string sgemm_lib_reason();    // why: "auto: oneDNN 2.6.3 at avx512_core_bf16", "DLB_SGEMM=openblas", ...
 const char* sgemm_lib_name(SgemmLib lib);
 bool sgemm_lib_available(SgemmLib lib);  // openblas always; onednn when built in

@@ -129,6 +129,11 @@ TEST(Sgemm, TheProcessLibraryFollowsTheRule) {
   else if (v != "openblas" && onednn::available() && int(isa_cap()) >= int(Isa::avx512)) want = SgemmLib::onednn;
   EXPECT_EQ(sgemm_lib(), want) << sgemm_lib_reason();
   EXPECT_FALSE(sgemm_lib_reason().empty());
+  // Per product: a large one takes the process's library; a small one OpenBLAS under auto, the
+  // forced library under DLB_SGEMM.
+  EXPECT_EQ(sgemm_lib_for(256, 768, 768), want);
+  EXPECT_EQ(sgemm_lib_for(1, 128, 128), v == "onednn" ? SgemmLib::onednn : SgemmLib::openblas);
+  EXPECT_EQ(sgemm_lib_for(8, 512, 128), want);  // exactly kSgemmSmallWork: not small
 }
 
 }  // namespace
