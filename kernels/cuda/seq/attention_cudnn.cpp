@@ -40,7 +40,7 @@ void check_dtype(const Attn& a, DType t) {
 
 std::string cudnn_attention_unavailable() {
   return "cudnn attention: built without cudnn-frontend's headers (ci/bootstrap.sh build fetches them; CMake "
-         "DLB_CUDNN_FRONTEND_INCLUDE)";
+         "DLB_CUDNN_FRONTEND_INCLUDE, DLB_ENABLE_CUDNN_FRONTEND)";
 }
 void attention_forward_cudnn(const Attn& a, AnyView, AnyView, AnyView, AnyMView, float*, DType t, cudaStream_t) {
   check_dtype(a, t);
@@ -100,12 +100,13 @@ std::shared_ptr<fe::graph::Graph> new_graph(DType t) {
   return g;
 }
 
-// Validates, lowers to cuDNN's backend graph, picks a plan by heuristics (mode A, then the fallback
-// list); any refusal (shape, head dim, device, cuDNN version) becomes Unsupported with cuDNN's words.
+// Validates, lowers to cuDNN's backend graph, builds the first supported plan of heuristics mode A (the
+// frontend's own SDPA samples' path); any refusal (shape, head dim, device, cuDNN version) becomes
+// Unsupported with cuDNN's words.
 Plan finish(std::shared_ptr<fe::graph::Graph> g, cudnnHandle_t h) {
   fe_check(g->validate(), "validate");
   fe_check(g->build_operation_graph(h), "build_operation_graph");
-  fe_check(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
+  fe_check(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans");
   fe_check(g->check_support(h), "check_support");
   fe_check(g->build_plans(h), "build_plans");
   Plan p;
