@@ -16,7 +16,7 @@ namespace {
 struct Choice {
   SgemmLib lib = SgemmLib::openblas;
   std::string reason;
-  std::string forced;  // DLB_SGEMM's value when it named a library (then every product takes it)
+  bool forced = false;  // DLB_SGEMM named the library: every product takes it
 };
 
 Choice choose() {
@@ -28,7 +28,7 @@ Choice choose() {
     if (!sgemm_lib_available(c.lib))
       throw UsageError("DLB_SGEMM=onednn: this build has no oneDNN (" + onednn::unavailable_reason() + ")");
     c.reason = "DLB_SGEMM=" + v;
-    c.forced = v;
+    c.forced = true;
     return c;
   }
   if (!v.empty() && v != "auto") throw UsageError("DLB_SGEMM=" + v + ": expected auto, openblas or onednn");
@@ -63,7 +63,7 @@ std::string sgemm_lib_reason() { return choice().reason; }
 // (2^19) 22.7 vs 16.5, 64 x 2048 x 128 384 vs 322 (docs/notes/2026-11-26-sgemm.md).
 SgemmLib sgemm_lib_for(long m, long n, long k) {
   const Choice& c = choice();
-  if (c.lib == SgemmLib::onednn && c.forced.empty() && m * n * k < kSgemmSmallWork) return SgemmLib::openblas;
+  if (c.lib == SgemmLib::onednn && !c.forced && m * n * k < kSgemmSmallWork) return SgemmLib::openblas;
   return c.lib;
 }
 

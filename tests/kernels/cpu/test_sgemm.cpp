@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "kernels/common/verify.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/sgemm.h"
@@ -28,10 +30,9 @@ struct Case {
   long pad;  // extra columns in every leading dimension
 };
 
-std::vector<float> filled(std::size_t n, unsigned seed) {
+std::vector<float> filled(std::size_t n, std::uint64_t seed) {
   std::vector<float> v(n);
-  unsigned s = seed * 2654435761u + 1;
-  for (auto& x : v) s = s * 1664525u + 1013904223u, x = float(int(s >> 9) % 2001 - 1000) / 1000.f;
+  dlb::fill_uniform(v.data(), n, seed);
   return v;
 }
 
