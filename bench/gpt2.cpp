@@ -177,11 +177,11 @@ class OursCase final : public OursTrainCase {
       models::ProfileScope r(&prof, "optimizer", "optimizer");
       opt_->step();  // AdamW leaves the gradients as they are: compared below
     }
-    double worst = std::abs(got - want) / std::max(1e-12, std::abs(want));
+    WorstError w;
+    w.loss(got, want);
     const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()));
-    out.max_rel_err = worst;
+    for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()), ps[i]->name);
+    out.max_rel_err = w.err;
     out.regions = prof.regions();
     out.device = "cpu";
     out.verified = std::isfinite(got) && out.max_rel_err <= 1e-5;
@@ -244,16 +244,14 @@ class OursGpuCase final : public OursTrainCase {
     for (models::Param* q : model_->params()) grads.push_back(q->grad);
     model_->zero_grad();
     const double want = model_->forward_backward(b);
-    double worst = std::abs(got - want) / std::max(1e-12, std::abs(want));
-    std::string where = "the loss";  // the first run on a GPU says which tensor is off
+    WorstError w;  // the first run on a GPU says which tensor is off
+    w.loss(got, want);
     const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-      const double e = max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
-      if (!std::isnan(worst) && !(e <= worst)) worst = e, where = ps[i]->name + "'s gradient";  // a NaN sticks
-    }
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      w.add(max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()), ps[i]->name + "'s gradient");
     batches_->rewind();
     model_->zero_grad();
-    return judge(worst, kGpuTolerance, "gpt2 GPU step: loss and gradients vs the CPU fp32 step (worst: " + where + ")");
+    return judge(w.err, kGpuTolerance, "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said());
   }
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
