@@ -21,6 +21,7 @@
 
 #include "bench/latency.h"
 #include "bench/training_cases.h"
+#include "kernels/common/verify.h"
 #include "models/trainer.h"
 
 namespace dlb::bench::seq {
@@ -71,18 +72,18 @@ class InferCase final : public Case {
       // The CPU fp32 forward from the same weights (impl ours: the CPU has no cuDNN).
       std::unique_ptr<models::Model> cpu = make_host_model(true);
       cpu->copy_params_from(*model_);
-      const float want = models::forward_loss(*cpu, batch_b_);
-      const float got = trainer_->infer_batch(batch_b_);
-      return judge(std::abs(got - want) / std::max(1e-12f, std::abs(want)), kGpuInferTolerance,
-                   "forward loss (GPU fp32 vs the CPU's fp32 forward)");
+      WorstError w;
+      w.loss(trainer_->infer_batch(batch_b_), models::forward_loss(*cpu, batch_b_));
+      return judge(w.err, kGpuInferTolerance, "forward loss (GPU fp32 vs the CPU's fp32 forward)");
     }
     // The output's loss against the fp64 reference's (which runs the same eval-mode forward).
     const float loss = models::forward_loss(*model_, batch_b_);
     model_->sync_ref();
     std::vector<double> x64;
     if (images_) x64.assign(batch_b_.x, batch_b_.x + model_->input_shape(batch_).size());
-    const double ref = model_->loss_ref(images_ ? x64.data() : nullptr, batch_b_);
-    return judge(std::abs(loss - ref) / std::max(1e-12, std::abs(ref)), kSeqTolerance, "forward loss vs the fp64 reference");
+    WorstError w;
+    w.loss(loss, model_->loss_ref(images_ ? x64.data() : nullptr, batch_b_));
+    return judge(w.err, kSeqTolerance, "forward loss vs the fp64 reference");
   }
 
   double run() override {
