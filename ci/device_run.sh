@@ -33,7 +33,8 @@
 #   seq          180  --quick --op train: rnn, lstm (ours, cudnn) and transformer on cpu and the GPU
 #                     (the GPU sequence trainer's first run, verified against the fp64 reference)
 #   gpt2          90  --quick: gpt-mini B=1 T=32, ours on cpu and the GPU (the GPU step verified
-#                     against the CPU fp32 step first): tokens/s, MFU, device memory
+#                     against the CPU fp32 step first): tokens/s, MFU, device memory; and op=infer:
+#                     prefill and decode at batch 1 with the K/V cache (the GPU decoder's first run)
 #   attention    120  --quick on the GPU: ours (flash, flash_tc), unfused and cuDNN's fused SDPA (cudnn),
 #                     forward and backward, causal and full, each verified before it is timed (in no
 #                     call yet: run it by name)
@@ -475,7 +476,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     amp) echo "amp --device $dev --quick" ;;
     train) echo "train --device $dev --quick" ;;
     seq) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --quick" ;;
-    gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick" ;;
+    gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --op train,infer" ;;
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;

@@ -1,6 +1,7 @@
 // Suite gpt2 (bench/gpt2.cpp) on a GPU: ours at the quick size (gpt-mini, batch 1, seq 32) in the
 // CUDA sequence trainer, the fused attention core and the unfused one, sets up, verifies against the
-// CPU fp32 step, runs AdamW steps and records its device memory. Skipped without a CUDA device (and never run on one yet).
+// CPU fp32 step, runs AdamW steps and records its device memory; its op=infer cases (the K/V-cache
+// decoder) verify and time. Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,6 +32,30 @@ TEST(Gpt2SuiteGpu, OursVerifiesAndTrainsOnTheGpu) {
     EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
     EXPECT_GT(r.at("peak_device_bytes").get<double>(), r.at("model_device_bytes").get<double>());
     EXPECT_NE(r.at("trainer").get<std::string>().find("cuda"), std::string::npos);
+    c->teardown();
+  }
+}
+
+// op=infer on the GPU: our K/V-cache decoder's prefill and decode cases verify (every position's
+// logits against the CPU's full forward) and time calls with a latency each.
+TEST(Gpt2SuiteGpu, OursDecodesOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  const bench::Suite& s = *bench::find_suite("gpt2");
+  bench::SuiteOptions o = s.options(true, json{{"op", {"infer"}}});
+  o.devices = {"cuda:0"};
+  const auto cases = s.expand(o);
+  ASSERT_EQ(cases.size(), 2u);  // prefill, decode
+  for (const auto& spec : cases) {
+    SCOPED_TRACE(spec.id.name());
+    auto c = spec.make();
+    c->setup();
+    const auto v = c->verify();
+    EXPECT_TRUE(v.ok) << v.message;
+    for (int k = 0; k < 3; ++k) EXPECT_GT(c->run(), 0.0);
+    json r;
+    c->annotate(r);
+    EXPECT_GT(r.at("cache_bytes").get<double>(), 0.0);
+    EXPECT_GT(r.at("p50_ms").get<double>(), 0.0);
     c->teardown();
   }
 }
