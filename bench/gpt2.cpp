@@ -12,7 +12,8 @@
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
 // batch's loss and every gradient), timed per step (train_batch waits for the device); its records
 // carry model_device_bytes and peak_device_bytes. Never run on a GPU yet: its first run is its first
-// check. No --checkpoint-activations on the GPU yet (skipped, with the reason).
+// check. --checkpoint-activations on the GPU: the trainer recomputes each block in backward (peak
+// device memory recorded).
 // impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
 // DLBENCH_LLMC_DIR built by its Makefile) on the same files, at the one point its main() fixes (CPU,
 // B=4, T=64); verified by its step-0 val loss against our forward on the same 5 batches.
@@ -77,6 +78,7 @@ std::unique_ptr<models::Model> make_model(const Gpt2Config& c, const Point& p) {
   auto m = models::make_gpt2(models::gpt2_random_weights(c, 1), p.T);
   for (const models::Node& n : m->nodes())
     if (n.layer->op() == models::Op::multihead_attention) static_cast<models::MultiheadAttention&>(*n.layer).algo = p.attn;
+  m->set_checkpointing(p.ckpt);  // each block recomputed in backward (CPU executor and GPU trainer)
   return m;
 }
 
@@ -126,7 +128,6 @@ class OursCase final : public OursTrainCase {
     const Gpt2Config c = config_of(p_);
     try {
       model_ = make_model(c, p_);
-      model_->set_checkpointing(p_.ckpt);
       drop_reference();
       opt_ = std::make_unique<models::Optimizer>(models::gpt2_optimizer(), model_->params());
     } catch (const std::bad_alloc&) {
@@ -290,7 +291,6 @@ class SkipCase final : public Case {
   std::string why_;
 };
 
-constexpr const char* kNoGpuCkpt = "gpt2 impl=ours: the GPU trainer keeps every activation (no --checkpoint-activations)";
 
 // op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
 struct InferPoint {
@@ -581,7 +581,6 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                   CaseId c = id("ours");
                   if (attn != "flash") c.with("attn", attn);  // the names of the fused step stay as they were
                   if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
-                  else if (q.ckpt) cases.push_back({c, [] { return std::make_unique<SkipCase>(kNoGpuCkpt); }});
                   else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
                 }
                 continue;

@@ -1,5 +1,6 @@
 // Suite gpt2 (bench/gpt2.cpp) on a GPU: ours at the quick size (gpt-mini, batch 1, seq 32) in the
-// CUDA sequence trainer, the fused attention core and the unfused one, sets up, verifies against the
+// CUDA sequence trainer, the fused attention core and the unfused one, with and without activation
+// checkpointing, sets up, verifies against the
 // CPU fp32 step, runs AdamW steps and records its device memory; its op=infer cases (the K/V-cache
 // decoder) verify and time. Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
@@ -40,7 +41,8 @@ void run_quick_cases(const json& axes, std::size_t want, const std::function<voi
 
 TEST(Gpt2SuiteGpu, OursVerifiesAndTrainsOnTheGpu) {
   SKIP_WITHOUT_GPU();
-  run_quick_cases(json{{"attn", {"flash", "unfused"}}}, 2, [](const json& r) {  // the fused core and the unfused one
+  // the fused core and the unfused one, each with every activation kept and with each block recomputed
+  run_quick_cases(json{{"attn", {"flash", "unfused"}}, {"ckpt", {"off", "on"}}}, 4, [](const json& r) {
     EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
     EXPECT_GT(r.at("peak_device_bytes").get<double>(), r.at("model_device_bytes").get<double>());
     EXPECT_NE(r.at("trainer").get<std::string>().find("cuda"), std::string::npos);
