@@ -260,6 +260,12 @@ class OursGpuCase final : public OursTrainCase {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
     return 0;
   }
+  // --profile: one more forward + backward (no AdamW step) on the next batch, a region per layer by
+  // CUDA events, checked against the same batch unprofiled (bench/profile.h profile_token_step).
+  bool profile(ProfileResult& out) override {
+    const models::Batch& b = batches_->next();
+    return profile_token_step(*trainer_, *model_, b, device_, "profile gpt2 " + p_.config + " " + device_, out);
+  }
   void annotate(json& r) const override {
     OursTrainCase::annotate(r);
     r["trainer"] = trainer_->describe();

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kernels/common/errors.h"
@@ -110,11 +111,31 @@ class GpuSeqTrainer final : public Trainer {
 
   float gradients(const Batch& b) override {
     const float loss = run(b, false);
+    download_gradients();
+    return loss;
+  }
+
+  float profile_gradients(const Batch& b, Profiler& prof) override {
+    prof.bind_stream(s());
+    prof_ = &prof;
+    float loss = 0;
+    try {
+      ProfileScope step(prof_, "step", "step");
+      loss = run(b, false);
+    } catch (...) {
+      prof_ = nullptr;
+      throw;
+    }
+    prof_ = nullptr;
+    download_gradients();
+    return loss;
+  }
+
+  void download_gradients() {
     for (const auto& [p, off] : params_.offset)
       DLB_CUDA_CHECK(cudaMemcpyAsync(const_cast<Param*>(p)->grad.data(), grads_.data() + off, p->size() * sizeof(float),
                                      cudaMemcpyDeviceToHost, s()));
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
-    return loss;
   }
 
   void sync_to_host() override {
@@ -233,24 +254,50 @@ class GpuSeqTrainer final : public Trainer {
   // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
   float run(const Batch& b, bool optimize) {
     Plan& p = plan(b.n);
-    upload(b, p);
+    {
+      ProfileScope r(prof_, "data copy", "copy");
+      upload(b, p);
+    }
     m_.set_step(true, steps_);  // the dropout masks of this optimizer step, as the CPU trainer draws them
-    DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s()));
-    for (std::size_t k = 0; k < m_.nodes().size(); ++k) forward_node(p, k);
+    {
+      ProfileScope r(prof_, "zero_grad", "optimizer");
+      DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s()));
+    }
+    {
+      ProfileScope phase(prof_, "forward", "phase");
+      for (std::size_t k = 0; k < m_.nodes().size(); ++k) forward_node(p, k);
+    }
     const std::size_t out = p.shapes.size() - 1;
-    cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
-                                           p.losses.data(), p.dy[out], scalars_.data(),
-                                           reinterpret_cast<int*>(scalars_.data() + 2), s());
-    backward(p);
-    if (optimize) step();
+    {
+      ProfileScope r(prof_, "loss", "loss");
+      cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
+                                             p.losses.data(), p.dy[out], scalars_.data(),
+                                             reinterpret_cast<int*>(scalars_.data() + 2), s());
+    }
+    {
+      ProfileScope phase(prof_, "backward", "phase");
+      backward(p);
+    }
+    if (optimize) {
+      ProfileScope r(prof_, "optimizer", "optimizer");
+      step();
+    }
+    ProfileScope r(prof_, "sync", "sync");
     float loss = 0;
     DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
     return loss;
   }
 
-  void forward_node(Plan& p, std::size_t k) {
+  // Node k's forward (`again`: a checkpoint segment's recompute, named so in a profile).
+  void forward_node(Plan& p, std::size_t k, bool again = false) {
     const Node& nd = m_.nodes()[k];
+    std::optional<ProfileScope> region;
+    if (prof_) {
+      const std::string name = m_.layer_name(k);
+      region.emplace(prof_, (again ? "recompute " : "forward ") + name, "forward", name,
+                     nd.layer->forward_flops(Shapes(p.ins[k].data(), int(p.ins[k].size()))));
+    }
     const void* xs[Layer::kMaxInputs] = {};
     for (std::size_t j = 0; j < nd.in.size(); ++j) xs[j] = p.y[std::size_t(nd.in[j])];
     gpu_seq::NodeIo io{Shapes(p.ins[k].data(), int(p.ins[k].size())), xs, p.y[std::size_t(nd.out)]};
@@ -299,7 +346,7 @@ class GpuSeqTrainer final : public Trainer {
       const Node& nd = nodes[k];
       const auto out = std::size_t(nd.out);
       if (p.recompute[k] >= 0)  // the end of a checkpoint segment: its dropped values again
-        for (auto i = std::size_t(p.recompute[k]); i < k; ++i) forward_node(p, i);
+        for (auto i = std::size_t(p.recompute[k]); i < k; ++i) forward_node(p, i, true);
       if (!written[out])  // a value no node read
         DLB_CUDA_CHECK(cudaMemsetAsync(p.dy[out], 0, p.shapes[out].size() * sizeof(float), s()));
       written[out] = 1;
@@ -317,7 +364,13 @@ class GpuSeqTrainer final : public Trainer {
       }
       const Shapes in(p.ins[k].data(), int(p.ins[k].size()));
       gpu_seq::NodeIo io{in, xs, p.y[out], p.dy[out], dxs};
-      p.ops[k]->backward(io);
+      {
+        std::optional<ProfileScope> region;  // napkin: a backward is about twice its forward's FLOPs
+        if (prof_)
+          region.emplace(prof_, "backward " + m_.layer_name(k), "backward", m_.layer_name(k),
+                         2 * nd.layer->forward_flops(in));
+        p.ops[k]->backward(io);
+      }
       const float one = 1.f;
       for (std::size_t j = 0; j < nd.in.size(); ++j)
         if (add_to[j] >= 0)
@@ -353,6 +406,7 @@ class GpuSeqTrainer final : public Trainer {
   std::size_t model_bytes_ = 0;
   std::uint64_t steps_ = 0;  // optimizer steps taken: the dropout masks' step number
   std::map<int, Plan> plans_;
+  Profiler* prof_ = nullptr;  // set during profile_gradients only
   std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads
 };
 
