@@ -12,7 +12,8 @@ namespace dlb::models {
 bool has_seq_ops(const Model& m);
 
 // fp32 only (UsageError for an optimizer other than sgd / adam / adamw; Unsupported for another dtype,
-// a CUDA graph, activation checkpointing, a layer without a device twin).
+// a CUDA graph, a layer without a device twin). With the model's checkpointing on, each segment's
+// inner values are recomputed in backward instead of kept.
 std::unique_ptr<Trainer> make_gpu_seq_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
 
 }  // namespace dlb::models
