@@ -20,10 +20,10 @@ using bench::json;
 TEST(Gpt2SuiteGpu, OursVerifiesAndTrainsOnTheGpu) {
   SKIP_WITHOUT_GPU();
   const bench::Suite& s = *bench::find_suite("gpt2");
-  bench::SuiteOptions o = s.options(true, json{{"attn", {"flash", "unfused"}}});
+  bench::SuiteOptions o = s.options(true, json{{"attn", {"flash", "unfused"}}, {"dtype", {"fp32", "tf32", "bf16"}}});
   o.devices = {"cuda:0"};
   const auto cases = s.expand(o);
-  ASSERT_EQ(cases.size(), 2u);  // the fused core and the unfused one
+  ASSERT_EQ(cases.size(), 6u);  // the fused core and the unfused one, each in fp32, tf32, bf16
   for (const auto& spec : cases) {
     SCOPED_TRACE(spec.id.name());
     auto c = spec.make();
@@ -35,31 +35,12 @@ TEST(Gpt2SuiteGpu, OursVerifiesAndTrainsOnTheGpu) {
     c->annotate(r);
     EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
     EXPECT_GT(r.at("peak_device_bytes").get<double>(), r.at("model_device_bytes").get<double>());
-    EXPECT_NE(r.at("trainer").get<std::string>().find("cuda"), std::string::npos);
-    c->teardown();
-  }
-}
-
-TEST(Gpt2SuiteGpu, OursInTf32AndBf16VerifiesAndTrains) {
-  SKIP_WITHOUT_GPU();
-  const bench::Suite& s = *bench::find_suite("gpt2");
-  bench::SuiteOptions o = s.options(true, json{{"dtype", {"tf32", "bf16"}}});
-  o.devices = {"cuda:0"};
-  const auto cases = s.expand(o);
-  ASSERT_EQ(cases.size(), 2u);
-  for (const auto& spec : cases) {
-    SCOPED_TRACE(spec.id.name());
-    auto c = spec.make();
-    c->setup();
-    const auto v = c->verify();
-    EXPECT_TRUE(v.ok) << v.message;
-    for (int k = 0; k < 3; ++k) c->run();
-    json r;
-    c->annotate(r);
-    EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
-    EXPECT_EQ(r.at("autocast"), "gemm operands");
-    EXPECT_NE(r.at("trainer").get<std::string>().find(spec.id.dtype == "tf32" ? "FAST_TF32" : "FAST_16BF"),
-              std::string::npos);
+    const std::string trainer = r.at("trainer");
+    EXPECT_NE(trainer.find("cuda"), std::string::npos);
+    EXPECT_EQ(r.contains("autocast"), spec.id.dtype != "fp32");
+    if (spec.id.dtype != "fp32") {
+      EXPECT_NE(trainer.find(spec.id.dtype == "tf32" ? "FAST_TF32" : "FAST_16BF"), std::string::npos) << trainer;
+    }
     c->teardown();
   }
 }
