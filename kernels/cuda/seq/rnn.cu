@@ -3,7 +3,6 @@
 #include "kernels/cuda/seq/rnn.h"
 
 #include "kernels/cuda/cublas_gemm.h"
-#include "kernels/cuda/handles.h"
 #include "kernels/cuda/seq/common.cuh"
 
 namespace dlb::cuda::seq {
