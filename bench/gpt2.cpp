@@ -184,11 +184,11 @@ class OursCase final : public OursTrainCase {
       models::ProfileScope r(&prof, "optimizer", "optimizer");
       opt_->step();  // AdamW leaves the gradients as they are: compared below
     }
-    double worst = std::abs(got - want) / std::max(1e-12, std::abs(want));
+    WorstError w;
+    w.loss(got, want);
     const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()));
-    out.max_rel_err = worst;
+    for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()), ps[i]->name);
+    out.max_rel_err = w.err;
     out.regions = prof.regions();
     out.device = "cpu";
     out.verified = std::isfinite(got) && out.max_rel_err <= 1e-5;
@@ -248,29 +248,31 @@ class OursGpuCase final : public OursTrainCase {
     // tf32 / bf16 (the GEMMs' operands rounded, fp32 accumulation): the loss and each gradient
     // tensor's relative L2 error within kernels/common/autocast_tolerance.h's (napkin math there:
     // tf32 10-bit, bf16 7-bit mantissas; per tensor as L2, since a GEMM sum that cancels carries its
-    // terms' rounding): the worst of the ratios error / tolerance against 1.
+    // terms' rounding).
     const models::Batch& b = batches_->next();
     const float got = trainer_->gradients(b);
     std::vector<std::vector<float>> grads;
     for (models::Param* q : model_->params()) grads.push_back(q->grad);
     model_->zero_grad();
     const double want = model_->forward_backward(b);
+    // fp32: the largest element error per tensor against kGpuTolerance; tf32 / bf16: each error over
+    // its tolerance (the loss's, relative L2 per gradient tensor) against 1.
     const bool amp = p_.dtype != DType::fp32;
     const StepTolerance tol = autocast_step_tolerance(p_.dtype);
-    double worst = std::abs(got - want) / std::max(1e-12, std::abs(want)) / (amp ? tol.loss : 1.0);
-    std::string where = "the loss";  // the first run on a GPU says which tensor is off
+    WorstError w;  // the first run on a GPU says which tensor is off
+    w.add(std::abs(got - want) / std::max(1e-12, std::abs(want)) / (amp ? tol.loss : 1.0), "the loss");
     const auto ps = model_->params();
     for (std::size_t i = 0; i < ps.size(); ++i) {
       L2Error l2;
       if (amp) l2.add(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
-      const double e = amp ? l2.rel() / tol.grad_l2 : max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
-      if (!std::isnan(worst) && !(e <= worst)) worst = e, where = ps[i]->name + "'s gradient";  // a NaN sticks
+      w.add(amp ? l2.rel() / tol.grad_l2 : max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()),
+            ps[i]->name + "'s gradient");
     }
     batches_->rewind();
     model_->zero_grad();
-    const std::string what = "gpt2 GPU step: loss and gradients vs the CPU fp32 step (worst: " + where + ")";
-    if (amp) return judge(worst, 1.0, what + ", " + dtype_name(p_.dtype) + ": error / tolerance");
-    return judge(worst, kGpuTolerance, what);
+    const std::string what = "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said();
+    if (amp) return judge(w.err, 1.0, what + ", " + dtype_name(p_.dtype) + ": error / tolerance");
+    return judge(w.err, kGpuTolerance, what);
   }
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's

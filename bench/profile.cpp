@@ -35,14 +35,14 @@ bool profile_trainer_step(models::Trainer& t, models::Model& m, const models::Da
   const float loss = t.profile_step(d, batch, *prof);
   out.regions = prof->regions();
   out.device = device;
-  double worst = std::abs(double(loss) - ref_loss) / std::max(1e-12, std::abs(double(ref_loss)));
+  WorstError w;
+  w.loss(loss, ref_loss);
   if (device == "cpu") {
     auto ps = m.params();
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      worst = std::max(worst, max_rel_err(ps[i]->grad.data(), ref_grads[i].data(), ps[i]->size()));
+    for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), ref_grads[i].data(), ps[i]->size()), ps[i]->name);
   }
-  out.max_rel_err = worst;
-  out.verified = std::isfinite(loss) && worst <= (device == "cpu" ? 1e-5 : 1e-4);
+  out.max_rel_err = w.err;
+  out.verified = std::isfinite(loss) && w.err <= (device == "cpu" ? 1e-5 : 1e-4);
   out.check = device == "cpu" ? "loss and gradients equal an unprofiled step's" : "loss equals an unprofiled step's";
   return true;
 }

@@ -93,9 +93,10 @@ class SeqTrainCase final : public Case {
     const float loss = trainer_->gradients(b);
     model_->sync_ref();
     const double ref = model_->forward_backward_ref(nullptr, b);
-    double worst = std::abs(loss - ref) / std::max(1e-12, std::abs(ref));
-    for (auto* p : model_->params()) worst = std::max(worst, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
-    return judge(worst, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)");
+    WorstError w;
+    w.loss(loss, ref);
+    for (auto* p : model_->params()) w.add(max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()), p->name + "'s gradient");
+    return judge(w.err, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)" + w.said());
   }
 
   double run() override {
@@ -126,13 +127,14 @@ class SeqTrainCase final : public Case {
       got = model_->forward_backward(b);
       model_->set_profiler(nullptr);
     }
-    double worst = std::abs(got - want) / std::max(1e-12f, std::abs(want));
+    WorstError w;
+    w.loss(got, want);
     const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i) worst = std::max(worst, max_rel_err(ps[i]->grad.data(), grads[i].data(), ps[i]->size()));
+    for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), grads[i].data(), ps[i]->size()), ps[i]->name);
     out.regions = prof.regions();
     out.device = device_;
-    out.max_rel_err = worst;
-    out.verified = worst <= 1e-5;
+    out.max_rel_err = w.err;
+    out.verified = w.err <= 1e-5;
     out.check = "loss and gradients of the profiled step vs the same step unprofiled";
     return true;
   }

@@ -134,15 +134,16 @@ class TrainingCase final : public Case {
       x = lease->x, y = lease->labels, n = lease->n;
     }
     models::Batch b{x, y, nullptr, n};
-    double worst = 0, grad_l2 = 0;
+    WorstError worst;
+    double grad_l2 = 0;
     std::string grad_tensor;
     if (device_ == "cpu") {
       const float loss = trainer_->gradients(b);
       model_->sync_ref();
       std::vector<double> x64(x, x + n * item);
       const double ref_loss = model_->forward_backward_ref(x64.data(), b);
-      worst = std::abs(loss - ref_loss) / std::max(1e-12, std::abs(ref_loss));
-      for (auto* p : model_->params()) worst = std::max(worst, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
+      worst.loss(loss, ref_loss);
+      for (auto* p : model_->params()) worst.add(max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()), p->name + "'s gradient");
     } else {
       // The CPU fast path from the same weights is the reference of the GPU step.
       auto cpu = models::make_model(model_name_);
@@ -150,10 +151,11 @@ class TrainingCase final : public Case {
       cpu->zero_grad();
       const float ref_loss = cpu->forward_backward(b);
       const float loss = trainer_->gradients(b);
-      worst = std::abs(loss - ref_loss) / std::max(1e-12f, std::abs(ref_loss));
+      worst.loss(loss, ref_loss);
       auto a = model_->params(), r = cpu->params();
       if (dtype_ == DType::fp32)
-        for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()));
+        for (std::size_t i = 0; i < a.size(); ++i)
+          worst.add(max_rel_err(a[i]->grad.data(), r[i]->grad.data(), a[i]->size()), a[i]->name + "'s gradient");
       grad_l2 = model_->gradient_l2_error(*cpu, grad_tensor);
     }
     // Autocast (GPU tf32/fp16/bf16): a weight gradient is a half-type sum whose terms largely cancel,
@@ -170,8 +172,9 @@ class TrainingCase final : public Case {
     // transforms round differently (up to ~1e-4 of the gradient's scale); 2e-4 admits that and
     // still catches TF32 math used by mistake (~1e-3).
     const double tol = device_ != "cpu" && dtype_ == DType::fp32 ? 2e-4 : 4 * default_tolerance(dtype_);
-    return judge(worst, tol, std::string("loss and gradients of one step (") + dtype_name(dtype_) +
-                                 (device_ == "cpu" ? " vs the fp64 reference)" : " vs the CPU's fp32)"));
+    return judge(worst.err, tol,
+                 std::string("loss and gradients of one step (") + dtype_name(dtype_) +
+                     (device_ == "cpu" ? " vs the fp64 reference)" : " vs the CPU's fp32)") + worst.said());
   }
 
   bool profile(ProfileResult& out) override {

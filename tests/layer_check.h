@@ -20,6 +20,7 @@ using namespace dlb::models;
 struct Check {
   double fd_err = 0;    // reference analytic vs finite differences (relative to the gradient's scale)
   double fast_err = 0;  // fast fp32 gradients vs the reference
+  std::string fast_worst;  // the parameter with the largest fast_err
   double loss_err = 0;
   std::string worst;    // where fd_err was largest
 };
@@ -94,13 +95,15 @@ inline Check gradcheck(Model& m, int n, bool labels = false, std::uint64_t seed 
   m.zero_grad();
   const float loss32 = m.forward_backward(b);
   c.loss_err = std::abs(loss32 - loss64) / std::max(1e-12, std::abs(loss64));
-  for (Param* p : m.params()) c.fast_err = std::max(c.fast_err, max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()));
+  WorstError w;
+  for (Param* p : m.params()) w.add(max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()), p->name);
+  c.fast_err = w.err, c.fast_worst = w.where;
   return c;
 }
 
 inline void expect_ok(const Check& c) {
   EXPECT_LT(c.fd_err, 1e-5) << "reference backward disagrees with finite differences at " << c.worst;
-  EXPECT_LT(c.fast_err, 1e-4) << "fp32 fast path disagrees with the fp64 reference";
+  EXPECT_LT(c.fast_err, 1e-4) << "fp32 fast path disagrees with the fp64 reference at " << c.fast_worst;
   EXPECT_LT(c.loss_err, 1e-5);
 }
 

@@ -74,6 +74,15 @@ double L2Error::rel() const {
   return num > 0 ? HUGE_VAL : 0.0;
 }
 
+void WorstError::add(double e, const std::string& what) {
+  if (std::isnan(err)) return;
+  if (where.empty() || !(e <= err)) err = e, where = what;
+}
+
+void WorstError::loss(double got, double want) { add(std::abs(got - want) / std::max(1e-12, std::abs(want)), "the loss"); }
+
+std::string WorstError::said() const { return where.empty() ? std::string() : " (worst: " + where + ")"; }
+
 CheckResult judge(double err, double tol, const std::string& what) {
   CheckResult r;
   r.max_rel_err = err;

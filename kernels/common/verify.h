@@ -35,6 +35,19 @@ struct L2Error {
 // (amp suite, bf16 steps of the four seed models); a wrong scale, a lost or negated term gives 0.3-2.
 constexpr double kHalfGradientL2Tolerance = 0.25;
 
+// The worst of several relative errors (a step's loss, then each gradient), with the name of the
+// tensor that gave it. A NaN sticks: std::max(worst, NaN) keeps `worst`, so a NaN gradient would
+// otherwise pass a check whose other tensors are right.
+struct WorstError {
+  double err = 0;
+  std::string where;
+  void add(double e, const std::string& what);
+  // |got - want| / |want| under the name "the loss".
+  void loss(double got, double want);
+  // "(worst: <where>)" for a check's message; empty while nothing was added.
+  std::string said() const;
+};
+
 // Outcome of running a case once and comparing it with its reference.
 struct CheckResult {
   bool ok = false;

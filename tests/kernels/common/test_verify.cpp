@@ -84,3 +84,22 @@ TEST(Verify, Tf32ToleranceCoversTruncatedInputs) {
   EXPECT_GT(err, 1e-3);
   EXPECT_LE(err, default_tolerance(DType::tf32));
 }
+
+// A step's check takes the worst of the loss and every gradient: the tensor that gave it is named,
+// and a NaN anywhere stays the answer (std::max(worst, NaN) would drop it and let the step pass).
+TEST(WorstError, NamesTheWorstAndKeepsANan) {
+  WorstError w;
+  EXPECT_EQ(w.said(), "");
+  w.loss(1.0, 1.0);
+  EXPECT_EQ(w.err, 0.0);
+  EXPECT_EQ(w.where, "the loss");
+  w.add(2e-6, "wte");
+  w.add(1e-6, "wpe");
+  EXPECT_EQ(w.err, 2e-6);
+  EXPECT_EQ(w.said(), " (worst: wte)");
+  w.add(std::nan(""), "ln_f.weight");
+  w.add(5.0, "lm_head");
+  EXPECT_TRUE(std::isnan(w.err));
+  EXPECT_EQ(w.where, "ln_f.weight");
+  EXPECT_FALSE(judge(w.err, 1e-5).ok);
+}
