@@ -433,7 +433,7 @@ class TrainAmpGpuCase final : public Case {
 #endif
     }
     e["params"] = m_->num_params();
-    napkin::put(e, napkin::train_step(*m_, batch_), nbatches_);  // fp32 bytes: an upper bound under autocast
+    napkin::put(e, napkin::train_step(*m_, batch_), seq() ? 1 : nbatches_);  // fp32 bytes: an upper bound under autocast
     e["trainer"] = tr_->describe();
     e["peak_device_bytes"] = tr_->peak_device_bytes();
     if (dtype_ == DType::fp16) e["loss_scale"] = tr_->loss_scale();
