@@ -17,7 +17,8 @@
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
 // batch's loss and every gradient), timed per step (train_batch waits for the device); its records
 // carry model_device_bytes and peak_device_bytes. Never run on a GPU yet: its first run is its first
-// check. No --checkpoint-activations and no op=infer on the GPU yet (skipped, with the reason).
+// check. --checkpoint-activations on the GPU: the trainer recomputes each block in backward (peak
+// device memory recorded).
 // impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
 // DLBENCH_LLMC_DIR built by its Makefile) on the same files, at the one point its main() fixes (CPU,
 // B=4, T=64); verified by its step-0 val loss against our forward on the same 5 batches.
@@ -29,7 +30,9 @@
 // prompt in one pass, tokens/s) and phase=decode (one token per call at contexts seq .. seq + 63,
 // p50/p99 ms per token), ours against the peer's own cache (eval, no_grad). Ours verified first: every
 // prefilled and decoded position's logits against the full forward's; the peer checks its cache the
-// same way against its own full forward. Names: gpt2/infer/<device>/fp32/config/impl/phase/seq.
+// same way against its own full forward. On a GPU ours is the device decoder
+// (models/cuda/gpu_gpt2_decode.cu, never run on a GPU yet); a timed call is the token upload and the
+// forward up to the logits on the device, synchronized (the peer's: the same, torch.cuda.synchronize). Names: gpt2/infer/<device>/fp32/config/impl/phase/seq.
 // --profile records one step of ours layer by layer (bench/profile.h).
 #include <unistd.h>
 
@@ -82,6 +85,7 @@ std::unique_ptr<models::Model> make_model(const Gpt2Config& c, const Point& p) {
   auto m = models::make_gpt2(models::gpt2_random_weights(c, 1), p.T);
   for (const models::Node& n : m->nodes())
     if (n.layer->op() == models::Op::multihead_attention) static_cast<models::MultiheadAttention&>(*n.layer).algo = p.attn;
+  m->set_checkpointing(p.ckpt);  // each block recomputed in backward (CPU executor and GPU trainer)
   return m;
 }
 
@@ -131,7 +135,6 @@ class OursCase final : public OursTrainCase {
     const Gpt2Config c = config_of(p_);
     try {
       model_ = make_model(c, p_);
-      model_->set_checkpointing(p_.ckpt);
       drop_reference();
       opt_ = std::make_unique<models::Optimizer>(models::gpt2_optimizer(), model_->params());
     } catch (const std::bad_alloc&) {
@@ -278,6 +281,12 @@ class OursGpuCase final : public OursTrainCase {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
     return 0;
   }
+  // --profile: one more forward + backward (no AdamW step) on the next batch, a region per layer by
+  // CUDA events, checked against the same batch unprofiled (bench/profile.h profile_token_step).
+  bool profile(ProfileResult& out) override {
+    const models::Batch& b = batches_->next();
+    return profile_token_step(*trainer_, *model_, b, device_, "profile gpt2 " + p_.config + " " + device_, out);
+  }
   void annotate(json& r) const override {
     OursTrainCase::annotate(r);
     r["trainer"] = trainer_->describe();  // names the cuBLAS compute type under autocast
@@ -310,8 +319,6 @@ class SkipCase final : public Case {
   std::string why_;
 };
 
-constexpr const char* kNoGpuInfer = "gpt2 op=infer impl=ours: no CUDA K/V-cache decoder yet";
-constexpr const char* kNoGpuCkpt = "gpt2 impl=ours: the GPU trainer keeps every activation (no --checkpoint-activations)";
 constexpr const char* kNoCpuAutocast =
     "gpt2 impl=ours on the CPU trains in fp32 only (--dtype tf32, bf16: the GPU trainer's autocast of the GEMMs)";
 
@@ -336,16 +343,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Ours: prefill = the whole prompt into an empty cache per call; decode = one token per call (the
-// cache refilled with the prompt, untimed, when it is full).
+// cache refilled with the prompt, untimed, when it is full). CPU or GPU (make_gpt2_decoder).
 class OursInferCase final : public Case {
  public:
-  explicit OursInferCase(InferPoint p) : p_(std::move(p)) {}
+  OursInferCase(InferPoint p, std::string device) : p_(std::move(p)), device_(std::move(device)) {}
   void setup() override {
     const Gpt2Config c = models::gpt2_config(p_.config);
     p_.check_room();
     try {
       model_ = models::make_gpt2(models::gpt2_random_weights(c, 1), p_.len());
-      dec_ = std::make_unique<models::Gpt2Decoder>(*model_, c, p_.len());
+      dec_ = models::make_gpt2_decoder(*model_, c, p_.len(), device_);
       cache_bytes_ = dec_->cache_bytes();
     } catch (const std::bad_alloc&) {
       throw OutOfMemory("gpt2 " + p_.config);
@@ -366,8 +373,9 @@ class OursInferCase final : public Case {
     };
     for (float v : want) scale = std::max(scale, double(std::abs(v)));
     dec_->reset();
-    compare(dec_->feed(tokens_.data(), p_.T, true), 0);
-    for (int t = p_.T; t < p_.len(); ++t) compare(dec_->feed(&tokens_[std::size_t(t)], 1, false), t);
+    dec_->feed(tokens_.data(), p_.T, true);
+    compare(dec_->logits(), 0);
+    for (int t = p_.T; t < p_.len(); ++t) dec_->feed(&tokens_[std::size_t(t)], 1, false), compare(dec_->logits(), t);
     dec_->reset();
     return judge(err / scale, 1e-4, "gpt2 K/V-cache logits vs the full forward (max |diff| / max |logit|)");
   }
@@ -393,8 +401,9 @@ class OursInferCase final : public Case {
 
  private:
   InferPoint p_;
+  std::string device_;
   std::unique_ptr<models::Model> model_;
-  std::unique_ptr<models::Gpt2Decoder> dec_;
+  std::unique_ptr<models::KvDecoder> dec_;
   std::vector<std::int32_t> tokens_;
   std::vector<double> lat_;
   std::size_t cache_bytes_ = 0;
@@ -483,8 +492,7 @@ void add_infer_cases(std::vector<CaseSpec>& cases, const SuiteOptions& o, const 
         CaseId id{"gpt2", "infer", dev, "fp32", {}};
         id.with("config", config).with("impl", impl).with("phase", phase).with("seq", T);
         if (impl == "ours") {
-          if (is_gpu(dev)) cases.push_back({id, [] { return std::make_unique<SkipCase>(kNoGpuInfer); }});
-          else cases.push_back({id, [p] { return std::make_unique<OursInferCase>(p); }});
+          cases.push_back({id, [p, dev] { return std::make_unique<OursInferCase>(p, dev); }});
           continue;
         }
         if (impl == "llmc") {
@@ -606,10 +614,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                     q.attn = attn, q.dtype = t;
                     CaseId c = id("ours", t);
                     if (attn != "flash") c.with("attn", attn);  // the names of the fused step stay as they were
-                    auto skip = [&](const char* why) { cases.push_back({c, [why] { return std::make_unique<SkipCase>(why); }}); };
-                    if (!is_gpu(dev) && t != DType::fp32) skip(kNoCpuAutocast);
+                    if (!is_gpu(dev) && t != DType::fp32)
+                      cases.push_back({c, [] { return std::make_unique<SkipCase>(kNoCpuAutocast); }});
                     else if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
-                    else if (q.ckpt) skip(kNoGpuCkpt);
                     else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
                   }
                 continue;

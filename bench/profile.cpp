@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <stdexcept>
 
@@ -45,6 +46,30 @@ bool profile_trainer_step(models::Trainer& t, models::Model& m, const models::Da
   out.verified = std::isfinite(loss) && w.err <= (device == "cpu" ? 1e-5 : 1e-4);
   out.check = device == "cpu" ? "loss and gradients equal an unprofiled step's" : "loss equals an unprofiled step's";
   return true;
+}
+
+bool profile_token_step(models::Trainer& t, models::Model& m, const models::Batch& b, const std::string& device,
+                        const std::string& label, ProfileResult& out) {
+#ifndef DLB_HAVE_CUDA
+  (void)t, (void)m, (void)b, (void)device, (void)label, (void)out;
+  return false;  // a CPU-only build: no GPU case reaches here
+#else
+  const std::unique_ptr<models::Profiler> prof = models::make_cuda_profiler(label);
+  const float want = t.gradients(b);
+  std::vector<std::vector<float>> ref;
+  for (auto* p : m.params()) ref.push_back(p->grad);
+  const float got = t.profile_gradients(b, *prof);
+  WorstError w;
+  w.loss(got, want);
+  const auto ps = m.params();
+  for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()), ps[i]->name);
+  out.regions = prof->regions();
+  out.device = device;
+  out.max_rel_err = w.err;
+  out.verified = std::isfinite(got) && w.err <= 1e-5;
+  out.check = "loss and gradients of the profiled step equal an unprofiled one's" + w.said();
+  return true;
+#endif
 }
 
 json chrome_trace(const std::string& case_name, const ProfileResult& p) {

@@ -31,6 +31,12 @@ struct ProfileResult {
 bool profile_trainer_step(models::Trainer& t, models::Model& m, const models::Dataset& d, int batch,
                           const std::string& device, const std::string& label, ProfileResult& out);
 
+// The profile of a token model's step on a GPU (seq and gpt2 suites): the unprofiled gradients of
+// batch `b` first, then Trainer::profile_gradients on the same batch, whose loss and every gradient
+// must agree within 1e-5 relative (the same kernels on the same inputs; only atomics' order may differ).
+bool profile_token_step(models::Trainer& t, models::Model& m, const models::Batch& b, const std::string& device,
+                        const std::string& label, ProfileResult& out);
+
 // The Chrome trace of one case: complete ("X") events, one per region, on one thread per clock.
 nlohmann::json chrome_trace(const std::string& case_name, const ProfileResult& p);
 

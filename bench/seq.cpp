@@ -107,11 +107,14 @@ class SeqTrainCase final : public Case {
     loss_ = sum / steps();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  // --profile (CPU): one more forward + backward on the first batch, a region per layer and direction,
+  // --profile: one more forward + backward on the first batch, a region per layer and direction,
   // its loss and gradients checked against the same step unprofiled (no optimizer step: weights stay).
+  // On a GPU the trainer's regions by CUDA events (bench/profile.h profile_token_step).
   bool profile(ProfileResult& out) override {
-    if (device_ != "cpu") return false;
     const models::Batch& b = batcher_->gather(*data_, order_, 0, batch_);
+    if (device_ != "cpu")
+      return profile_token_step(*trainer_, *model_, b, device_,
+                                "profile " + s_.c.model + " " + device_ + " batch " + std::to_string(batch_), out);
     const float want = trainer_->gradients(b);  // sets the step number (dropout masks) for both
     std::vector<std::vector<float>> grads;
     for (auto* p : model_->params()) grads.push_back(p->grad);

@@ -33,9 +33,11 @@
 #   train        180  --quick: the four models
 #   seq          180  --quick --op train: rnn, lstm (ours, cudnn) and transformer on cpu and the GPU
 #                     (the GPU sequence trainer's first run, verified against the fp64 reference)
-#   gpt2          90  --quick --dtype fp32,tf32,bf16: gpt-mini B=1 T=32, ours on cpu (fp32) and the GPU
-#                     (fp32, and its GEMMs in tf32/bf16; each step verified against the CPU fp32 step
-#                     first): tokens/s, MFU against the dtype's dense peak, device memory
+#   gpt2         120  --quick: gpt-mini B=1 T=32, ours on cpu and the GPU (the GPU step verified
+#                     against the CPU fp32 step first): tokens/s, MFU, device memory, with and without
+#                     --checkpoint-activations, on the GPU in fp32 and with its GEMMs in tf32 / bf16
+#                     (--dtype; MFU against the dtype's dense peak); and op=infer:
+#                     prefill and decode at batch 1 with the K/V cache (the GPU decoder's first run)
 #   attention    120  --quick on the GPU: ours (flash, flash_tc), unfused and cuDNN's fused SDPA (cudnn),
 #                     forward and backward, causal and full, each verified before it is timed (in no
 #                     call yet: run it by name)
@@ -77,7 +79,7 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=180
-  [gpt2]=90 [attention]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize")
 ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
@@ -477,7 +479,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     amp) echo "amp --device $dev --quick --model mlp,net128,rnn,lstm,transformer" ;;
     train) echo "train --device $dev --quick" ;;
     seq) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --quick" ;;
-    gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --dtype fp32,tf32,bf16" ;;
+    gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --op train,infer --checkpoint-activations off,on --dtype fp32,tf32,bf16" ;;
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;

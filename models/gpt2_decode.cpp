@@ -31,33 +31,61 @@ void run(Layer* l, const Shape& in, const float* x, float* y) {
 
 }  // namespace
 
-Gpt2Decoder::Gpt2Decoder(Model& m, const Gpt2Config& c, int max_len) : c_(c), max_len_(max_len) {
+Gpt2Nodes gpt2_nodes(Model& m, const Gpt2Config& c) {
+  // make_gpt2's nodes: wte, wpe, then per block ln_1, c_attn, attn, c_proj, add, ln_2, c_fc, gelu,
+  // mlp.c_proj, add; then ln_f and the head.
+  Gpt2Nodes g;
+  g.wte = &gpt2_param(m, kWte, 0);
+  g.wpe = &gpt2_param(m, kWpe, 0);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::size_t b = 2 + 10 * std::size_t(l);
+    g.blocks.push_back({node_as<LayerNorm>(m, b), node_as<Linear>(m, b + 1), node_as<Linear>(m, b + 3),
+                        node_as<LayerNorm>(m, b + 5), node_as<Linear>(m, b + 6), node_as<GELU>(m, b + 7),
+                        node_as<Linear>(m, b + 8)});
+  }
+  g.lnf = node_as<LayerNorm>(m, 2 + 10 * std::size_t(c.num_layers));
+  g.head = node_as<TiedLMHead>(m, 3 + 10 * std::size_t(c.num_layers));
+  return g;
+}
+
+void check_decoder_length(const Gpt2Config& c, int max_len) {
   c.check(c.name);
   if (max_len <= 0 || max_len > c.max_seq_len)
     throw InputError(c.name + ": decoder length " + std::to_string(max_len) + " outside 1.." + std::to_string(c.max_seq_len));
-  wte_ = gpt2_param(m, kWte, 0).value.data();
-  wpe_ = gpt2_param(m, kWpe, 0).value.data();
-  // make_gpt2's nodes: wte, wpe, then per block ln_1, c_attn, attn, c_proj, add, ln_2, c_fc, gelu,
-  // mlp.c_proj, add; then ln_f and the head.
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::size_t b = 2 + 10 * std::size_t(l);
-    blocks_.push_back({node_as<LayerNorm>(m, b), node_as<Linear>(m, b + 1), node_as<Linear>(m, b + 3),
-                       node_as<LayerNorm>(m, b + 5), node_as<Linear>(m, b + 6), node_as<GELU>(m, b + 7),
-                       node_as<Linear>(m, b + 8)});
-  }
-  lnf_ = node_as<LayerNorm>(m, 2 + 10 * std::size_t(c.num_layers));
-  head_ = node_as<TiedLMHead>(m, 3 + 10 * std::size_t(c.num_layers));
+}
+
+void check_feed(const Gpt2Config& c, const std::int32_t* tokens, int n, int pos, int max_len) {
+  if (n <= 0 || pos + n > max_len)
+    throw UsageError("gpt2 decoder: " + std::to_string(n) + " tokens at position " + std::to_string(pos) + " past its " +
+                     std::to_string(max_len));
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw UsageError("gpt2 decoder: token " + std::to_string(tokens[i]) + " outside the vocabulary of " +
+                       std::to_string(c.vocab_size));
+}
+
+std::unique_ptr<KvDecoder> make_gpt2_decoder(Model& m, const Gpt2Config& c, int max_len, const std::string& device) {
+  if (device == "cpu") return std::make_unique<Gpt2Decoder>(m, c, max_len);
+#ifdef DLB_HAVE_CUDA
+  return make_gpu_gpt2_decoder(m, c, max_len, device);
+#else
+  throw Unsupported("gpt2 decoder on " + device + ": this build has no CUDA");
+#endif
+}
+
+Gpt2Decoder::Gpt2Decoder(Model& m, const Gpt2Config& c, int max_len) : c_(c), max_len_(max_len) {
+  check_decoder_length(c, max_len);
+  g_ = gpt2_nodes(m, c);
   const std::size_t cache = std::size_t(c.num_layers) * std::size_t(max_len) * std::size_t(c.channels);
   k_.assign(cache, 0.f), v_.assign(cache, 0.f);
 }
 
 // y = x W^T + b for n rows: the model's Linear (sgemm), or one sgemv when n is 1 (sgemm at one row
 // packs the whole weight first: twice the memory traffic of the read sgemv does).
-void Gpt2Decoder::linear(Layer* l, const float* x, float* y, int n, int in_f, int out_f) {
-  if (n > 1) return run(l, Shape{1, n, in_f}, x, y);
-  auto* lin = static_cast<Linear*>(l);
-  std::copy_n(lin->bias.value.data(), out_f, y);
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, out_f, in_f, 1.f, lin->weight.value.data(), in_f, x, 1, 1.f, y, 1);
+void Gpt2Decoder::linear(Linear* l, const float* x, float* y, int n) {
+  if (n > 1) return run(l, Shape{1, n, l->in_f}, x, y);
+  std::copy_n(l->bias.value.data(), l->out_f, y);
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_f, l->in_f, 1.f, l->weight.value.data(), l->in_f, x, 1, 1.f, y, 1);
 }
 
 void Gpt2Decoder::attend(int layer, int n) {
@@ -84,41 +112,37 @@ void Gpt2Decoder::attend(int layer, int n) {
   }
 }
 
-const std::vector<float>& Gpt2Decoder::feed(const std::int32_t* tokens, int n, bool all_logits) {
-  if (n <= 0 || pos_ + n > max_len_)
-    throw UsageError("gpt2 decoder: " + std::to_string(n) + " tokens at position " + std::to_string(pos_) +
-                     " past its " + std::to_string(max_len_));
+void Gpt2Decoder::feed(const std::int32_t* tokens, int n, bool all_logits) {
+  check_feed(c_, tokens, n, pos_, max_len_);
   const int C = c_.channels, Vv = c_.vocab_size;
   const auto rows = std::size_t(n) * C;
   x_.resize(rows), h_.resize(rows), att_.resize(rows), qkv_.resize(3 * rows), fc_.resize(4 * rows);
+  const float *wte = g_.wte->value.data(), *wpe = g_.wpe->value.data();
   for (int i = 0; i < n; ++i) {  // wte[token] + wpe[position]
-    if (tokens[i] < 0 || tokens[i] >= Vv)
-      throw UsageError("gpt2 decoder: token " + std::to_string(tokens[i]) + " outside the vocabulary of " + std::to_string(Vv));
-    const float* e = wte_ + std::size_t(tokens[i]) * C;
-    const float* p = wpe_ + std::size_t(pos_ + i) * C;
+    const float* e = wte + std::size_t(tokens[i]) * C;
+    const float* p = wpe + std::size_t(pos_ + i) * C;
     for (int j = 0; j < C; ++j) x_[std::size_t(i) * C + j] = e[j] + p[j];
   }
   const Shape rc{1, n, C};
   for (int l = 0; l < c_.num_layers; ++l) {
-    const Block& b = blocks_[std::size_t(l)];
+    const Gpt2Nodes::Block& b = g_.blocks[std::size_t(l)];
     run(b.ln1, rc, x_.data(), h_.data());
-    linear(b.qkv, h_.data(), qkv_.data(), n, C, 3 * C);
+    linear(b.qkv, h_.data(), qkv_.data(), n);
     attend(l, n);
-    linear(b.proj, att_.data(), h_.data(), n, C, C);
+    linear(b.proj, att_.data(), h_.data(), n);
     for (std::size_t j = 0; j < rows; ++j) x_[j] += h_[j];
     run(b.ln2, rc, x_.data(), h_.data());
-    linear(b.fc, h_.data(), fc_.data(), n, C, 4 * C);
+    linear(b.fc, h_.data(), fc_.data(), n);
     run(b.gelu, Shape{1, n, 4 * C}, fc_.data(), fc_.data());
-    linear(b.fcproj, fc_.data(), h_.data(), n, 4 * C, C);
+    linear(b.fcproj, fc_.data(), h_.data(), n);
     for (std::size_t j = 0; j < rows; ++j) x_[j] += h_[j];
   }
   pos_ += n;
   const int from = all_logits ? 0 : n - 1, m = n - from;  // the rows whose logits are wanted
-  run(lnf_, Shape{1, m, C}, x_.data() + std::size_t(from) * C, h_.data());
+  run(g_.lnf, Shape{1, m, C}, x_.data() + std::size_t(from) * C, h_.data());
   logits_.resize(std::size_t(m) * Vv);
-  if (m == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, Vv, C, 1.f, wte_, C, h_.data(), 1, 0.f, logits_.data(), 1);
-  else run(head_, Shape{1, m, C}, h_.data(), logits_.data());
-  return logits_;
+  if (m == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, Vv, C, 1.f, wte, C, h_.data(), 1, 0.f, logits_.data(), 1);
+  else run(g_.head, Shape{1, m, C}, h_.data(), logits_.data());
 }
 
 }  // namespace dlb::models

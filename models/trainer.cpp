@@ -220,6 +220,10 @@ float Trainer::profile_step(const Dataset&, int, Profiler&) {
   throw Unsupported("--profile: this trainer (" + describe() + ") records no regions");
 }
 
+float Trainer::profile_gradients(const Batch&, Profiler&) {
+  throw Unsupported("--profile: this trainer (" + describe() + ") records no regions of a token batch");
+}
+
 std::unique_ptr<Trainer> make_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o) {
   if (o.device == "cpu") {
     // CPU bf16 autocast is models::AmpTrainer (amp suite, `dlbench train --dtype bf16`), not this loop.

@@ -74,6 +74,11 @@ class Trainer {
   // per layer), optimizer and, on a GPU, the final synchronisation. Untimed; it updates the weights
   // like any step. Returns the step's loss.
   virtual float profile_step(const Dataset& d, int batch, Profiler& p);
+  // --profile of the token models on a GPU: gradients(b) (no optimizer step: the weights stay) with a
+  // region per part: "data copy", "zero_grad", "forward <layer>" (and, under checkpointing, its
+  // recompute), "loss", "backward <layer>", "sync". Returns the loss; the gradients come back to the
+  // host model as gradients() leaves them. Unsupported by default.
+  virtual float profile_gradients(const Batch& b, Profiler& p);
   virtual std::string describe() const = 0;  // "cpu (OpenBLAS, 2 threads)", "cuda:0 (pinned, graph)"
 };
 

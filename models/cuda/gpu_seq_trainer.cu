@@ -20,6 +20,7 @@
 // gradients: the first (in backward order) writes it, the others write a spare buffer that is then
 // added (cublasSaxpy); the spares are as big as the biggest such value (GPT-2's residual stream,
 // B T C), not the logits.
+// Activation checkpointing (the model's segments, GPT-2's blocks): see checkpoint_slots.
 //
 // Never run on a GPU yet (no GPU was lent while it was written): its tests (tests/models/
 // test_train_seq_gpu.cu, test_train_gpt2_gpu.cu) check it against the CPU step on the first GPU
@@ -30,6 +31,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kernels/common/errors.h"
@@ -66,8 +68,6 @@ class GpuSeqTrainer final : public Trainer {
       throw Unsupported(std::string("the GPU sequence trainer runs fp32, tf32 or bf16 GEMMs, not ") + dtype_name(o.dtype));
     params_.gemm = o.dtype;
     if (o.cuda_graph) throw Unsupported("the GPU sequence trainer does not capture CUDA graphs");
-    if (m.checkpointing())
-      throw Unsupported("the GPU sequence trainer keeps every activation (no activation checkpointing)");
     if (m.loss() != LossKind::cross_entropy) throw Unsupported("the GPU sequence trainer computes cross-entropy only");
     for (const Node& n : m.nodes()) {
       check_node(n);
@@ -122,11 +122,31 @@ class GpuSeqTrainer final : public Trainer {
 
   float gradients(const Batch& b) override {
     const float loss = run(b, false);
+    download_gradients();
+    return loss;
+  }
+
+  float profile_gradients(const Batch& b, Profiler& prof) override {
+    prof.bind_stream(s());
+    prof_ = &prof;
+    float loss = 0;
+    try {
+      ProfileScope step(prof_, "step", "step");
+      loss = run(b, false);
+    } catch (...) {
+      prof_ = nullptr;
+      throw;
+    }
+    prof_ = nullptr;
+    download_gradients();
+    return loss;
+  }
+
+  void download_gradients() {
     for (const auto& [p, off] : params_.offset)
       DLB_CUDA_CHECK(cudaMemcpyAsync(const_cast<Param*>(p)->grad.data(), grads_.data() + off, p->size() * sizeof(float),
                                      cudaMemcpyDeviceToHost, s()));
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
-    return loss;
   }
 
   void sync_to_host() override {
@@ -149,7 +169,10 @@ class GpuSeqTrainer final : public Trainer {
   struct Plan {
     std::vector<Shape> shapes;
     std::vector<std::vector<Shape>> ins;  // per node
-    std::vector<DeviceBuffer<float>> vals, grads;  // per value (int32 token ids share the 4-byte buffers)
+    std::vector<DeviceBuffer<float>> vals, grads;  // per value kept (int32 token ids share the 4-byte buffers)
+    std::vector<DeviceBuffer<float>> slot_vals, slot_grads;  // checkpointing: slot k, shared by the segments
+    std::vector<float*> y, dy;  // per value: its buffer and its gradient's (its own or its slot's)
+    std::vector<int> recompute;  // per node: the first node of the checkpoint segment it ends, else -1
     std::vector<std::unique_ptr<gpu_seq::NodeOps>> ops;
     DeviceBuffer<float> spare[Layer::kMaxInputs];  // a further gradient of a value, before it is added
     DeviceBuffer<std::int32_t> labels;
@@ -178,12 +201,26 @@ class GpuSeqTrainer final : public Trainer {
     std::vector<int> readers(p.shapes.size(), 0);
     for (const Node& nd : m_.nodes())
       for (int v : nd.in) ++readers[std::size_t(v)];
+    const std::vector<int> slot = checkpoint_slots(p);
     std::size_t biggest = 0;  // of the values read by several nodes: a spare holds one of their gradients
     for (std::size_t v = 0; v < p.shapes.size(); ++v) {
       const std::size_t size = p.shapes[v].size();
-      p.vals.emplace_back(size);
-      p.grads.emplace_back(m_.is_input(int(v)) ? 0 : size);
+      const bool own = slot[v] < 0;
+      p.vals.emplace_back(own ? size : 0);
+      p.grads.emplace_back(own && !m_.is_input(int(v)) ? size : 0);
       if (readers[v] > 1 && !m_.is_input(int(v))) biggest = std::max(biggest, size);
+      if (own) continue;
+      const auto k = std::size_t(slot[v]);
+      if (k >= p.slot_vals.size()) p.slot_vals.resize(k + 1), p.slot_grads.resize(k + 1);
+      if (p.slot_vals[k].size() < size) {
+        p.slot_vals[k] = DeviceBuffer<float>(size);
+        p.slot_grads[k] = DeviceBuffer<float>(size);
+      }
+    }
+    for (std::size_t v = 0; v < p.shapes.size(); ++v) {
+      const bool own = slot[v] < 0;
+      p.y.push_back(own ? p.vals[v].data() : p.slot_vals[std::size_t(slot[v])].data());
+      p.dy.push_back(own ? p.grads[v].data() : p.slot_grads[std::size_t(slot[v])].data());
     }
     for (const Node& nd : m_.nodes()) {
       std::vector<Shape> in;
@@ -219,7 +256,7 @@ class GpuSeqTrainer final : public Trainer {
       const int v = m_.input_value(k);
       const void* src = b.input(k);
       if (!src) throw UsageError(m_.name() + ": the batch lacks input " + std::to_string(k));
-      DLB_CUDA_CHECK(cudaMemcpyAsync(p.vals[std::size_t(v)].data(), src, p.shapes[std::size_t(v)].size() * 4,
+      DLB_CUDA_CHECK(cudaMemcpyAsync(p.y[std::size_t(v)], src, p.shapes[std::size_t(v)].size() * 4,
                                      cudaMemcpyHostToDevice, s()));
     }
     DLB_CUDA_CHECK(cudaMemcpyAsync(p.labels.data(), b.labels, std::size_t(p.rows) * 4, cudaMemcpyHostToDevice, s()));
@@ -228,26 +265,87 @@ class GpuSeqTrainer final : public Trainer {
   // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
   float run(const Batch& b, bool optimize) {
     Plan& p = plan(b.n);
-    upload(b, p);
+    {
+      ProfileScope r(prof_, "data copy", "copy");
+      upload(b, p);
+    }
     m_.set_step(true, steps_);  // the dropout masks of this optimizer step, as the CPU trainer draws them
-    DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s()));
-    const auto& nodes = m_.nodes();
-    const void* xs[Layer::kMaxInputs] = {};
-    for (std::size_t k = 0; k < nodes.size(); ++k) {
-      for (std::size_t j = 0; j < nodes[k].in.size(); ++j) xs[j] = p.vals[std::size_t(nodes[k].in[j])].data();
-      gpu_seq::NodeIo io{Shapes(p.ins[k].data(), int(p.ins[k].size())), xs, p.vals[std::size_t(nodes[k].out)].data()};
-      p.ops[k]->forward(io);
+    {
+      ProfileScope r(prof_, "zero_grad", "optimizer");
+      DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s()));
+    }
+    {
+      ProfileScope phase(prof_, "forward", "phase");
+      for (std::size_t k = 0; k < m_.nodes().size(); ++k) forward_node(p, k);
     }
     const std::size_t out = p.shapes.size() - 1;
-    cuda::seq::classifier_forward_backward(p.vals[out].data(), p.labels.data(), p.rows, p.classes, p.classes,
-                                           p.losses.data(), p.grads[out].data(), scalars_.data(),
-                                           reinterpret_cast<int*>(scalars_.data() + 2), s());
-    backward(p);
-    if (optimize) step();
+    {
+      ProfileScope r(prof_, "loss", "loss");
+      cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
+                                             p.losses.data(), p.dy[out], scalars_.data(),
+                                             reinterpret_cast<int*>(scalars_.data() + 2), s());
+    }
+    {
+      ProfileScope phase(prof_, "backward", "phase");
+      backward(p);
+    }
+    if (optimize) {
+      ProfileScope r(prof_, "optimizer", "optimizer");
+      step();
+    }
+    ProfileScope r(prof_, "sync", "sync");
     float loss = 0;
     DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
     return loss;
+  }
+
+  // Node k's forward (`again`: a checkpoint segment's recompute, named so in a profile).
+  void forward_node(Plan& p, std::size_t k, bool again = false) {
+    const Node& nd = m_.nodes()[k];
+    std::optional<ProfileScope> region;
+    if (prof_) {
+      const std::string name = m_.layer_name(k);
+      region.emplace(prof_, (again ? "recompute " : "forward ") + name, "forward", name,
+                     nd.layer->forward_flops(Shapes(p.ins[k].data(), int(p.ins[k].size()))));
+    }
+    const void* xs[Layer::kMaxInputs] = {};
+    for (std::size_t j = 0; j < nd.in.size(); ++j) xs[j] = p.y[std::size_t(nd.in[j])];
+    gpu_seq::NodeIo io{Shapes(p.ins[k].data(), int(p.ins[k].size())), xs, p.y[std::size_t(nd.out)]};
+    p.ops[k]->forward(io);
+  }
+
+  // Checkpointing (Model::set_checkpointing, GPT-2's --checkpoint-activations: a segment per block):
+  // the values a segment's nodes make, all but its last node's, share slot buffers (slot k: the k-th
+  // node's output and its gradient, in every segment), and backward runs the segment's forward again
+  // before its last node's backward. The twins' own scratch (LayerNorm's mean/rstd, attention's LSE)
+  // stays per node and is rewritten with the same values. Napkin math, gpt2-124m B 4 T 1024: a
+  // block's values are ~17 B T C floats (200 MB with their gradients' share), so 11 of 12 blocks'
+  // worth (~2.4 GB with gradients) is not held, for one more forward of the blocks (~+33% FLOPs).
+  // Returns per value its slot or -1; fills p.recompute.
+  std::vector<int> checkpoint_slots(Plan& p) const {
+    const auto& nodes = m_.nodes();
+    std::vector<int> slot(p.shapes.size(), -1), owner(p.shapes.size(), -1);
+    p.recompute.assign(nodes.size(), -1);
+    if (!m_.checkpointing()) return slot;
+    const auto& segs = m_.checkpoint_segments();
+    for (std::size_t g = 0; g < segs.size(); ++g) {
+      const auto [first, end] = segs[g];
+      if (end - first < 2) continue;
+      p.recompute[std::size_t(end - 1)] = first;
+      for (int k = first; k < end - 1; ++k) {
+        const auto v = std::size_t(nodes[std::size_t(k)].out);
+        slot[v] = k - first, owner[v] = int(g);
+      }
+    }
+    for (std::size_t k = 0; k < nodes.size(); ++k)  // a dropped value read outside its segment would be stale
+      for (int v : nodes[k].in) {
+        const int g = owner[std::size_t(v)];
+        if (g >= 0 && (int(k) < segs[std::size_t(g)].first || int(k) >= segs[std::size_t(g)].second))
+          throw Unsupported("model " + m_.name() + ": node " + std::to_string(k) + " reads a value checkpoint segment " +
+                            std::to_string(g) + " drops");
+      }
+    return slot;
   }
 
   void backward(Plan& p) {
@@ -258,29 +356,37 @@ class GpuSeqTrainer final : public Trainer {
     for (std::size_t k = nodes.size(); k-- > 0;) {
       const Node& nd = nodes[k];
       const auto out = std::size_t(nd.out);
+      if (p.recompute[k] >= 0)  // the end of a checkpoint segment: its dropped values again
+        for (auto i = std::size_t(p.recompute[k]); i < k; ++i) forward_node(p, i, true);
       if (!written[out])  // a value no node read
-        DLB_CUDA_CHECK(cudaMemsetAsync(p.grads[out].data(), 0, p.grads[out].bytes(), s()));
+        DLB_CUDA_CHECK(cudaMemsetAsync(p.dy[out], 0, p.shapes[out].size() * sizeof(float), s()));
       written[out] = 1;
       float* dxs[Layer::kMaxInputs] = {};
       int add_to[Layer::kMaxInputs] = {-1, -1, -1, -1};
       for (std::size_t j = 0; j < nd.in.size(); ++j) {
         const int v = nd.in[j];
-        xs[j] = p.vals[std::size_t(v)].data();
+        xs[j] = p.y[std::size_t(v)];
         if (m_.is_input(v)) continue;  // token ids, initial states: no gradient wanted
         if (!written[std::size_t(v)]) {
-          dxs[j] = p.grads[std::size_t(v)].data(), written[std::size_t(v)] = 1;
+          dxs[j] = p.dy[std::size_t(v)], written[std::size_t(v)] = 1;
         } else {
           dxs[j] = p.spare[j].data(), add_to[j] = v;
         }
       }
       const Shapes in(p.ins[k].data(), int(p.ins[k].size()));
-      gpu_seq::NodeIo io{in, xs, p.vals[out].data(), p.grads[out].data(), dxs};
-      p.ops[k]->backward(io);
+      gpu_seq::NodeIo io{in, xs, p.y[out], p.dy[out], dxs};
+      {
+        std::optional<ProfileScope> region;  // napkin: a backward is about twice its forward's FLOPs
+        if (prof_)
+          region.emplace(prof_, "backward " + m_.layer_name(k), "backward", m_.layer_name(k),
+                         2 * nd.layer->forward_flops(in));
+        p.ops[k]->backward(io);
+      }
       const float one = 1.f;
       for (std::size_t j = 0; j < nd.in.size(); ++j)
         if (add_to[j] >= 0)
           DLB_CUBLAS_CHECK(cublasSaxpy(cuda::cublas_handle_on(s()), int(p.shapes[std::size_t(add_to[j])].size()), &one,
-                                       p.spare[j].data(), 1, p.grads[std::size_t(add_to[j])].data(), 1));
+                                       p.spare[j].data(), 1, p.dy[std::size_t(add_to[j])], 1));
     }
   }
 
@@ -311,6 +417,7 @@ class GpuSeqTrainer final : public Trainer {
   std::size_t model_bytes_ = 0;
   std::uint64_t steps_ = 0;  // optimizer steps taken: the dropout masks' step number
   std::map<int, Plan> plans_;
+  Profiler* prof_ = nullptr;  // set during profile_gradients only
   std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads
 };
 

@@ -220,12 +220,72 @@ TEST(Gpt2GpuStep, TenAdamWStepsGiveTheCpuLosses) {
   gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::value, kStepsTol);
 }
 
+// --checkpoint-activations: each block recomputed in backward gives the same step (the same kernels
+// on the same inputs: the same bits, but for cuBLAS's choice between two calls) and holds less: one
+// block's inner values instead of both blocks'.
+TEST(Gpt2GpuStep, CheckpointingGivesTheSameStepInLessMemory) {
+  SKIP_WITHOUT_GPU();
+  const Gpt2Weights w = gpt2_random_weights(small(), 7);
+  Gpt2Batcher b(gpt2_random_tokens(2 * 16 + 1, small().vocab_size, 8), 2, 16);
+  const Batch& batch = b.next();
+  auto kept = make_gpt2(w, 16), ckpt = make_gpt2(w, 16);
+  ckpt->set_checkpointing(true);
+  auto tk = make_trainer(*kept, gpt2_optimizer(), gpu());
+  const float want = tk->gradients(batch);
+  const std::size_t peak_kept = tk->peak_device_bytes();
+  tk.reset();
+  auto tc = make_trainer(*ckpt, gpt2_optimizer(), gpu());
+  const float got = tc->gradients(batch);
+  EXPECT_NEAR(got, want, 1e-6 * std::abs(want));
+  gputest::expect_params_close(*ckpt, *kept, gputest::Field::grad, 1e-6);
+  EXPECT_LT(tc->peak_device_bytes(), peak_kept);
+  // and it trains: two AdamW steps' losses as the CPU's checkpointed steps give them
+  auto cpu = make_gpt2(w, 16);
+  cpu->set_checkpointing(true);
+  auto tcpu = make_trainer(*cpu, gpt2_optimizer(), TrainOptions{});
+  for (int s = 0; s < 2; ++s) {
+    const float l_cpu = tcpu->train_batch(batch), l_gpu = tc->train_batch(batch);
+    EXPECT_NEAR(l_gpu, l_cpu, kStepsTol * std::abs(l_cpu)) << "step " << s;
+  }
+}
+
+// --profile on a GPU: profile_gradients gives gradients()'s loss and gradients, with a region by CUDA
+// events per layer and direction, and (checkpointed) a recompute region per dropped node.
+TEST(Gpt2GpuStep, ProfiledGradientsAreTheStepsWithARegionPerLayer) {
+  SKIP_WITHOUT_GPU();
+  const Gpt2Weights w = gpt2_random_weights(small(), 7);
+  Gpt2Batcher b(gpt2_random_tokens(2 * 16 + 1, small().vocab_size, 8), 2, 16);
+  const Batch& batch = b.next();
+  auto m = make_gpt2(w, 16);
+  m->set_checkpointing(true);
+  auto t = make_trainer(*m, gpt2_optimizer(), gpu());
+  const float want = t->gradients(batch);
+  std::vector<std::vector<float>> grads;
+  for (Param* p : m->params()) grads.push_back(p->grad);
+  auto prof = make_cuda_profiler("test");
+  const float got = t->profile_gradients(batch, *prof);
+  EXPECT_NEAR(got, want, 1e-6 * std::abs(want));
+  const auto ps = m->params();
+  for (std::size_t i = 0; i < ps.size(); ++i) EXPECT_LT(max_rel_err(ps[i]->grad.data(), grads[i].data(), ps[i]->size()), 1e-5) << ps[i]->name;
+  int fwd = 0, bwd = 0, again = 0, loss = 0;
+  for (const Region& r : prof->regions()) {
+    fwd += r.name.rfind("forward ", 0) == 0;
+    bwd += r.name.rfind("backward ", 0) == 0;
+    again += r.name.rfind("recompute ", 0) == 0;
+    loss += r.name == "loss";
+    EXPECT_GE(r.dur_us, 0.0) << r.name;
+    EXPECT_EQ(r.clock, "cuda_event") << r.name;
+  }
+  const int nodes = int(m->nodes().size());
+  EXPECT_EQ(fwd, nodes);
+  EXPECT_EQ(bwd, nodes);
+  EXPECT_EQ(again, small().num_layers * 9);  // of each block's 10 nodes, all but the last
+  EXPECT_EQ(loss, 1);
+}
+
 TEST(Gpt2GpuStep, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();
   auto m = make_gpt2(gpt2_random_weights(small(), 1), 16);
-  m->set_checkpointing(true);  // --checkpoint-activations: the CPU's only
-  EXPECT_THROW(make_trainer(*m, gpt2_optimizer(), gpu()), Unsupported);
-  m->set_checkpointing(false);
   TrainOptions o = gpu();
   o.dtype = DType::fp16;  // no loss scaler in the sequence trainer
   EXPECT_THROW(make_trainer(*m, gpt2_optimizer(), o), Unsupported);

@@ -24,6 +24,7 @@ struct CudnnRnn::Impl {
   DeviceBuffer<char> wspace, dwspace, workspace, reservespace;
   DeviceBuffer<std::int32_t> lengths;
   DeviceBuffer<float> zeros;  // for null states and gradients: max(T B H, B H) floats
+  DeviceBuffer<float> spare_dx;  // the dx cuDNN must write when the caller wants none: made once
   // Where each of PyTorch's blocks lives: per linLayerID, the matrix and bias offsets (bytes).
   std::vector<std::size_t> m_off, b_off;
 
@@ -124,10 +125,11 @@ void CudnnRnn::backward(const float* x, const float* h0, const float* c0, const 
   const bool lstm = m.s.cell == RnnCell::lstm;
   cudnnHandle_t h = cudnn_handle_on(st);
   const float* z = m.zeros.data();
-  // Outputs cuDNN must write even when the caller does not want them.
-  DeviceBuffer<float> tmp_dx(dx ? 0 : std::size_t(m.s.rows()) * m.s.I);
+  // An output cuDNN must write even when the caller does not want it: a buffer kept for the next
+  // calls (a per-call one would need a cudaMalloc and a stream sync before its free, every step).
+  if (!dx && m.spare_dx.size() == 0) m.spare_dx = DeviceBuffer<float>(std::size_t(m.s.rows()) * m.s.I);
   DLB_CUDNN_CHECK(cudnnRNNBackwardData_v8(h, m.rnn, m.lengths.data(), m.yd, y, dy ? dy : z, m.xd,
-                                          dx ? dx : tmp_dx.data(), m.hd, h0 ? h0 : z, dhn ? dhn : z, dh0, m.hd,
+                                          dx ? dx : m.spare_dx.data(), m.hd, h0 ? h0 : z, dhn ? dhn : z, dh0, m.hd,
                                           lstm ? (c0 ? c0 : z) : nullptr, lstm ? (dcn ? dcn : z) : nullptr,
                                           lstm ? dc0 : nullptr, m.wbytes, m.wspace.data(), m.work, m.workspace.data(),
                                           m.reserve, m.reservespace.data()));
@@ -148,7 +150,6 @@ void CudnnRnn::backward(const float* x, const float* h0, const float* c0, const 
       DLB_CUDA_CHECK(cudaMemcpyAsync(bias + std::size_t(gate) * H, m.dwspace.data() + m.b_off[id], sizeof(float) * H,
                                      cudaMemcpyDeviceToDevice, st));
   }
-  DLB_CUDA_CHECK(cudaStreamSynchronize(st));  // tmp_dx is freed on return
 }
 
 }  // namespace dlb::cuda::seq
