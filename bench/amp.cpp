@@ -17,12 +17,18 @@
 //               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
 //               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32
 //               train_step from the same weights on the same batches, trained freely (its weights
-//               stay on the device: no lockstep). The sequence models are not run there yet (their
-//               CUDA trainer, gpu_seq_trainer.cu, is fp32 only): Unsupported, reported as skipped.
+//               stay on the device: no lockstep). The sequence models there: the CUDA sequence
+//               trainer (models/cuda/gpu_seq_trainer.cu), fp32, or tf32 / bf16 as autocast of the
+//               GEMMs alone (cuBLAS FAST_TF32 / FAST_16BF on fp32 buffers; LayerNorm, softmax, the
+//               attention core, the cells and the loss fp32; records `autocast: "gemm operands"` and
+//               `cublas_compute`; memory does not shrink), one step per iteration, the same check
+//               (tolerance: the larger of 1e-2 and kernels/common/autocast_tolerance.h's loss);
+//               fp16 and impl=cudnn under autocast: Unsupported (no loss scaler there), skipped.
 //   op "gemm":  C = A B with half-type inputs and fp32 accumulation (CPU: kernels/cpu/bf16_gemm.h;
 //               GPU: cuBLAS GemmEx, TF32 via CUBLAS_COMPUTE_32F_FAST_TF32), against fp64.
 //   ops "cast", "unscale" (GPU): our fp32->fp16/bf16 cast and fused unscale+inf/NaN check kernels
 //               (kernels/cuda/amp_kernels.h), bit-checked against the host references, in GB/s.
+//               The GPU gemm, cast and unscale cases live in bench/amp_kernels.cpp.
 // Devices/dtypes: the CPU runs fp32 and bf16 (PyTorch's CPU autocast); CUDA devices run the train
 // and gemm cases in fp32/tf32/fp16/bf16 and the kernel cases in fp16/bf16. `--dtype fp16` on a CPU-only run is a usage error (exit 2).
 #include <cblas.h>
@@ -41,7 +47,7 @@
 #include <sstream>
 
 #include "bench/suite.h"
-#include "bench/gpu_timing.h"
+#include "bench/amp_kernels.h"
 #include "bench/markdown.h"
 #include "bench/napkin.h"
 #include "kernels/cpu/bf16_cast.h"
@@ -50,18 +56,16 @@
 #include "kernels/cpu/onednn/onednn.h"
 #include "models/amp.h"
 #include "models/data.h"
+#include "kernels/common/autocast_tolerance.h"
 #include "models/half.h"
 #include "models/net.h"
 #include "models/seq_zoo.h"
 #include "models/trainer.h"
 
 #ifdef DLB_HAVE_CUDA
-#include <cublas_v2.h>
-
-#include "kernels/cuda/amp_kernels.h"
-#include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/handles.h"
+#include "kernels/cuda/cublas_gemm.h"
 #endif
+
 
 namespace dlb::bench {
 
@@ -358,24 +362,28 @@ class TrainAmpGpuCase final : public Case {
       : dev_(std::move(device)), model_(std::move(model)), batch_(batch), dtype_(dtype), steps_(parity_steps) {}
 
   void setup() override {
-    if (models::is_seq_model(model_))  // (models/cuda/gpu_seq_trainer.cu: fp32 only, no autocast yet)
-      throw Unsupported("the CUDA trainer does not run the sequence model " + model_ + " under autocast yet");
-    m_ = models::make_model(model_);
-    const models::Shape in = m_->input_shape(1);
-    nbatches_ = std::max(steps_, 16);  // the timed epoch: nbatches_ steps
-    data_ = amp_data(std::size_t(batch_) * nbatches_, in.c(), in.h(), in.w());
-    epoch_ = dataset(0, nbatches_);
+    m_ = any_model(model_);
+    nbatches_ = std::max(steps_, seq() ? 4 : 16);  // the timed epoch: nbatches_ steps (a sequence model: one)
+    if (seq()) {
+      tokens_ = std::make_unique<SeqBatches>(model_, batch_, nbatches_);
+    } else {
+      const models::Shape in = m_->input_shape(1);
+      data_ = amp_data(std::size_t(batch_) * nbatches_, in.c(), in.h(), in.w());
+      epoch_ = dataset(0, nbatches_);
+    }
     m_->init(1);
-    // Timed: device-resident batches, so the epoch measures the steps, not the input pipeline.
+    // Timed: device-resident batches, so the epoch measures the steps, not the input pipeline (a
+    // sequence model: token batches copied in per step, a few KB).
     tr_ = models::make_trainer(*m_, models::default_optimizer(model_), options(models::InputMode::resident));
-    tr_->prepare(epoch_, batch_);  // the upload and cuDNN's searches, untimed
+    if (!seq()) tr_->prepare(epoch_, batch_);  // the upload and cuDNN's searches, untimed
   }
+  bool seq() const { return models::is_seq_model(model_); }
 
   CheckResult verify() override {
     // The CPU's fp32 train_step (the reference) and a second GPU trainer in this dtype, from the same
     // init, step by step on the same batches (a one-batch epoch per step).
-    auto ref = models::make_model(model_);
-    auto gm = models::make_model(model_);
+    auto ref = any_model(model_);
+    auto gm = any_model(model_);
     ref->init(1), gm->init(1);
     models::Optimizer oref(models::default_optimizer(model_), ref->params());
     auto g = models::make_trainer(*gm, models::default_optimizer(model_), options(models::InputMode::pageable));
@@ -384,6 +392,12 @@ class TrainAmpGpuCase final : public Case {
                          "GPU " + std::string(dtype_name(dtype_)) + " loss over " + std::to_string(steps_) +
                              " steps vs the CPU's fp32",
                          [&](int k) {
+                           if (seq()) {  // step k's batch and dropout masks (the GPU trainer sets its own: k)
+                             ref->set_step(true, std::uint64_t(k));
+                             const models::Batch b = tokens_->b[std::size_t(k % nbatches_)]->batch();
+                             const float lr = models::train_step(*ref, oref, b);
+                             return std::make_pair(lr, g->train_batch(b));
+                           }
                            const models::Dataset one = dataset(k % nbatches_, 1);
                            const models::Batch b{one.images.data(), one.labels.data(), nullptr, batch_};
                            const float lr = models::train_step(*ref, oref, b);
@@ -392,6 +406,7 @@ class TrainAmpGpuCase final : public Case {
   }
 
   bool profile(ProfileResult& out) override {
+    if (seq()) return false;  // (the sequence trainer has no per-layer profile)
     return profile_trainer_step(*tr_, *m_, epoch_, batch_, dev_,
                                 "profile amp " + model_ + " " + dev_ + " " + dtype_name(dtype_) + " batch " +
                                     std::to_string(batch_),
@@ -399,29 +414,41 @@ class TrainAmpGpuCase final : public Case {
   }
 
   double run() override {
-    tr_->train_epoch(epoch_, batch_);  // returns after the device finished
+    if (seq()) tr_->train_batch(tokens_->b[std::size_t(k_++ % nbatches_)]->batch());  // waits for the device
+    else tr_->train_epoch(epoch_, batch_);  // returns after the device finished
     return 0;
   }
-  Work work() const override { return {m_->train_flops(batch_) * nbatches_, 0, double(batch_) * nbatches_}; }
-  Metric metric() const override { return Metric::imgs_per_s; }
+  Work work() const override {
+    if (seq()) return {m_->train_flops(batch_), 0, double(batch_) * tokens_->c.tokens_per_sample()};
+    return {m_->train_flops(batch_) * nbatches_, 0, double(batch_) * nbatches_};
+  }
+  Metric metric() const override { return seq() ? Metric::tokens_per_s : Metric::imgs_per_s; }
   void annotate(json& e) const override {
     parity_.annotate(e);
-    e["steps_per_iteration"] = nbatches_;
+    e["steps_per_iteration"] = seq() ? 1 : nbatches_;
+    if (seq() && dtype_ != DType::fp32) {  // models/cuda/gpu_seq_trainer.cu: the GEMMs alone
+      e["autocast"] = "gemm operands";
+#ifdef DLB_HAVE_CUDA
+      e["cublas_compute"] = cuda::gemm_f32_compute_name(dtype_);
+#endif
+    }
     e["params"] = m_->num_params();
-    napkin::put(e, napkin::train_step(*m_, batch_), nbatches_);  // fp32 bytes: an upper bound under autocast
+    napkin::put(e, napkin::train_step(*m_, batch_), seq() ? 1 : nbatches_);  // fp32 bytes: an upper bound under autocast
     e["trainer"] = tr_->describe();
     e["peak_device_bytes"] = tr_->peak_device_bytes();
     if (dtype_ == DType::fp16) e["loss_scale"] = tr_->loss_scale();
   }
-  void teardown() override { tr_.reset(), m_.reset(), data_.reset(), epoch_ = {}; }
+  void teardown() override { tr_.reset(), m_.reset(), data_.reset(), tokens_.reset(), epoch_ = {}; }
 
  private:
   std::string dev_, model_;
   int batch_;
   DType dtype_;
   int steps_, nbatches_ = 1;
+  long k_ = 0;
   LossParity parity_;
   std::shared_ptr<const AmpData> data_;
+  std::unique_ptr<SeqBatches> tokens_;  // a sequence model's batches (data_: an image model's)
   models::Dataset epoch_;
   std::unique_ptr<models::Model> m_;
   std::unique_ptr<models::Trainer> tr_;
@@ -442,8 +469,14 @@ class TrainAmpGpuCase final : public Case {
     return d;
   }
   // Two fp32 implementations differ by summation order (~1e-6 per step, compounding over the
-  // steps): 1e-4. tf32 and the half types: their roundings on every layer, 1e-2.
-  double tol() const { return dtype_ == DType::fp32 ? 1e-4 : std::max(1e-2, default_tolerance(dtype_)); }
+  // steps): 1e-4. tf32 and the half types: their roundings on every layer, 1e-2. A sequence model
+  // (its GEMMs' operands alone rounded): the larger of that and the step's loss tolerance
+  // (kernels/common/autocast_tolerance.h: bf16 3.1e-2).
+  double tol() const {
+    if (dtype_ == DType::fp32) return 1e-4;
+    const double t = std::max(1e-2, default_tolerance(dtype_));
+    return seq() ? std::max(t, autocast_step_tolerance(dtype_).loss) : t;
+  }
 };
 
 // ---- op "gemm" (CPU): fp32 sgemm vs bf16 storage with fp32 accumulation ----
@@ -494,150 +527,6 @@ class GemmAmpCpu final : public Case {
   std::vector<std::uint16_t> ah_, bh_;
 };
 
-#ifdef DLB_HAVE_CUDA
-// ---- op "gemm" (GPU): cuBLAS GemmEx, fp32 accumulation; inputs cast on the device by our kernels ----
-class GemmAmpGpu final : public Case {
- public:
-  GemmAmpGpu(int dev, long n, DType t) : dev_(dev), n_(n), t_(t) {}
-  void setup() override {
-    std::string why;
-    if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
-    DLB_CUDA_CHECK(cudaSetDevice(dev_));
-    l2_bytes_ = device_l2_bytes(dev_);
-    const std::size_t nn = std::size_t(n_) * n_;
-    ha_.resize(nn), hb_.resize(nn);
-    fill_uniform(ha_.data(), nn, 11), fill_uniform(hb_.data(), nn, 12);
-    // the values the GPU multiplies: rounded to the input type (tf32 inputs are rounded by the
-    // tensor cores; the fp32 product reference is within tf32's tolerance)
-    if (models::is_half(t_)) models::round_to(t_, ha_.data(), nn), models::round_to(t_, hb_.data(), nn);
-    a_ = cuda::DeviceBuffer<float>(nn), b_ = cuda::DeviceBuffer<float>(nn), c_ = cuda::DeviceBuffer<float>(nn);
-    a_.upload(ha_.data(), nn), b_.upload(hb_.data(), nn);
-    if (models::is_half(t_)) {
-      ah_ = cuda::DeviceBuffer<std::uint16_t>(nn), bh_ = cuda::DeviceBuffer<std::uint16_t>(nn);
-      if (t_ == DType::fp16) cuda::amp_cast_fp32_to_fp16(a_.data(), ah_.data(), nn), cuda::amp_cast_fp32_to_fp16(b_.data(), bh_.data(), nn);
-      else cuda::amp_cast_fp32_to_bf16(a_.data(), ah_.data(), nn), cuda::amp_cast_fp32_to_bf16(b_.data(), bh_.data(), nn);
-      DLB_CUDA_CHECK(cudaDeviceSynchronize());
-    }
-  }
-  void enqueue() {
-    const float one = 1.0f, zero = 0.0f;
-    const int n = static_cast<int>(n_);
-    // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
-    const cudaDataType_t in = t_ == DType::fp16 ? CUDA_R_16F : t_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    const cublasComputeType_t ct = t_ == DType::fp32   ? CUBLAS_COMPUTE_32F
-                                   : t_ == DType::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                       : CUBLAS_COMPUTE_32F;
-    const void* A = models::is_half(t_) ? static_cast<const void*>(ah_.data()) : a_.data();
-    const void* B = models::is_half(t_) ? static_cast<const void*>(bh_.data()) : b_.data();
-    cublasHandle_t h = cuda::cublas_handle_on(nullptr);
-    DLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, in, n, A, in, n, &zero, c_.data(),
-                                  CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT));
-  }
-  CheckResult verify() override {
-    enqueue();
-    std::vector<float> c(std::size_t(n_) * n_);
-    c_.download(c.data(), c.size());
-    return cpu::check_gemm(ha_.data(), hb_.data(), c.data(), n_, n_, n_, t_);  // ha_, hb_: the rounded inputs
-  }
-  // N back-to-back GEMMs per event pair (bench/gpu_timing.h); the timer's events are made on first
-  // use, after setup()'s cudaSetDevice.
-  double run() override { return timer_.time([this] { enqueue(); }); }
-  long calls_per_run() const override { return timer_.calls(); }
-  bool manual_time() const override { return true; }
-  Work work() const override { return {2.0 * n_ * n_ * n_, 0, 0}; }
-  Metric metric() const override { return Metric::gflops; }
-  void annotate(json& e) const override {
-    e["impl"] = "cublasGemmEx";
-    e["peak_device_bytes"] = cuda::peak_device_bytes();
-    timer_.annotate(e);
-    const double nn = double(n_) * double(n_);
-    note_l2(e, nn * (models::is_half(t_) ? 2.0 * 2 : 4.0 * 2) + nn * 4.0, l2_bytes_);
-  }
-  void teardown() override {
-    timer_.release();
-    a_ = {}, b_ = {}, c_ = {}, ah_ = {}, bh_ = {};
-  }
-
- private:
-  int dev_;
-  long n_;
-  DType t_;
-  std::vector<float> ha_, hb_;
-  cuda::DeviceBuffer<float> a_, b_, c_;
-  cuda::DeviceBuffer<std::uint16_t> ah_, bh_;
-  GpuCallTimer timer_{dev_};
-  double l2_bytes_ = 0;
-};
-
-// ---- ops "cast" and "unscale" (GPU): our AMP kernels, bandwidth-bound. Napkin: a cast reads 4 and
-// writes 2 bytes per element; the fused unscale + inf/NaN check reads and writes 4. ----
-class AmpKernelGpu final : public Case {
- public:
-  AmpKernelGpu(int dev, std::string op, DType t, std::size_t n) : dev_(dev), op_(std::move(op)), t_(t), n_(n) {}
-  void setup() override {
-    std::string why;
-    if (!cuda::device_available(&why)) throw Unsupported("no CUDA device: " + why);
-    DLB_CUDA_CHECK(cudaSetDevice(dev_));
-    l2_bytes_ = device_l2_bytes(dev_);
-    host_.resize(n_);
-    fill_uniform(host_.data(), n_, 31);
-    for (auto& v : host_) v *= 70000.0f;  // some values overflow fp16 (a cast must give inf there)
-    x_ = cuda::DeviceBuffer<float>(n_);
-    x_.upload(host_.data(), n_);
-    if (op_ == "cast") h_ = cuda::DeviceBuffer<std::uint16_t>(n_);
-    flags_ = cuda::DeviceBuffer<float>(2);
-    const float f[2] = {1.0f, 0.0f};  // inv_scale 1 keeps the buffer unchanged across timed runs
-    flags_.upload(f, 2);
-  }
-  void enqueue() {
-    if (op_ == "unscale") return cuda::amp_unscale_check(x_.data(), n_, flags_.data(), flags_.data() + 1);
-    if (t_ == DType::fp16) cuda::amp_cast_fp32_to_fp16(x_.data(), h_.data(), n_);
-    else cuda::amp_cast_fp32_to_bf16(x_.data(), h_.data(), n_);
-  }
-  CheckResult verify() override {
-    enqueue();
-    DLB_CUDA_CHECK(cudaDeviceSynchronize());
-    if (op_ == "unscale") {
-      std::vector<float> got(n_);
-      float f[2];
-      x_.download(got.data(), n_);
-      flags_.download(f, 2);
-      if (f[1] != 0.0f) return judge(1.0, 0.0, "found_inf set on finite gradients");
-      return judge(max_rel_err(got.data(), host_.data(), n_), default_tolerance(DType::fp32));
-    }
-    std::vector<std::uint16_t> got(n_);
-    h_.download(got.data(), n_);
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < n_; ++i) wrong += got[i] != (t_ == DType::fp16 ? models::to_fp16(host_[i]) : models::to_bf16(host_[i]));
-    return judge(double(wrong) / n_, 0.0, std::to_string(wrong) + " values differ from the host reference bits");
-  }
-  double run() override { return timer_.time([this] { enqueue(); }); }  // bench/gpu_timing.h
-  long calls_per_run() const override { return timer_.calls(); }
-  bool manual_time() const override { return true; }
-  Work work() const override { return {0, double(n_) * (op_ == "cast" ? 6 : 8), 0}; }
-  Metric metric() const override { return Metric::gb_per_s; }
-  void annotate(json& e) const override {
-    e["elements"] = n_;
-    timer_.annotate(e);
-    note_l2(e, double(n_) * (op_ == "cast" ? 6 : 8), l2_bytes_);  // a bandwidth figure from L2 is not DRAM's
-  }
-  void teardown() override {
-    timer_.release();
-    x_ = {}, h_ = {}, flags_ = {};
-  }
-
- private:
-  int dev_;
-  std::string op_;
-  DType t_;
-  std::size_t n_;
-  std::vector<float> host_;
-  cuda::DeviceBuffer<float> x_, flags_;
-  cuda::DeviceBuffer<std::uint16_t> h_;
-  GpuCallTimer timer_{dev_};
-  double l2_bytes_ = 0;
-};
-#endif
 
 std::string fmt(double v, const char* f) {
   char b[64];
@@ -729,7 +618,7 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
         } else {
 #ifdef DLB_HAVE_CUDA
           const int idx = gpu_index(dev);
-          cases.push_back({id, [idx, n, t] { return std::make_unique<GemmAmpGpu>(idx, n, t); }});
+          cases.push_back({id, [idx, n, t] { return make_gemm_amp_gpu(idx, n, t); }});
 #endif
         }
       }
@@ -741,11 +630,11 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
         const std::size_t n = o.quick ? (std::size_t(1) << 22) : (std::size_t(1) << 26);
         CaseId id{"amp", "cast", dev, dtype_name(t), {}};
         id.with("size", static_cast<long long>(n));
-        cases.push_back({id, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "cast", t, n); }});
+        cases.push_back({id, [idx, n, t] { return make_amp_kernel_gpu(idx, "cast", t, n); }});
         if (t == DType::fp16) {  // the loss scaler's pass (fp16 only: bf16 needs no scaling)
           CaseId u{"amp", "unscale", dev, dtype_name(t), {}};
           u.with("size", static_cast<long long>(n));
-          cases.push_back({u, [idx, n, t] { return std::make_unique<AmpKernelGpu>(idx, "unscale", t, n); }});
+          cases.push_back({u, [idx, n, t] { return make_amp_kernel_gpu(idx, "unscale", t, n); }});
         }
       }
 #endif

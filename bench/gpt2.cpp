@@ -7,6 +7,11 @@
 // is derived from the same time. Names: gpt2/train/<device>/fp32/config=<c>/impl=<i>/batch=<B>/seq=<T>.
 // Ours is verified before timing: the fp32 loss of one sequence against the model's fp64 reference;
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
+// --dtype fp32,tf32,bf16 (axis dtype; ours on a GPU): the trainer's GEMMs autocast to tf32 / bf16
+// (fp32 buffers, the rest fp32), verified against the CPU fp32 step by relative L2 per tensor within
+// kernels/common/autocast_tolerance.h's, MFU (pct_of_peak) against the dtype's dense tensor-core peak
+// (the harness's harness/gpu_peaks.h, by the record's dtype); the CPU's and the peers' other dtypes
+// are skipped (the CPU) or not made (the peers).
 // Ours on a GPU trains in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h: cuBLAS fp32 GEMMs,
 // our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
@@ -51,6 +56,7 @@
 #include "bench/peer.h"
 #include "bench/suite.h"
 #include "bench/training_cases.h"
+#include "kernels/common/autocast_tolerance.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "models/gpt2.h"
@@ -70,6 +76,7 @@ struct Point {
   int B, T;
   bool ckpt = false;           // --checkpoint-activations
   std::string attn = "flash";  // ours' attention core (--attn): flash (fused) or unfused (P materialized)
+  DType dtype = DType::fp32;   // ours on a GPU (--dtype): fp32, or its GEMMs autocast to tf32 / bf16
 };
 
 // GPT-2 at point p, its attention cores running p.attn (CPU and GPU: the GPU twin follows the host
@@ -222,7 +229,7 @@ class OursGpuCase final : public OursTrainCase {
       throw OutOfMemory("gpt2 " + p_.config);
     }
     models::TrainOptions o;
-    o.device = device_;
+    o.device = device_, o.dtype = p_.dtype;
     try {
       trainer_ = models::make_trainer(*model_, models::gpt2_optimizer(), o);
     } catch (const OutOfMemory&) {
@@ -241,20 +248,34 @@ class OursGpuCase final : public OursTrainCase {
     // CPU's): ~1e-6 of each tensor's scale; kGpuTolerance leaves room, while a wrong or lost term is
     // off by 1e-2 and more. The CPU step costs what one CPU case's step does (0.8 TFLOP at
     // gpt2-124m B 4 T 256).
+    // tf32 / bf16 (the GEMMs' operands rounded, fp32 accumulation): the loss and each gradient
+    // tensor's relative L2 error within kernels/common/autocast_tolerance.h's (napkin math there:
+    // tf32 10-bit, bf16 7-bit mantissas; per tensor as L2, since a GEMM sum that cancels carries its
+    // terms' rounding).
     const models::Batch& b = batches_->next();
     const float got = trainer_->gradients(b);
     std::vector<std::vector<float>> grads;
     for (models::Param* q : model_->params()) grads.push_back(q->grad);
     model_->zero_grad();
     const double want = model_->forward_backward(b);
+    // fp32: the largest element error per tensor against kGpuTolerance; tf32 / bf16: each error over
+    // its tolerance (the loss's, relative L2 per gradient tensor) against 1.
+    const bool amp = p_.dtype != DType::fp32;
+    const StepTolerance tol = autocast_step_tolerance(p_.dtype);
     WorstError w;  // the first run on a GPU says which tensor is off
-    w.loss(got, want);
+    w.add(std::abs(got - want) / std::max(1e-12, std::abs(want)) / (amp ? tol.loss : 1.0), "the loss");
     const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      w.add(max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()), ps[i]->name + "'s gradient");
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      L2Error l2;
+      if (amp) l2.add(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
+      w.add(amp ? l2.rel() / tol.grad_l2 : max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()),
+            ps[i]->name + "'s gradient");
+    }
     batches_->rewind();
     model_->zero_grad();
-    return judge(w.err, kGpuTolerance, "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said());
+    const std::string what = "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said();
+    if (amp) return judge(w.err, 1.0, what + ", " + dtype_name(p_.dtype) + ": error / tolerance");
+    return judge(w.err, kGpuTolerance, what);
   }
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
@@ -268,7 +289,8 @@ class OursGpuCase final : public OursTrainCase {
   }
   void annotate(json& r) const override {
     OursTrainCase::annotate(r);
-    r["trainer"] = trainer_->describe();
+    r["trainer"] = trainer_->describe();  // names the cuBLAS compute type under autocast
+    if (p_.dtype != DType::fp32) r["autocast"] = "gemm operands";  // storage and the other ops stay fp32
     r["model_device_bytes"] = trainer_->model_device_bytes();
     r["peak_device_bytes"] = trainer_->peak_device_bytes();
   }
@@ -297,6 +319,8 @@ class SkipCase final : public Case {
   std::string why_;
 };
 
+constexpr const char* kNoCpuAutocast =
+    "gpt2 impl=ours on the CPU trains in fp32 only (--dtype tf32, bf16: the GPU trainer's autocast of the GEMMs)";
 
 // op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
 struct InferPoint {
@@ -564,6 +588,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
   std::vector<CaseSpec> cases;
   const auto modes = axis_strings(o, "peer_mode");
   const auto ops = axis_strings(o, "op");
+  std::vector<DType> dtypes;
+  for (const auto& d : axis_strings(o, "dtype")) dtypes.push_back(parse_dtype(d));
+  const bool fp32 = std::find(dtypes.begin(), dtypes.end(), DType::fp32) != dtypes.end();
   for (const auto& config : axis_strings(o, "config")) {
     models::gpt2_config(config);  // a bad name is bad usage, before any case runs
     for (const auto& dev : o.devices) {
@@ -574,23 +601,27 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
           for (const auto& ckpt : axis_strings(o, "ckpt"))
             for (const auto& impl : peer_first(axis_strings(o, "impl"))) {
               const Point p{config, int(B), int(T), ckpt == "on"};
-              auto id = [&](const std::string& i) {
-                CaseId c{"gpt2", "train", dev, "fp32", {}};
+              auto id = [&](const std::string& i, DType t = DType::fp32) {
+                CaseId c{"gpt2", "train", dev, dtype_name(t), {}};
                 c.with("config", config).with("impl", i).with("batch", B).with("seq", T);
                 if (p.ckpt) c.with("ckpt", "on");  // the names of the plain step stay as they were
                 return c;
               };
               if (impl == "ours") {
-                for (const auto& attn : axis_strings(o, "attn")) {
-                  Point q = p;
-                  q.attn = attn;
-                  CaseId c = id("ours");
-                  if (attn != "flash") c.with("attn", attn);  // the names of the fused step stay as they were
-                  if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
-                  else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
-                }
+                for (const auto& attn : axis_strings(o, "attn"))
+                  for (const DType t : dtypes) {
+                    Point q = p;
+                    q.attn = attn, q.dtype = t;
+                    CaseId c = id("ours", t);
+                    if (attn != "flash") c.with("attn", attn);  // the names of the fused step stay as they were
+                    if (!is_gpu(dev) && t != DType::fp32)
+                      cases.push_back({c, [] { return std::make_unique<SkipCase>(kNoCpuAutocast); }});
+                    else if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
+                    else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
+                  }
                 continue;
               }
+              if (!fp32) continue;  // the peers run fp32 only
               if (impl == "llmc") {
                 add_llmc(cases, id("llmc"), p, dev, o.repetitions > 0 ? o.repetitions : 5);
                 continue;
@@ -674,7 +705,9 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     if (!r.contains("gflops") || !r.contains("flops_per_token")) continue;
     const double tps = r.at("gflops").get<double>() * 1e9 / r.at("flops_per_token").get<double>();
     const std::string dev = r.value("device", "");
-    const std::string impl = r.value("impl", "") + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "");
+    const std::string dt = r.value("dtype", "fp32");
+    const std::string impl = r.value("impl", "") + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "") +
+                             (dt != "fp32" ? " " + dt + " GEMMs" : "");
     rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
                     r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",
@@ -684,7 +717,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   }
   const bool trained = std::any_of(records.begin(), records.end(), [](const json& r) { return r.value("op", "") == "train"; });
   if (trained || rows.size() > 1) {
-    out << "\n### gpt2: training step throughput (AdamW, fp32)\n\n";
+    out << "\n### gpt2: training step throughput (AdamW, fp32; \"tf32/bf16 GEMMs\": their operands alone)\n\n";
     if (rows.size() == 1) out << "(no gpt2 training case finished)\n";
     else print_markdown(out, rows, true);
   }
@@ -706,6 +739,7 @@ DLB_SUITE(gpt2)
     .axis("op", {"train"})
     .axis("ckpt", {"off"})
     .axis("attn", {"flash"})
+    .axis("dtype", {"fp32"})
     .takes({flag::batch(), flag::profile(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
             FlagSpec{"--config", "GPT-2 configs: gpt2-124m, gpt-mini", "config", true, FlagSpec::Parse::words, 0,
                      {"gpt2-124m", "gpt-mini"}},
@@ -717,6 +751,9 @@ DLB_SUITE(gpt2)
                      FlagSpec::Parse::words, 0, {"train", "infer"}},
             FlagSpec{"--checkpoint-activations", "off, on or both: recompute each block's activations in backward", "ckpt",
                      true, FlagSpec::Parse::words, 0, {"off", "on"}},
+            FlagSpec{"--dtype", "ours on a GPU: fp32, tf32, bf16 (its GEMMs autocast; the rest fp32); the CPU and the "
+                     "peers run fp32 only (other dtypes there: skipped)", "dtype", true, FlagSpec::Parse::words, 0,
+                     {"fp32", "tf32", "bf16"}},
             FlagSpec{"--attn", "ours' attention core: flash (fused, the default), unfused (the T x T probabilities kept), "
                      "or both", "attn", true, FlagSpec::Parse::words, 0, {"flash", "unfused"}}})
     .cases(expand)

@@ -85,7 +85,7 @@ class GpuGpt2Decoder final : public KvDecoder {
     rows_ = n - from;  // the rows whose logits are wanted
     layer_norm(g_.lnf, x_.data() + std::size_t(from) * C, h_.data(), rows_);
     // logits[rows, V] = h wte[:V]^T: the padded table's first V rows (as the CPU's tied head).
-    gpu_seq::gemm(s(), false, true, rows_, c_.vocab_size, C, h_.data(), C, dev(g_.wte), C, 0.f, logits_dev_.data(),
+    gpu_seq::gemm(s(), DType::fp32, false, true, rows_, c_.vocab_size, C, h_.data(), C, dev(g_.wte), C, 0.f, logits_dev_.data(),
                   c_.vocab_size);
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
@@ -114,7 +114,7 @@ class GpuGpt2Decoder final : public KvDecoder {
   }
   // y[n, out] = x W^T + b (a GEMM with one row is cuBLAS's GEMV path).
   void linear(Linear* l, const float* x, float* y, int n) {
-    gpu_seq::gemm(s(), false, true, n, l->out_f, l->in_f, x, l->in_f, dev(&l->weight), l->in_f, 0.f, y, l->out_f);
+    gpu_seq::gemm(s(), DType::fp32, false, true, n, l->out_f, l->in_f, x, l->in_f, dev(&l->weight), l->in_f, 0.f, y, l->out_f);
     cuda::bias_rows_forward(y, dev(&l->bias), n, l->out_f, DType::fp32, s());
   }
 

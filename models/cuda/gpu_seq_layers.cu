@@ -1,5 +1,5 @@
 // The sequence layers' device twins (see gpu_seq_layers.h): a class per op, each the GPU mirror of
-// its host layer's forward / backward in models/layers/, fp32, cuBLAS with its default math (no TF32).
+// its host layer's forward / backward in models/layers/, fp32 storage, the GEMMs in DeviceParams::gemm.
 #include "models/cuda/gpu_seq_layers.h"
 
 #include <cublas_v2.h>
@@ -8,6 +8,7 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/seq/layernorm.h"
+#include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
@@ -25,12 +26,9 @@ void copy(float* dst, const float* src, std::size_t n, cudaStream_t s) {
   DLB_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
-// Row-major C[m, n] = op(A) op(B) (+ beta C) as cuBLAS's column-major C^T = op(B)^T op(A)^T.
-void gemm(cudaStream_t s, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+void gemm(cudaStream_t s, DType t, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
           float beta, float* c, int ldc) {
-  const float one = 1.f;
-  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  DLB_CUBLAS_CHECK(cublasSgemm(cuda::cublas_handle_on(s), opb, opa, n, m, k, &one, b, ldb, a, lda, &beta, c, ldc));
+  cuda::gemm_f32(s, t, ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
 }
 
 namespace {
@@ -47,19 +45,20 @@ struct Proj {
   float* dw;
   float* db;
   int k, r0, cols;
+  DType t;  // the GEMMs' autocast
   void forward(const float* x, int m, float* y, cudaStream_t s) const {
-    gemm(s, false, true, m, cols, k, x, k, w + std::size_t(r0) * k, k, 0.f, y, cols);
+    gemm(s, t, false, true, m, cols, k, x, k, w + std::size_t(r0) * k, k, 0.f, y, cols);
     cuda::bias_rows_forward(y, b + r0, m, cols, DType::fp32, s);
   }
   // dW_r = dy^T x, db_r = colsum(dy) (both overwritten), dx = dy W_r (dx may be null).
   void backward(const float* x, const float* dy, int m, float* dx, cudaStream_t s) const {
-    gemm(s, true, false, cols, k, m, dy, cols, x, k, 0.f, dw + std::size_t(r0) * k, k);
+    gemm(s, t, true, false, cols, k, m, dy, cols, x, k, 0.f, dw + std::size_t(r0) * k, k);
     cuda::bias_rows_backward(dy, db + r0, m, cols, DType::fp32, s);
-    if (dx) gemm(s, false, false, m, k, cols, dy, cols, w + std::size_t(r0) * k, k, 0.f, dx, k);
+    if (dx) gemm(s, t, false, false, m, k, cols, dy, cols, w + std::size_t(r0) * k, k, 0.f, dx, k);
   }
 };
 Proj proj_of(const DeviceParams& p, const Param& w, const Param& b, int k, int r0, int cols) {
-  return {p.value(&w), p.value(&b), p.grad(&w), p.grad(&b), k, r0, cols};
+  return {p.value(&w), p.value(&b), p.grad(&w), p.grad(&b), k, r0, cols, p.gemm};
 }
 
 class EmbeddingOps final : public NodeOps {
@@ -318,7 +317,7 @@ class AttentionOps final : public NodeOps {
 class RecurrentOps final : public NodeOps {
  public:
   RecurrentOps(Recurrent& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s)
-      : l_(l), n_(in[0].n()), T_(in[0][1]), s_(s) {
+      : l_(l), n_(in[0].n()), T_(in[0][1]), s_(s), gemm_(p.gemm) {
     const std::size_t N = std::size_t(n_) * T_, BH = std::size_t(n_) * l.hidden;
     std::size_t scratch = 0;
     for (int k = 0; k < l.layers; ++k) {
@@ -355,7 +354,7 @@ class RecurrentOps final : public NodeOps {
         if (l_.training || filled_step_ != l_.step) cudnn_[K]->set_weights(w_[K], s_);
         cudnn_[K]->forward(x, h0, c0, y, nullptr, nullptr, l_.training, s_);  // eval: inference mode
       } else {
-        gs::rnn_forward(shape(k), w_[K], x, h0, c0, y, nullptr, nullptr, saved_[K].data(), scratch_.data(), s_);
+        gs::rnn_forward(shape(k), w_[K], x, h0, c0, y, nullptr, nullptr, saved_[K].data(), scratch_.data(), s_, gemm_);
       }
       x = y;
     }
@@ -376,7 +375,7 @@ class RecurrentOps final : public NodeOps {
         cudnn_[K]->backward(x, h0, c0, y, dy, nullptr, nullptr, dx, nullptr, nullptr, g_[K], s_);
       } else {
         gs::rnn_backward(shape(k), w_[K], x, dy, nullptr, nullptr, saved_[K].data(), dx, nullptr, nullptr, g_[K],
-                         scratch_.data(), s_);
+                         scratch_.data(), s_, gemm_);
       }
       dy = dx;
     }
@@ -385,7 +384,7 @@ class RecurrentOps final : public NodeOps {
  private:
   cs::RnnShape shape(int k) const {
     cs::RnnShape s = l_.shape(k, n_, T_);
-    s.bf16 = false;  // fp32 on the GPU
+    s.bf16 = false;  // the CPU's switch; here gemm_ picks the GEMMs' compute type
     return s;
   }
   // Layer k's [n, H] rows of a [n, layers, H] initial state, gathered into `out` (one strided copy).
@@ -398,6 +397,7 @@ class RecurrentOps final : public NodeOps {
   Recurrent& l_;
   int n_, T_;
   cudaStream_t s_;
+  DType gemm_;
   std::vector<cs::RnnWeights> w_;
   std::vector<cs::RnnGrads> g_;
   std::vector<std::unique_ptr<gs::CudnnRnn>> cudnn_;
@@ -418,7 +418,7 @@ bool is_seq_op(Op op) {
   }
 }
 
-void check_twin(const Layer& l) {
+void check_twin(const Layer& l, DType gemm) {
   switch (l.op()) {
     case Op::embedding: case Op::linear: case Op::layer_norm: case Op::relu: case Op::add: case Op::dropout:
     case Op::select_step: case Op::positional_encoding:
@@ -426,6 +426,10 @@ void check_twin(const Layer& l) {
     case Op::rnn_tanh: case Op::lstm:
       if (static_cast<const Recurrent&>(l).impl == RnnImpl::onednn)
         throw Unsupported(static_cast<const Recurrent&>(l).p[0].name + ": impl onednn runs on the CPU only");
+      if (static_cast<const Recurrent&>(l).impl == RnnImpl::cudnn && gemm != DType::fp32)
+        throw Unsupported(static_cast<const Recurrent&>(l).p[0].name + ": impl cudnn runs in fp32 only, not " +
+                          dtype_name(gemm) + " (cuDNN's RNN is set up with fp32 data and its default math; the " +
+                          "GEMM autocast covers impl ours)");
       return;
     case Op::multihead_attention: case Op::gelu: case Op::position_embedding: case Op::lm_head:
       return;
@@ -437,7 +441,7 @@ void check_twin(const Layer& l) {
 }
 
 std::unique_ptr<NodeOps> make_node_ops(Layer& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s) {
-  check_twin(l);
+  check_twin(l, p.gemm);
   switch (l.op()) {
     case Op::embedding: return std::make_unique<EmbeddingOps>(static_cast<Embedding&>(l), in[0], p, s);
     case Op::rnn_tanh: case Op::lstm: return std::make_unique<RecurrentOps>(static_cast<Recurrent&>(l), in, p, s);

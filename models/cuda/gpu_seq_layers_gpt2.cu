@@ -1,6 +1,6 @@
 // GPT-2's device twins with parameters (see gpu_seq_layers.h; GELU is a pointwise twin there, the
 // attention core is AttentionOps without projections): the learned positions (wpe) and the LM head
-// tied to wte, fp32, the mirrors of models/layers/position_embedding.h and lm_head.h.
+// tied to wte (its GEMMs in DeviceParams::gemm's autocast), the mirrors of models/layers/position_embedding.h and lm_head.h.
 // Never run on a GPU yet (no GPU was lent while it was written).
 #include <string>
 
@@ -45,21 +45,22 @@ class PositionEmbeddingOps final : public NodeOps {
 class LMHeadOps final : public NodeOps {
  public:
   LMHeadOps(TiedLMHead& l, const Shape& in, const DeviceParams& p, cudaStream_t s)
-      : V_(l.vocab), C_(l.C), m_(int(in.size() / std::size_t(l.C))), s_(s) {
+      : V_(l.vocab), C_(l.C), m_(int(in.size() / std::size_t(l.C))), s_(s), t_(p.gemm) {
     const Param* w = l.params().at(0);
     w_ = p.value(w), dw_ = p.grad(w);
   }
-  void forward(const NodeIo& io) override { gemm(s_, false, true, m_, V_, C_, io.x(), C_, w_, C_, 0.f, io.y, V_); }
+  void forward(const NodeIo& io) override { gemm(s_, t_, false, true, m_, V_, C_, io.x(), C_, w_, C_, 0.f, io.y, V_); }
   void backward(const NodeIo& io) override {
-    gemm(s_, true, false, V_, C_, m_, io.dy, V_, io.x(), C_, 1.f, dw_, C_);
-    if (io.dxs[0]) gemm(s_, false, false, m_, C_, V_, io.dy, V_, w_, C_, 0.f, io.dxs[0], C_);
+    gemm(s_, t_, true, false, V_, C_, m_, io.dy, V_, io.x(), C_, 1.f, dw_, C_);
+    if (io.dxs[0]) gemm(s_, t_, false, false, m_, C_, V_, io.dy, V_, w_, C_, 0.f, io.dxs[0], C_);
   }
 
  private:
   int V_, C_, m_;
+  cudaStream_t s_;
+  DType t_;
   const float* w_ = nullptr;
   float* dw_ = nullptr;
-  cudaStream_t s_;
 };
 
 }  // namespace

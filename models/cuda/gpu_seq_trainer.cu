@@ -3,6 +3,11 @@
 // state live in flat device buffers as in the image trainer; per batch size a plan holds every
 // value's buffer and gradient and the twins with their scratch (kept per size: the suite's check at
 // batch 2 and its timed batches alternate without reallocating).
+// TrainOptions::dtype tf32 / bf16: autocast of the GEMMs only (every twin's GEMM in cuBLAS's
+// FAST_TF32 / FAST_16BF compute type on the fp32 buffers, fp32 accumulation; gpu_seq_layers.h);
+// storage, LayerNorm, softmax, the attention core, the cells and the loss stay fp32, so memory does
+// not shrink as under PyTorch's autocast. fp16 is refused: its operand rounding flushes gradients
+// below 2^-24 and this trainer has no loss scaler.
 //
 // One step (train_batch): the batch's inputs (token ids, initial states) and labels copied in,
 // the dropout step number set on the host layers (Model::set_step: the same Philox masks as the CPU
@@ -30,6 +35,7 @@
 #include <string>
 
 #include "kernels/common/errors.h"
+#include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
@@ -55,9 +61,12 @@ class GpuSeqTrainer final : public Trainer {
   GpuSeqTrainer(Model& m, const OptimizerConfig& cfg, const TrainOptions& o) : m_(m), cfg_(cfg), o_(o) {
     if (cfg.kind != "sgd" && cfg.kind != "adam" && cfg.kind != "adamw")
       throw UsageError("optimizer '" + cfg.kind + "': expected sgd, adam or adamw");
-    if (o.dtype != DType::fp32)
-      throw Unsupported(std::string("the sequence models train in fp32 on the GPU, not ") + dtype_name(o.dtype) +
-                        " (no autocast for them there yet)");
+    if (o.dtype == DType::fp16)
+      throw Unsupported("the GPU sequence trainer does not autocast to fp16 (no loss scaler: fp16 GEMM operands "
+                        "flush gradients below 2^-24 to zero); use bf16 or tf32");
+    if (o.dtype != DType::fp32 && o.dtype != DType::tf32 && o.dtype != DType::bf16)
+      throw Unsupported(std::string("the GPU sequence trainer runs fp32, tf32 or bf16 GEMMs, not ") + dtype_name(o.dtype));
+    params_.gemm = o.dtype;
     if (o.cuda_graph) throw Unsupported("the GPU sequence trainer does not capture CUDA graphs");
     if (m.loss() != LossKind::cross_entropy) throw Unsupported("the GPU sequence trainer computes cross-entropy only");
     for (const Node& n : m.nodes()) {
@@ -101,8 +110,10 @@ class GpuSeqTrainer final : public Trainer {
     bool cudnn = false;
     for (const Node& n : m_.nodes())
       if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get())) cudnn = cudnn || r->impl == RnnImpl::cudnn;
-    return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, fp32)"
-                              : " (cuBLAS + our sequence kernels, fp32)");
+    const std::string gemms = o_.dtype == DType::fp32 ? "fp32" : std::string("fp32, GEMM operands ") +
+                                  dtype_name(o_.dtype) + " (" + cuda::gemm_f32_compute_name(o_.dtype) + ")";
+    return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, " : " (cuBLAS + our sequence kernels, ") +
+           gemms + ")";
   }
   std::size_t model_device_bytes() const override { return model_bytes_; }
   std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
@@ -192,7 +203,7 @@ class GpuSeqTrainer final : public Trainer {
 
   void check_node(const Node& n) const {
     Layer& l = *n.layer;
-    gpu_seq::check_twin(l);
+    gpu_seq::check_twin(l, o_.dtype);
     if (auto* r = dynamic_cast<const Recurrent*>(&l))
       for (std::size_t k = 1; k < n.in.size(); ++k)
         if (!m_.is_input(n.in[k]))  // the twin computes no dh0 / dc0

@@ -2,7 +2,8 @@
 // step: each of GPT-2's device twins against its CPU layer (GELU, the learned positions, the tied LM
 // head, the causal attention core, flash and unfused), then a small gpt2 (L 2, H 2, C 64, V 100
 // padded to 128, T 16, B 2) from the same weights on the same batch: the loss and every gradient,
-// and 10 AdamW steps' losses and weights. Also what the trainer refuses for it. Skipped without a
+// and 10 AdamW steps' losses and weights; with the GEMMs autocast to tf32 / bf16, one step within the
+// dtype's tolerance (kernels/common/autocast_tolerance.h). Also what the trainer refuses. Skipped without a
 // CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/autocast_tolerance.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "kernels/cuda/cuda_util.h"
@@ -152,11 +154,13 @@ Gpt2Config small() {
 struct Pair {
   std::unique_ptr<Model> cpu, dev;
   std::unique_ptr<Trainer> tc, tg;
-  explicit Pair(const OptimizerConfig& opt) {
+  explicit Pair(const OptimizerConfig& opt, DType gemm = DType::fp32) {
     const Gpt2Weights w = gpt2_random_weights(small(), 7);
     cpu = make_gpt2(w, 16), dev = make_gpt2(w, 16);
     tc = make_trainer(*cpu, opt, TrainOptions{});
-    tg = make_trainer(*dev, opt, gpu());
+    TrainOptions o = gpu();
+    o.dtype = gemm;
+    tg = make_trainer(*dev, opt, o);
   }
 };
 
@@ -175,6 +179,23 @@ TEST(Gpt2GpuStep, LossAndEveryGradientMatchTheCpuStep) {
   for (std::size_t i = std::size_t(small().vocab_size) * small().channels; i < wte.size(); ++i)
     ASSERT_EQ(wte.grad[i], 0.f) << i;
   EXPECT_GE(t.tg->model_device_bytes(), t.cpu->num_params() * sizeof(float));
+}
+
+// The GEMMs (the blocks' Linear layers, the tied head) autocast: the loss and every gradient within
+// the dtype's tolerance of the CPU fp32 step's.
+TEST(Gpt2GpuStep, AutocastStepIsTheCpuFp32StepWithinTheDtypesTolerance) {
+  SKIP_WITHOUT_GPU();
+  for (const DType t : {DType::tf32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const StepTolerance tol = autocast_step_tolerance(t);
+    Pair p(gpt2_optimizer(), t);
+    Gpt2Batcher b(gpt2_random_tokens(2 * 16 + 1, small().vocab_size, 8), 2, 16);
+    const Batch& batch = b.next();
+    const float want = p.tc->gradients(batch);
+    const float got = p.tg->gradients(batch);
+    EXPECT_NEAR(got, want, tol.loss * std::abs(want));
+    gputest::expect_params_close(*p.dev, *p.cpu, gputest::Field::grad, tol.grad_l2);
+  }
 }
 
 // AdamW with decay (GPT-2's optimizer at lr 1e-3, decay 0.1: the decay's term counts), batches of the
@@ -266,7 +287,7 @@ TEST(Gpt2GpuStep, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();
   auto m = make_gpt2(gpt2_random_weights(small(), 1), 16);
   TrainOptions o = gpu();
-  o.dtype = DType::bf16;
+  o.dtype = DType::fp16;  // no loss scaler in the sequence trainer
   EXPECT_THROW(make_trainer(*m, gpt2_optimizer(), o), Unsupported);
   // a token past the padded table, a label past the real vocabulary: refused before the device reads them
   auto t = make_trainer(*m, gpt2_optimizer(), gpu());

@@ -1,13 +1,16 @@
 // The CUDA sequence trainer (models/cuda/gpu_seq_trainer.h) against the CPU fp32 step: rnn, lstm
 // (impl ours and cudnn) and transformer (dropout on and off, the causal mask) at small sizes, the
 // same weights on the same batch -> the same loss and every gradient; then 10 Adam steps give the
-// same losses. Also what it refuses. Skipped without a CUDA device (and never run on one yet).
+// same losses. Under autocast of the GEMMs (tf32, bf16; impl ours) one step's loss and gradients
+// against the CPU fp32 step within the dtype's tolerance (kernels/common/autocast_tolerance.h). Also
+// what it refuses. Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <ostream>
 #include <string>
 
+#include "kernels/common/autocast_tolerance.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
 #include "models/layers.h"
@@ -63,7 +66,7 @@ struct Pair {
   TokenData data;
   std::vector<std::uint32_t> order;
   std::unique_ptr<Trainer> tc, tg;
-  Pair(const SeqCase& k, std::size_t samples, std::uint64_t seed) : c(small(k)) {
+  Pair(const SeqCase& k, std::size_t samples, std::uint64_t seed, DType gemm = DType::fp32) : c(small(k)) {
     SeqConfig cc = c;
     cc.impl = RnnImpl::ours;
     cpu = make_seq_model(cc), dev = make_seq_model(c);
@@ -72,7 +75,9 @@ struct Pair {
     data = seq_data(c, "synthetic", samples, seed);
     for (std::uint32_t i = 0; i < data.size(); ++i) order.push_back(i);
     tc = make_trainer(*cpu, default_optimizer(k.model), TrainOptions{});
-    tg = make_trainer(*dev, default_optimizer(k.model), gpu());
+    TrainOptions o = gpu();
+    o.dtype = gemm;
+    tg = make_trainer(*dev, default_optimizer(k.model), o);
   }
 };
 
@@ -115,14 +120,53 @@ INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuStep,
                                            SeqCase{"transformer", "ours", 0.1f, true}),
                          [](const auto& i) { return i.param.name(); });
 
+// The GEMMs autocast to tf32 / bf16 (cuBLAS FAST_TF32 / FAST_16BF on the fp32 buffers): one step
+// from the same weights on the same batch against the CPU's fp32 step, within the dtype's tolerance
+// (the loss relative, each gradient tensor's relative L2 error).
+struct AmpCase {
+  SeqCase k;
+  DType t;
+};
+void PrintTo(const AmpCase& a, std::ostream* os) { *os << a.k.name() << " " << dtype_name(a.t); }
+class SeqGpuAutocast : public ::testing::TestWithParam<AmpCase> {};
+
+TEST_P(SeqGpuAutocast, OneStepIsTheCpuFp32StepWithinTheDtypesTolerance) {
+  SKIP_WITHOUT_GPU();
+  const AmpCase a = GetParam();
+  const StepTolerance tol = autocast_step_tolerance(a.t);
+  Pair t(a.k, 8, 1, a.t);
+  SeqBatcher batcher(t.c);
+  const Batch& b = batcher.gather(t.data, t.order, 0, 4);
+  const float want = t.tc->gradients(b);
+  const float got = t.tg->gradients(b);
+  EXPECT_NEAR(got, want, tol.loss * std::abs(want));
+  gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::grad, tol.grad_l2);
+  EXPECT_NE(t.tg->describe().find(a.t == DType::tf32 ? "FAST_TF32" : "FAST_16BF"), std::string::npos)
+      << t.tg->describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuAutocast,
+                         ::testing::Values(AmpCase{{"rnn", "ours", 0.f, false}, DType::tf32},
+                                           AmpCase{{"rnn", "ours", 0.f, false}, DType::bf16},
+                                           AmpCase{{"lstm", "ours", 0.f, false}, DType::tf32},
+                                           AmpCase{{"lstm", "ours", 0.f, false}, DType::bf16},
+                                           AmpCase{{"transformer", "ours", 0.f, true}, DType::tf32},
+                                           AmpCase{{"transformer", "ours", 0.1f, false}, DType::bf16}),
+                         [](const auto& i) { return i.param.k.name() + "_" + dtype_name(i.param.t); });
+
 }  // namespace
 
 TEST(SeqGpuTrainer, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();
   auto m = make_seq_model(SeqConfig::defaults("lstm"));
   TrainOptions o = gpu();
-  o.dtype = DType::bf16;  // no autocast for the sequence models on the GPU yet
+  o.dtype = DType::fp16;  // no loss scaler in the sequence trainer: fp16 operands flush small gradients
   EXPECT_THROW(make_trainer(*m, default_optimizer("lstm"), o), Unsupported);
+  SeqConfig cc = SeqConfig::defaults("lstm");
+  cc.impl = RnnImpl::cudnn;  // cuDNN's RNN stays fp32
+  auto mc = make_seq_model(cc);
+  o.dtype = DType::bf16;
+  EXPECT_THROW(make_trainer(*mc, default_optimizer("lstm"), o), Unsupported);
   o = gpu();
   o.cuda_graph = true;
   EXPECT_THROW(make_trainer(*m, default_optimizer("lstm"), o), Unsupported);

@@ -1,8 +1,8 @@
-// Recurrent layers on the GPU (see rnn.h): cuBLAS for the GEMMs (row-major products as the
-// transposed column-major ones), a thread per (batch row, hidden unit) for the fused cells.
+// Recurrent layers on the GPU (see rnn.h): cuBLAS for the GEMMs (cuda::gemm_f32 in the caller's
+// autocast dtype), a thread per (batch row, hidden unit) for the fused cells.
 #include "kernels/cuda/seq/rnn.h"
 
-#include "kernels/cuda/handles.h"
+#include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/seq/common.cuh"
 
 namespace dlb::cuda::seq {
@@ -10,13 +10,15 @@ namespace {
 using cpu::seq::RnnCell;
 using cpu::seq::RnnShape;
 
-// Row-major C[m x n] = alpha op(A) op(B) + beta C: column-major C^T = op(B)^T op(A)^T.
-void gemm(cublasHandle_t h, bool ta, bool tb, long m, long n, long k, const float* a, long lda, const float* b,
-          long ldb, float beta, float* c, long ldc) {
-  const float one = 1.f;
-  DLB_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m),
-                               int(k), &one, b, int(ldb), a, int(lda), &beta, c, int(ldc)));
-}
+// Row-major C = op(A) op(B) + beta C on the stream, autocast per dt (cublas_gemm.h's table).
+struct Gemm {
+  cudaStream_t st;
+  DType dt;
+  void operator()(bool ta, bool tb, long m, long n, long k, const float* a, long lda, const float* b, long ldb,
+                  float beta, float* c, long ldc) const {
+    gemm_f32(st, dt, ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+  }
+};
 
 __device__ __forceinline__ float sigm(float a) { return 1.f / (1.f + expf(-a)); }
 
@@ -91,7 +93,7 @@ std::size_t rnn_scratch_floats(const RnnShape& s) {
 }
 
 void rnn_forward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float* x, const float* h0, const float* c0,
-                 float* y, float* hn, float* cn, float* saved, float* scratch, cudaStream_t st) {
+                 float* y, float* hn, float* cn, float* saved, float* scratch, cudaStream_t st, DType dt) {
   s.check();
   const int B = s.B, H = s.H, GH = s.gates() * H;
   const long N = s.rows(), BH = long(B) * H, rs = s.batch_first ? s.T : 1;
@@ -103,11 +105,11 @@ void rnn_forward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float* 
   bias_sum_k<<<grid_for(GH), kThreads, 0, st>>>(w.b_ih, w.b_hh, bias, GH);
   copy_or_zero(hs, h0, BH, st);
   if (lstm) copy_or_zero(cs, c0, BH, st);
-  cublasHandle_t h = cublas_handle_on(st);
-  gemm(h, false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH);
+  const Gemm gemm{st, dt};
+  gemm(false, true, N, GH, s.I, x, s.I, w.w_ih, s.I, 0.f, gates, GH);
   for (int t = 0; t < s.T; ++t) {
     float* const gt = gates + s.row(t, 0) * GH;
-    gemm(h, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH);
+    gemm(false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH);
     cell_fwd_k<<<grid_for(BH), kThreads, 0, st>>>(s.cell, gt, rs, bias, lstm ? cs + t * BH : nullptr,
                                                    lstm ? cs + (t + 1) * BH : nullptr, hs + (t + 1) * BH,
                                                    y + s.row(t, 0) * H, rs, B, H);
@@ -119,7 +121,7 @@ void rnn_forward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float* 
 
 void rnn_backward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float* x, const float* dy, const float* dhn,
                   const float* dcn, const float* saved, float* dx, float* dh0, float* dc0, const cpu::seq::RnnGrads& g,
-                  float* scratch, cudaStream_t st) {
+                  float* scratch, cudaStream_t st, DType dt) {
   s.check();
   const int B = s.B, H = s.H, GH = s.gates() * H;
   const long N = s.rows(), BH = long(B) * H, rs = s.batch_first ? s.T : 1;
@@ -132,24 +134,24 @@ void rnn_backward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float*
   float* const dc = dh + BH;
   copy_or_zero(dh, dhn, BH, st);
   copy_or_zero(dc, lstm ? dcn : nullptr, BH, st);
-  cublasHandle_t h = cublas_handle_on(st);
+  const Gemm gemm{st, dt};
   for (int t = s.T - 1; t >= 0; --t) {
     cell_bwd_k<<<grid_for(BH), kThreads, 0, st>>>(s.cell, gates + s.row(t, 0) * GH, rs, lstm ? cs + t * BH : nullptr,
                                                    lstm ? cs + (t + 1) * BH : nullptr, hs + (t + 1) * BH,
                                                    dy ? dy + s.row(t, 0) * H : nullptr, rs, dh, dc,
                                                    da + s.row(t, 0) * GH, B, H);
-    gemm(h, false, false, B, H, GH, da + s.row(t, 0) * GH, rs * GH, w.w_hh, H, 0.f, dh, H);
+    gemm(false, false, B, H, GH, da + s.row(t, 0) * GH, rs * GH, w.w_hh, H, 0.f, dh, H);
   }
   check_launch();
   if (dh0) DLB_CUDA_CHECK(cudaMemcpyAsync(dh0, dh, BH * sizeof(float), cudaMemcpyDeviceToDevice, st));
   if (dc0 && lstm) DLB_CUDA_CHECK(cudaMemcpyAsync(dc0, dc, BH * sizeof(float), cudaMemcpyDeviceToDevice, st));
-  if (dx) gemm(h, false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I);
-  if (g.dw_ih) gemm(h, true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
+  if (dx) gemm(false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I);
+  if (g.dw_ih) gemm(true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
   if (g.dw_hh) {
-    if (!s.batch_first) gemm(h, true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);
+    if (!s.batch_first) gemm(true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);
     else
       for (int b = 0; b < B; ++b)
-        gemm(h, true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
+        gemm(true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) column_sum_k<<<grid_for(GH), kThreads, 0, st>>>(da, N, GH, g.db_ih, g.db_hh);
   check_launch();
