@@ -6,9 +6,12 @@
 // interleaved rounds. The GPU rows train in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h,
 // fp32), which has never run on a GPU yet: its first run is its first check. --dataset: synthetic (default) or text:FILE (character-level windows
 // of a local UTF-8 file, read once when the cases are made: a bad file is bad input, exit 2).
-// op=infer: forward-only latency of one batch (p50 / p99 over the timed calls) for every model of
-// the zoo, the four image models too. Verification: ours against the fp64 reference (one step's loss
-// and gradients; the inference output's loss), the peer ran and its loss is finite.
+// op=infer: forward-only latency of one batch in eval mode (p50 / p99 over the timed calls) for every
+// model of the zoo, the four image models too, on the CPU and on a GPU (bench/seq_infer.cpp: on a GPU
+// each call is the trainer's infer_batch, the batch's host -> device copy included; never run on a
+// GPU yet), ours and the peer. Verification: ours against the fp64 reference (one step's loss and
+// gradients; the inference output's loss), a GPU's inference loss against the CPU fp32 forward's,
+// the peer ran and its loss is finite.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +27,7 @@
 #include "bench/markdown.h"
 #include "bench/napkin.h"
 #include "bench/peer.h"
+#include "bench/seq_infer.h"
 #include "bench/suite.h"
 #include "bench/training_cases.h"
 #include "models/seq_zoo.h"
@@ -33,30 +37,19 @@
 
 namespace dlb::bench {
 
+std::shared_ptr<const models::TokenData> seq::windows_for(const Sizes& s, int n) {
+  if (s.text) return s.text;
+  models::SeqConfig c = s.c;
+  return std::make_shared<const models::TokenData>(models::seq_data(c, "synthetic", std::size_t(std::max(s.samples, n)), 1));
+}
+
 namespace {
 
 using models::SeqConfig;
+using seq::kSeqTolerance;
+using seq::Sizes;
+using seq::windows_for;
 
-// Gradients of a sequence step go through softmax, LayerNorm and up to 32 recurrent steps: fp32
-// against fp64 agrees to a few 1e-6 of each tensor's scale (max |ref|); 1e-4 leaves room and still
-// catches a wrong term (a lost gradient path is off by ~1).
-constexpr double kSeqTolerance = 1e-4;
-
-// The case's sizes, from the axes (layers 0: the seed's, 1 for rnn, 2 for lstm and transformer), and
-// its data: a text file's windows, read once in expand (they set c.vocab), or synthetic, made per case.
-struct Sizes {
-  SeqConfig c;
-  int samples = 0;
-  std::string dataset = "synthetic";            // the records' name: synthetic or text:BASENAME
-  std::shared_ptr<const models::TokenData> text;  // text:FILE; null: synthetic
-};
-
-// `n` windows at least (a batch of them), the same for ours and the peer.
-std::shared_ptr<const models::TokenData> windows_for(const Sizes& s, int n) {
-  if (s.text) return s.text;
-  SeqConfig c = s.c;
-  return std::make_shared<const models::TokenData>(models::seq_data(c, "synthetic", std::size_t(std::max(s.samples, n)), 1));
-}
 // The first window of training step k: consecutive full batches, wrapping over the windows.
 std::size_t first_window(int k, int batch, std::size_t windows) {
   return (std::size_t(k) * std::size_t(batch)) % (windows - std::size_t(batch) + 1);
@@ -174,77 +167,6 @@ class SeqTrainCase final : public Case {
   std::unique_ptr<models::SeqBatcher> batcher_;
   std::unique_ptr<models::Trainer> trainer_;
   double loss_ = NAN;
-};
-
-// Forward-only latency of one batch, in eval mode (dropout off), of a sequence or an image model.
-class InferCase final : public Case {
- public:
-  InferCase(std::string model, Sizes s, int batch, bool quick) : name_(std::move(model)), s_(std::move(s)), batch_(batch), quick_(quick) {}
-
-  void setup() override {
-    if (models::is_seq_model(name_)) {
-      model_ = models::make_seq_model(s_.c);
-      data_ = windows_for(s_, batch_);
-      std::vector<std::uint32_t> order(data_->size());
-      std::iota(order.begin(), order.end(), 0u);
-      batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
-      batch_b_ = batcher_->gather(*data_, order, 0, batch_);
-      items_ = double(batch_) * s_.c.tokens_per_sample();
-    } else {
-      model_ = models::make_model(name_);
-      const models::Shape in = model_->input_shape(1);
-      images_ = training_data(std::size_t(batch_), in.c(), in.h(), in.w());
-      batch_b_ = models::Batch{images_->images.data(), images_->labels.data(), nullptr, batch_};
-      items_ = batch_;
-    }
-    model_->init(0);
-    model_->set_step(false, 0);
-  }
-
-  CheckResult verify() override {
-    // The output's loss against the fp64 reference's (which runs the same eval-mode forward).
-    const auto& out = model_->predict(batch_b_);
-    const int classes = int(out.size() / std::size_t(rows()));
-    const float loss = models::loss_forward_backward(model_->loss(), out.data(), batch_b_, out.size(), classes, nullptr);
-    model_->sync_ref();
-    std::vector<double> x64;
-    if (images_) x64.assign(batch_b_.x, batch_b_.x + model_->input_shape(batch_).size());
-    const double ref = model_->loss_ref(images_ ? x64.data() : nullptr, batch_b_);
-    return judge(std::abs(loss - ref) / std::max(1e-12, std::abs(ref)), kSeqTolerance, "forward loss vs the fp64 reference");
-  }
-
-  double run() override {
-    const auto t0 = std::chrono::steady_clock::now();
-    model_->predict(batch_b_);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    lat_.push_back(s);
-    return s;
-  }
-  bool manual_time() const override { return true; }  // each call's own time, kept for p50 / p99
-  int repetitions() const override { return quick_ ? 2 : 0; }
-  Work work() const override { return {model_ ? model_->forward_flops(batch_) : 0, 0, items_}; }
-  Metric metric() const override { return images_ ? Metric::imgs_per_s : Metric::tokens_per_s; }
-  void annotate(json& r) const override {
-    put_latency(r, lat_);
-    r["model_params"] = model_->num_params();
-    if (!images_) r["dataset"] = s_.dataset;
-  }
-  void teardown() override { model_.reset(); }
-
- private:
-  // Rows of the output the loss reads: a label per sample, or per position for the transformer.
-  int rows() const { return images_ ? batch_ : batch_ * s_.c.labels_per_sample(); }
-  std::string name_;
-  Sizes s_;
-  int batch_;
-  bool quick_;
-  std::unique_ptr<models::Model> model_;
-  std::shared_ptr<const models::TokenData> data_;
-  std::unique_ptr<models::SeqBatcher> batcher_;
-  std::shared_ptr<const models::Dataset> images_;
-  models::Batch batch_b_;
-  double items_ = 0;
-  std::vector<double> lat_;
 };
 
 // --- the PyTorch peer ---------------------------------------------------------------------------
@@ -397,7 +319,6 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
           if (seq_model) s = sizes_for(model, o, seq, samples, data);
           for (long long b : axis_ints(o, train ? "batch" : "infer_batch"))
             for (const auto& dev : o.devices) {
-              if (!train && dev != "cpu") continue;  // forward-only latency runs on the CPU only (so far)
               for (const auto& impl : axis_strings(o, "impl")) {
                 if (impl != "ours" && impl != "onednn" && impl != "cudnn")
                   throw UsageError("--impl " + impl + ": expected ours, onednn or cudnn");
@@ -414,7 +335,7 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 if (train)
                   cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
                 else
-                  cases.push_back({id, [=] { return std::make_unique<InferCase>(model, si, int(b), quick); }});
+                  cases.push_back({id, [=] { return seq::make_infer_case(model, si, dev, int(b), quick); }});
               }
               if (peer && seq_model) {
                 CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
@@ -457,10 +378,10 @@ std::string num(double v, const char* f = "%.0f") {
 }
 
 void summarize(const std::vector<json>& records, std::ostream& out) {
-  // train: (model, device, batch, seq, dataset) -> impl -> tokens/s; infer: (model, batch) -> impl -> record
+  // train: (model, device, batch, seq, dataset) -> impl -> tokens/s; infer: (model, device, batch) -> impl -> record
   using Key = std::tuple<std::string, std::string, long long, long long, std::string>;
   std::map<Key, std::map<std::string, double>> train;
-  std::map<std::pair<std::string, long long>, std::map<std::string, json>> infer;
+  std::map<std::tuple<std::string, std::string, long long>, std::map<std::string, json>> infer;
   for (const auto& r : records) {
     if (r.value("error_occurred", false)) continue;
     const std::string model = r.value("model", ""), impl = r.value("impl", "ours");
@@ -468,7 +389,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     if (r.value("op", "") == "train" && r.contains("tokens_per_s"))
       train[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}][impl] =
           r.at("tokens_per_s").get<double>();
-    if (r.value("op", "") == "infer" && r.contains("p50_ms")) infer[{model, b}][impl] = r;
+    if (r.value("op", "") == "infer" && r.contains("p50_ms")) infer[{model, r.value("device", ""), b}][impl] = r;
   }
   if (!train.empty()) {
     out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
@@ -501,13 +422,16 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
       out << "\nNo GPU figure in this run: no GPU-vs-CPU crossover to report.\n";
   }
   if (!infer.empty()) {
-    out << "\n### Forward-only latency (ms), eval mode, CPU\n\n";
-    std::vector<std::vector<std::string>> rows{{"Model", "Batchsize", "p50", "p99", "oneDNN p50", "PyTorch p50", "PyTorch p99"}};
+    out << "\n### Forward-only latency (ms), eval mode\n\n";
+    std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "p50", "p99", "oneDNN / cuDNN p50",
+                                                "PyTorch p50", "PyTorch p99"}};
     for (const auto& kv : infer) {
       const auto& k = kv.first;
       const auto& v = kv.second;
       auto get = [&](const char* impl, const char* key) { return v.count(impl) ? num(v.at(impl).value(key, 0.0), "%.3f") : "-"; };
-      rows.push_back({k.first, std::to_string(k.second), get("ours", "p50_ms"), get("ours", "p99_ms"), get("onednn", "p50_ms"),
+      const std::string& dev = std::get<1>(k);
+      rows.push_back({std::get<0>(k), dev == "cpu" ? "CPU" : "GPU (" + dev + ")", std::to_string(std::get<2>(k)),
+                      get("ours", "p50_ms"), get("ours", "p99_ms"), get(dev == "cpu" ? "onednn" : "cudnn", "p50_ms"),
                       get("pytorch", "p50_ms"), get("pytorch", "p99_ms")});
     }
     print_markdown(out, rows);
@@ -518,7 +442,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
 
 DLB_SUITE(seq)
     .about("The seed's sequence models (rnn, lstm, transformer): training tokens/s (op=train; impl ours, onednn (CPU), "
-           "cudnn (GPU), --peer pytorch; --dataset synthetic or text:FILE) and forward-only latency p50/p99 of every model (op=infer)")
+           "cudnn (GPU), --peer pytorch; --dataset synthetic or text:FILE) and forward-only latency p50/p99 of every model on the CPU and a GPU (op=infer)")
     .axis("op", {"train", "infer"})
     .axis("model", {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}, {"rnn", "lstm", "transformer", "mlp"})
     .axis("impl", {"ours", "onednn", "cudnn"})

@@ -31,8 +31,10 @@
 #   amp          180  --quick: fp32/tf32/fp16/bf16 training steps and GEMMs; mlp, net128 and the
 #                     sequence models (rnn, lstm, transformer: fp32, and tf32/bf16 GEMM autocast; fp16 skipped)
 #   train        180  --quick: the four models
-#   seq          180  --quick --op train: rnn, lstm (ours, cudnn) and transformer on cpu and the GPU
-#                     (the GPU sequence trainer's first run, verified against the fp64 reference)
+#   seq          240  --quick --op train,infer: rnn, lstm (ours, cudnn) and transformer on cpu and the GPU
+#                     (the GPU sequence trainer's first run, verified against the fp64 reference), and
+#                     forward-only latency of those and mlp at batch 1, 4 (the GPU's verified against
+#                     the CPU fp32 forward)
 #   gpt2         120  --quick: gpt-mini B=1 T=32, ours on cpu and the GPU (the GPU step verified
 #                     against the CPU fp32 step first): tokens/s, MFU, device memory, with and without
 #                     --checkpoint-activations, on the GPU in fp32 and with its GEMMs in tf32 / bf16
@@ -78,7 +80,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
-  [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=180
+  [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
   [gpt2]=120 [attention]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize")
@@ -478,7 +480,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     lecture) echo "lecture --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --peer pytorch" ;;
     amp) echo "amp --device $dev --quick --model mlp,net128,rnn,lstm,transformer" ;;
     train) echo "train --device $dev --quick" ;;
-    seq) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --quick" ;;
+    seq) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train,infer --quick" ;;
     gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --op train,infer --checkpoint-activations off,on --dtype fp32,tf32,bf16" ;;
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;

@@ -186,6 +186,11 @@ class CpuTrainer final : public Trainer {
     return m_.forward_backward(b);
   }
 
+  float infer_batch(const Batch& b) override {
+    cpu::BlasThreadsScope blas(blas_threads());
+    return forward_loss(m_, b);
+  }
+
   // The sequence models' step: their GEMMs are few and large (a projection over every position), so
   // OpenBLAS keeps its threads; our kernels split rows between its calls.
   float train_batch(const Batch& b) override {
@@ -215,6 +220,16 @@ class CpuTrainer final : public Trainer {
 };
 
 }  // namespace
+
+float forward_loss(Model& m, const Batch& b) {
+  m.set_step(false, 0);  // eval mode: dropout off (the next training step sets its own step)
+  const auto& out = m.predict(b);
+  return loss_forward_backward(m.loss(), out.data(), b, out.size(), m.output_shape(b.n).last(), nullptr);
+}
+
+float Trainer::infer_batch(const Batch&) {
+  throw Unsupported("infer_batch: this trainer (" + describe() + ") has no forward-only call");
+}
 
 float Trainer::profile_step(const Dataset&, int, Profiler&) {
   throw Unsupported("--profile: this trainer (" + describe() + ") records no regions");

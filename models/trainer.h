@@ -59,6 +59,11 @@ class Trainer {
   // (the sequence models' token ids); returns its loss. Dropout draws its masks for the optimizer's
   // step number. Waits for the device before returning.
   virtual float train_batch(const Batch& b) = 0;
+  // Forward only, as a served request: the host batch's inputs (and labels) copied to the device
+  // inside the call, forward in eval mode (dropout off), the output's loss; no backward, no
+  // optimizer step, the weights unchanged. Waits for the device; returns the loss. For op=infer
+  // latency (bench/seq_infer.cpp). Unsupported unless the trainer implements it.
+  virtual float infer_batch(const Batch& b);
   // One forward + backward (no optimizer step) on a host batch; gradients come back to the host
   // model's Param::grad, the loss is returned. For verification against another path.
   virtual float gradients(const Batch& b) = 0;
@@ -84,6 +89,10 @@ class Trainer {
 
 // `model` must outlive the trainer; the trainer owns the optimizer state.
 std::unique_ptr<Trainer> make_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
+
+// The host model's eval-mode forward (dropout off) on `b` and its output's loss (fp32): what
+// infer_batch computes, the reference of the GPU trainers' infer_batch.
+float forward_loss(Model& m, const Batch& b);
 
 // Unsupported when the loader's images are not the model's input shape (the loader has no resize).
 void check_loader(const Model& m, const loader::Loader& l);

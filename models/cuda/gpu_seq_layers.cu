@@ -348,13 +348,17 @@ class RecurrentOps final : public NodeOps {
         if (lstm) c0 = state_rows(io.x(2), k, c0_[K].data());
       }
       if (l_.impl == RnnImpl::cudnn) {
-        cudnn_[K]->set_weights(w_[K], s_);
-        cudnn_[K]->forward(x, h0, c0, y, nullptr, nullptr, true, s_);
+        // Eval mode (infer_batch): the weights change only with the optimizer's step count, so a
+        // weight space filled at this count stays right (a refill is 16 small copies a layer for
+        // lstm: tens of us of launches, more than the batch-1 forward itself may take).
+        if (l_.training || filled_step_ != l_.step) cudnn_[K]->set_weights(w_[K], s_);
+        cudnn_[K]->forward(x, h0, c0, y, nullptr, nullptr, l_.training, s_);  // eval: inference mode
       } else {
         gs::rnn_forward(shape(k), w_[K], x, h0, c0, y, nullptr, nullptr, saved_[K].data(), scratch_.data(), s_, gemm_);
       }
       x = y;
     }
+    filled_step_ = l_.training ? ~std::uint64_t(0) : l_.step;  // a training forward: a step follows
   }
 
   void backward(const NodeIo& io) override {
@@ -399,6 +403,7 @@ class RecurrentOps final : public NodeOps {
   std::vector<std::unique_ptr<gs::CudnnRnn>> cudnn_;
   std::vector<DeviceBuffer<float>> saved_, ys_, h0_, c0_;
   DeviceBuffer<float> scratch_, dbuf_[2];
+  std::uint64_t filled_step_ = ~std::uint64_t(0);  // the weights' step count the cuDNN spaces hold (eval)
 };
 
 }  // namespace

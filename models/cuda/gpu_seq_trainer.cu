@@ -149,6 +149,24 @@ class GpuSeqTrainer final : public Trainer {
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
 
+  // Forward only (Trainer::infer_batch): the inputs and labels copied in (part of the call, as a
+  // served request's), eval mode (Model::set_step(false): dropout off, cuDNN's inference-mode RNN),
+  // forward node by node, the classifier's loss without its gradient; no gradient or weight written.
+  float infer_batch(const Batch& b) override {
+    Plan& p = plan(b.n);
+    upload(b, p);
+    m_.set_step(false, steps_);
+    for (std::size_t k = 0; k < m_.nodes().size(); ++k) forward_node(p, k);
+    const std::size_t out = p.shapes.size() - 1;
+    cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
+                                           p.losses.data(), nullptr, scalars_.data(),
+                                           reinterpret_cast<int*>(scalars_.data() + 2), s());
+    float loss = 0;
+    DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return loss;
+  }
+
   void sync_to_host() override {
     for (const auto& [p, off] : params_.offset)
       DLB_CUDA_CHECK(cudaMemcpyAsync(const_cast<Param*>(p)->value.data(), values_.data() + off,

@@ -164,6 +164,18 @@ class GpuTrainer final : public Trainer {
     return read_loss();
   }
 
+  // Forward only (Trainer::infer_batch): the batch copied in inside the call (as a served request's),
+  // forward, the loss (its kernel also writes the logits' gradient into dout, unread). The image
+  // models have no layer that acts differently in eval mode.
+  float infer_batch(const Batch& b) override {
+    plan(b.n);
+    copy_in(b.x, b.labels ? b.labels : zeros(b.n), b.n, shapes_[0].per_item(), stream_);
+    zero_loss();
+    forward(b.n);
+    loss(b.n);
+    return read_loss();
+  }
+
   // One step from the case's first images with a region per part (CUDA events + NVTX, profiler.h).
   // Zero-grad is no kernel here (backward writes the gradients), so it has no region.
   float profile_step(const Dataset& d, int batch, Profiler& p) override {
@@ -620,19 +632,23 @@ class GpuTrainer final : public Trainer {
     }
   }
 
-  void loss_and_backward(int n) {
+  // The loss added to scalars_[0], its gradient (times the loss scale) written to dout; returns dout.
+  void* loss(int n) {
     const Shape& o = shapes_.back();
     const float* scale = scaling_ ? amp_.data() : nullptr;  // the loss gradient carries the scale
     void* dlogits = dout_.front().data();
-    {
-      std::optional<ProfileScope> region;
-      if (prof_) region.emplace(prof_, "loss", "loss");
-      if (m_.loss() == LossKind::cross_entropy)
-        cuda::softmax_xent(act(acts_.size() - 1), y_.data(), n, int(o.per_item()), dlogits, scalars_.data(), st_, scale,
-                           stream_);
-      else
-        cuda::mse(act(acts_.size() - 1), x_.data(), o.size(), dlogits, scalars_.data(), st_, scale, stream_);
-    }
+    std::optional<ProfileScope> region;
+    if (prof_) region.emplace(prof_, "loss", "loss");
+    if (m_.loss() == LossKind::cross_entropy)
+      cuda::softmax_xent(act(acts_.size() - 1), y_.data(), n, int(o.per_item()), dlogits, scalars_.data(), st_, scale,
+                         stream_);
+    else
+      cuda::mse(act(acts_.size() - 1), x_.data(), o.size(), dlogits, scalars_.data(), st_, scale, stream_);
+    return dlogits;
+  }
+
+  void loss_and_backward(int n) {
+    const void* dlogits = loss(n);
     const auto layers = m_.layers();
     std::size_t pi = slots_.size();
     std::optional<ProfileScope> phase;

@@ -41,6 +41,9 @@ class Recurrent final : public Layer {
   void forward_ref(const Fwd<double>& a) override;
   void backward_ref(const Bwd<double>& a) override;
   double forward_flops(Shapes in) const override;
+  // Eval mode (Model::set_step): the CUDA twin's cuDNN forward then keeps no reserve space and
+  // refills its weight space only when the optimizer's step count changed.
+  void set_step(bool training_, std::uint64_t step_) override { training = training_, step = step_; }
   // Layer k's kernel shape for a batch of n over T steps.
   cpu::seq::RnnShape shape(int k, int n, int T) const;
   // Layer k's parameters (fp32) as the kernels take them.
@@ -50,6 +53,8 @@ class Recurrent final : public Layer {
   int input, hidden, layers;
   bool batch_first, state;
   RnnImpl impl = RnnImpl::ours;
+  bool training = true;
+  std::uint64_t step = 0;  // the optimizer's step count (Model::set_step)
   bool bf16 = false;  // ours: the GEMMs in bf16 (RnnShape::bf16), raised by the plan's recurrent_bf16 step for its call
   std::vector<Param> p;  // 4 per layer: weight_ih, weight_hh, bias_ih, bias_hh
 

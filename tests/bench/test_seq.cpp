@@ -64,6 +64,32 @@ TEST(SeqSuite, CudnnRowsOnTheGpuOnly) {
   EXPECT_THROW(expand(true, {{"impl", {"cudnn_v9"}}}), UsageError);
 }
 
+// op=infer on a GPU (bench/seq_infer.cpp): a row of ours for every model of the zoo and cuDNN's for
+// rnn and lstm; where the GPU trainer cannot be made (no device, a CPU-only build) each case's setup
+// is a skip with the reason (Unsupported), never an error. With a GPU they set up (their checks run
+// in tests/models/test_infer_gpu.cu).
+TEST(SeqSuite, InferRowsOnAGpuSkipWithTheReasonWithoutOne) {
+  const bench::Suite& s = *bench::find_suite("seq");
+  bench::SuiteOptions o = s.options(false, {{"op", {"infer"}}, {"infer_batch", {1}}});
+  o.devices = {"cuda:0"};
+  const auto cs = s.expand(o);
+  EXPECT_EQ(count(cs, "infer/cuda:0/fp32/"), 9);  // 7 models of ours + rnn and lstm of cuDNN
+  EXPECT_EQ(count(cs, "impl=cudnn"), 2);
+  EXPECT_EQ(count(cs, "impl=onednn"), 0);
+  int skipped = 0;
+  for (const auto& spec : cs) {
+    auto c = spec.make();
+    try {
+      c->setup();
+      c->teardown();
+    } catch (const Unsupported& e) {
+      ++skipped;
+      EXPECT_NE(std::string(e.what()).find("the GPU trainer refuses"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(skipped == 0 || skipped == int(cs.size())) << skipped << " of " << cs.size() << " skipped";
+}
+
 TEST(SeqSuite, SizesThatDoNotFitAreBadUsage) {
   EXPECT_THROW(expand(true, {{"d_model", {10}}, {"heads", {4}}}), UsageError);
   EXPECT_THROW(expand(true, {{"model", {"rnn"}}, {"layers", {2}}}), UsageError);

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -131,6 +132,29 @@ TEST(SeqModels, TrainingLowersTheLoss) {
     }
     EXPECT_LT(last, 0.8 * first);
   }
+}
+
+// The CPU trainer's infer_batch is the eval-mode forward's loss (dropout off, unlike a training
+// forward's) and changes no weight.
+TEST(SeqModels, InferBatchIsTheEvalModeForward) {
+  SeqConfig c = tiny("transformer");
+  c.dropout = 0.5f;
+  auto m = make_seq_model(c), copy = make_seq_model(c);
+  m->init(2);
+  copy->copy_params_from(*m);
+  const TokenData d = seq_data(c, "synthetic", 3, 4);
+  const std::vector<std::uint32_t> idx{0, 1, 2};
+  SeqBatcher batcher(c);
+  const Batch& b = batcher.gather(d, idx, 0, 3);
+  auto tr = make_trainer(*m, default_optimizer("transformer"), TrainOptions{});
+  const float loss = tr->infer_batch(b);
+  EXPECT_FLOAT_EQ(tr->infer_batch(b), loss);
+  EXPECT_FLOAT_EQ(forward_loss(*copy, b), loss);
+  copy->set_step(true, 0);
+  copy->zero_grad();
+  EXPECT_GT(std::abs(copy->forward_backward(b) - loss), 1e-3 * loss);  // dropout's masks drawn
+  const auto pm = m->params(), pc = copy->params();
+  for (std::size_t i = 0; i < pm.size(); ++i) EXPECT_EQ(pm[i]->value, pc[i]->value) << pm[i]->name;
 }
 
 TEST(SeqModels, SizesThatDoNotFitAreInputErrors) {

@@ -1,0 +1,146 @@
+// Suite seq, op=infer of ours (see seq_infer.h): forward-only latency of one batch in eval mode
+// (dropout off), p50 / p99 over the timed calls (manual time: each call's own seconds), for every
+// model of the zoo.
+//  - CPU: Model::predict per call; verified by the output's loss against the fp64 reference.
+//  - CUDA (cuda:N): the GPU trainer's infer_batch per call (models/trainer.h): the batch's host ->
+//    device copy of its inputs and labels, the forward, the loss and the wait for the device are all
+//    inside each timed call, as a served request's would be. Verified (which also warms up: plans,
+//    cuDNN's algorithm search) by the GPU forward's loss against the CPU fp32 forward's loss from the
+//    same weights on the same batch. The record keeps the trainer's device bytes: its peak includes
+//    the gradient and optimizer buffers a trainer makes, so it overstates what inference needs.
+//    impl=cudnn (rnn, lstm) runs cuDNN's RNN forward in inference mode (no reserve space); its
+//    weight space is refilled from our flat parameters in every call (the twin does so before every
+//    forward), a device copy of the weights (~0.8 MB for the default lstm, ~1 us).
+//    Never run on a GPU yet (no GPU was lent while it was written): its first run is its first check.
+#include "bench/seq_infer.h"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "bench/latency.h"
+#include "bench/training_cases.h"
+#include "kernels/common/verify.h"
+#include "models/trainer.h"
+
+namespace dlb::bench::seq {
+
+namespace {
+
+// The GPU forward's loss against the CPU's, both fp32: one number out of up to ~10 layers summed in
+// other orders (cuBLAS's tiling, block-tree reductions, cuDNN's RNN kernels) agrees to ~1e-6
+// relative; cuDNN's algorithm search may keep an FFT or Winograd convolution for the image models
+// (up to ~1e-4 of the scale, as in the image suites' GPU check), hence 2e-4. A dropout left on or a
+// wrong layer moves the loss by a percent or more.
+constexpr double kGpuInferTolerance = 2e-4;
+
+class InferCase final : public Case {
+ public:
+  InferCase(std::string model, Sizes s, std::string device, int batch, bool quick)
+      : name_(std::move(model)), s_(std::move(s)), device_(std::move(device)), batch_(batch), quick_(quick) {}
+
+  void setup() override {
+    model_ = make_host_model();
+    if (models::is_seq_model(name_)) {
+      data_ = windows_for(s_, batch_);
+      std::vector<std::uint32_t> order(data_->size());
+      std::iota(order.begin(), order.end(), 0u);
+      batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
+      batch_b_ = batcher_->gather(*data_, order, 0, batch_);
+      items_ = double(batch_) * s_.c.tokens_per_sample();
+    } else {
+      const models::Shape in = model_->input_shape(1);
+      images_ = training_data(std::size_t(batch_), in.c(), in.h(), in.w());
+      batch_b_ = models::Batch{images_->images.data(), images_->labels.data(), nullptr, batch_};
+      items_ = batch_;
+    }
+    model_->init(0);
+    model_->set_step(false, 0);
+    if (device_ == "cpu") return;
+    models::TrainOptions o;
+    o.device = device_;
+    try {
+      trainer_ = models::make_trainer(*model_, models::default_optimizer(name_), o);
+    } catch (const std::exception& e) {
+      throw Unsupported(std::string("the GPU trainer refuses ") + name_ + ": " + e.what());
+    }
+  }
+
+  CheckResult verify() override {
+    if (trainer_) {
+      // The CPU fp32 forward from the same weights (impl ours: the CPU has no cuDNN).
+      std::unique_ptr<models::Model> cpu = make_host_model(true);
+      cpu->copy_params_from(*model_);
+      WorstError w;
+      w.loss(trainer_->infer_batch(batch_b_), models::forward_loss(*cpu, batch_b_));
+      return judge(w.err, kGpuInferTolerance, "forward loss (GPU fp32 vs the CPU's fp32 forward)");
+    }
+    // The output's loss against the fp64 reference's (which runs the same eval-mode forward).
+    const float loss = models::forward_loss(*model_, batch_b_);
+    model_->sync_ref();
+    std::vector<double> x64;
+    if (images_) x64.assign(batch_b_.x, batch_b_.x + model_->input_shape(batch_).size());
+    WorstError w;
+    w.loss(loss, model_->loss_ref(images_ ? x64.data() : nullptr, batch_b_));
+    return judge(w.err, kSeqTolerance, "forward loss vs the fp64 reference");
+  }
+
+  double run() override {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (trainer_) trainer_->infer_batch(batch_b_);
+    else model_->predict(batch_b_);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lat_.push_back(s);
+    return s;
+  }
+  bool manual_time() const override { return true; }  // each call's own time, kept for p50 / p99
+  int repetitions() const override { return quick_ ? 2 : 0; }
+  Work work() const override { return {model_ ? model_->forward_flops(batch_) : 0, 0, items_}; }
+  Metric metric() const override { return images_ ? Metric::imgs_per_s : Metric::tokens_per_s; }
+  void annotate(json& r) const override {
+    put_latency(r, lat_);
+    r["model_params"] = model_->num_params();
+    if (!images_) r["dataset"] = s_.dataset;
+    if (!trainer_) return;
+    r["trainer"] = trainer_->describe();
+    r["model_device_bytes"] = trainer_->model_device_bytes();
+    r["peak_device_bytes"] = trainer_->peak_device_bytes();  // with the trainer's gradient and optimizer buffers
+  }
+  void teardown() override {
+    trainer_.reset();
+    model_.reset();
+  }
+
+ private:
+  // The case's model; `cpu_impl`: a sequence model's recurrent layers as impl ours (the CPU check's).
+  std::unique_ptr<models::Model> make_host_model(bool cpu_impl = false) const {
+    if (!models::is_seq_model(name_)) return models::make_model(name_);
+    models::SeqConfig c = s_.c;
+    if (cpu_impl) c.impl = models::RnnImpl::ours;
+    return models::make_seq_model(c);
+  }
+
+  std::string name_;
+  Sizes s_;
+  std::string device_;
+  int batch_;
+  bool quick_;
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Trainer> trainer_;  // cuda:N only
+  std::shared_ptr<const models::TokenData> data_;
+  std::unique_ptr<models::SeqBatcher> batcher_;
+  std::shared_ptr<const models::Dataset> images_;
+  models::Batch batch_b_;
+  double items_ = 0;
+  std::vector<double> lat_;
+};
+
+}  // namespace
+
+std::unique_ptr<Case> make_infer_case(const std::string& model, const Sizes& s, const std::string& device, int batch,
+                                      bool quick) {
+  return std::make_unique<InferCase>(model, s, device, batch, quick);
+}
+
+}  // namespace dlb::bench::seq
