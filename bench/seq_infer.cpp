@@ -9,8 +9,9 @@
 //    same weights on the same batch. The record keeps the trainer's device bytes: its peak includes
 //    the gradient and optimizer buffers a trainer makes, so it overstates what inference needs.
 //    impl=cudnn (rnn, lstm) runs cuDNN's RNN forward in inference mode (no reserve space); its
-//    weight space is refilled from our flat parameters in every call (the twin does so before every
-//    forward), a device copy of the weights (~0.8 MB for the default lstm, ~1 us).
+//    weight space is refilled from our flat parameters only when the optimizer's step count changed
+//    since the last fill (gpu_seq_layers.cu: a refill is 16 small copies a layer, more than a
+//    batch-1 forward), so the timed calls do not copy weights.
 //    Never run on a GPU yet (no GPU was lent while it was written): its first run is its first check.
 #include "bench/seq_infer.h"
 
