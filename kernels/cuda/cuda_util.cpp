@@ -65,6 +65,13 @@ DeviceMemInfo device_mem_info() {
   return m;
 }
 
+int use_device(const std::string& device) {
+  const auto colon = device.find(':');
+  const int dev = colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1));
+  DLB_CUDA_CHECK(cudaSetDevice(dev));
+  return dev;
+}
+
 bool device_available(std::string* reason) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);

@@ -41,6 +41,10 @@ DeviceMemInfo device_mem_info();
 // True when a CUDA device can be used; `reason` (optional) receives the driver's words otherwise.
 bool device_available(std::string* reason = nullptr);
 
+// Makes the device of "cuda:N" ("cuda": 0) current (cudaSetDevice) and returns N: the trainers and
+// the decoder call it before making their streams and buffers.
+int use_device(const std::string& device);
+
 template <class T>
 class DeviceBuffer {
  public:

@@ -41,8 +41,7 @@ class GpuGpt2Decoder final : public KvDecoder {
   GpuGpt2Decoder(Model& m, const Gpt2Config& c, int max_len, const std::string& device) : c_(c), max_len_(max_len) {
     check_decoder_length(c, max_len);
     g_ = gpt2_nodes(m, c);
-    const auto colon = device.find(':');
-    DLB_CUDA_CHECK(cudaSetDevice(colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1))));
+    cuda::use_device(device);
     stream_ = std::make_unique<cuda::Stream>();
     upload(g_.wte), upload(g_.wpe);
     for (const Gpt2Nodes::Block& b : g_.blocks)
@@ -85,8 +84,8 @@ class GpuGpt2Decoder final : public KvDecoder {
     rows_ = n - from;  // the rows whose logits are wanted
     layer_norm(g_.lnf, x_.data() + std::size_t(from) * C, h_.data(), rows_);
     // logits[rows, V] = h wte[:V]^T: the padded table's first V rows (as the CPU's tied head).
-    gpu_seq::gemm(s(), DType::fp32, false, true, rows_, c_.vocab_size, C, h_.data(), C, dev(g_.wte), C, 0.f, logits_dev_.data(),
-                  c_.vocab_size);
+    gpu_seq::gemm(s(), DType::fp32, false, true, rows_, c_.vocab_size, C, h_.data(), C, dev(g_.wte), C, 0.f,
+                  logits_dev_.data(), c_.vocab_size);
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
 
@@ -114,7 +113,8 @@ class GpuGpt2Decoder final : public KvDecoder {
   }
   // y[n, out] = x W^T + b (a GEMM with one row is cuBLAS's GEMV path).
   void linear(Linear* l, const float* x, float* y, int n) {
-    gpu_seq::gemm(s(), DType::fp32, false, true, n, l->out_f, l->in_f, x, l->in_f, dev(&l->weight), l->in_f, 0.f, y, l->out_f);
+    gpu_seq::gemm(s(), DType::fp32, false, true, n, l->out_f, l->in_f, x, l->in_f, dev(&l->weight), l->in_f, 0.f, y,
+                  l->out_f);
     cuda::bias_rows_forward(y, dev(&l->bias), n, l->out_f, DType::fp32, s());
   }
 

@@ -75,8 +75,7 @@ class GpuSeqTrainer final : public Trainer {
         for (int k = 0; k < m.num_inputs(); ++k)
           if (m.input_value(k) == n.in[0]) token_inputs_.push_back({k, static_cast<const Embedding&>(*n.layer).vocab});
     }
-    const auto colon = o.device.find(':');
-    DLB_CUDA_CHECK(cudaSetDevice(colon == std::string::npos ? 0 : std::stoi(o.device.substr(colon + 1))));
+    cuda::use_device(o.device);
     stream_ = std::make_unique<cuda::Stream>();
     cuda::reset_peak_device_bytes();
     const std::size_t before = cuda::current_device_bytes();

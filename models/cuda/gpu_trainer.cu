@@ -64,9 +64,7 @@ int checked_device(const OptimizerConfig& cfg, const TrainOptions& o) {
   if (cfg.kind != "sgd" && cfg.kind != "adam") throw UsageError("optimizer '" + cfg.kind + "': expected sgd or adam");
   if (o.dtype != DType::fp32 && o.dtype != DType::tf32 && !is_half(o.dtype))
     throw UsageError(std::string("--dtype ") + dtype_name(o.dtype) + ": GPU training runs fp32, tf32, fp16 or bf16");
-  const int dev = o.device.find(':') == std::string::npos ? 0 : std::stoi(o.device.substr(o.device.find(':') + 1));
-  DLB_CUDA_CHECK(cudaSetDevice(dev));
-  return dev;
+  return cuda::use_device(o.device);
 }
 
 class GpuTrainer final : public Trainer {
