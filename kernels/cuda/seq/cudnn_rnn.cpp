@@ -45,7 +45,7 @@ CudnnRnn::CudnnRnn(const cpu::seq::RnnShape& s, bool allow_tf32) : p_(new Impl) 
                                            CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
                                            CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
                                            allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH, s.I, s.H, s.H, 1, m.drop,
-                                           CUDNN_RNN_PADDED_IO_DISABLED));
+                                           CUDNN_RNN_PADDED_IO_ENABLED));  // the *_UNPACKED layouts need it
   const cudnnRNNDataLayout_t layout =
       s.batch_first ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
   const std::vector<int> len(s.B, s.T);
