@@ -8,6 +8,7 @@
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/onednn/onednn.h"
+#include "kernels/cpu/seq/dropout.h"
 
 namespace dlb::models {
 
@@ -47,6 +48,16 @@ void relu_pool_forward(int k, const Shape& in, const float* x, float* y, StepScr
 
 void relu_pool_backward(int k, const Shape& in, const float* y, const float* dy, float* dx, const StepScratch& sc) {
   cpu::maxpool2d_relu_backward(dy, y, sc.arg.data(), dx, in.n(), in.c(), in.h(), in.w(), k);
+}
+
+void relu_dropout_forward(const Dropout& d, const Shape& in, const float* x, float* y) {
+  if (!d.active()) return cpu::relu_forward(x, y, in.size());
+  const DropoutKey k = dropout_key(d.stream, d.step);
+  cpu::seq::relu_dropout_forward(x, y, in.size(), d.p, k.seed, k.offset);
+}
+
+void relu_dropout_backward(const Dropout& d, const Shape& in, const float* y, const float* dy, float* dx) {
+  if (dx) cpu::seq::relu_dropout_backward(y, dy, dx, in.size(), d.active() ? 1.f / (1.f - d.p) : 1.f);
 }
 
 void conv_relu_pool_forward(Conv2d& c, int k, const Shape& in, const float* x, float* y, StepScratch& sc) {
@@ -188,6 +199,7 @@ void conv_bf16_relu_pool_backward(Conv2d& c, int k, const Shape& in, const float
 
 namespace {
 Conv2d& conv_of(const StepArgs& a) { return static_cast<Conv2d&>(*a.layers[0]); }
+const Dropout& dropout_of(const StepArgs& a) { return static_cast<const Dropout&>(*a.layers[1]); }
 int pool_k(const StepArgs& a, int at) { return static_cast<const MaxPool2d&>(*a.layers[at]).k; }
 // recurrent_bf16: the layer's own pass with its GEMMs in bf16 (Recurrent::bf16) for this call only.
 struct Bf16Gemms {
@@ -206,6 +218,7 @@ void step_forward(const Step& s, const StepArgs& a, StepScratch& sc) {
     case StepKind::conv_sparse_dy:
       return a.layers[0]->forward(fwd(a));
     case StepKind::relu_pool: return relu_pool_forward(pool_k(a, 1), a.in[0], a.x(), a.y, sc);
+    case StepKind::relu_dropout: return relu_dropout_forward(dropout_of(a), a.in[0], a.x(), a.y);
     case StepKind::conv_relu_pool: return conv_relu_pool_forward(conv_of(a), pool_k(a, 2), a.in[0], a.x(), a.y, sc);
     case StepKind::conv_bf16:
     case StepKind::conv_sparse_dy_bf16:
@@ -227,6 +240,7 @@ void step_backward(const Step& s, const StepArgs& a, StepScratch& sc) {
   switch (s.kind) {
     case StepKind::layer: return a.layers[0]->backward(bwd(a));
     case StepKind::relu_pool: return relu_pool_backward(pool_k(a, 1), a.in[0], a.y, a.dy, a.dx(), sc);
+    case StepKind::relu_dropout: return relu_dropout_backward(dropout_of(a), a.in[0], a.y, a.dy, a.dx());
     case StepKind::conv_relu_pool:
       return conv_relu_pool_backward(conv_of(a), pool_k(a, 2), a.in[0], a.x(), a.y, a.dy, sc);
     case StepKind::conv_sparse_dy: return conv_sparse_dy_backward(conv_of(a), bwd(a), false, sc);

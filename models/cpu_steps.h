@@ -43,6 +43,10 @@ void step_backward(const Step& s, const StepArgs& a, StepScratch& sc);
 // writes dx (w.r.t. the ReLU's input) from dy, y and the argmax.
 void relu_pool_forward(int k, const Shape& in, const float* x, float* y, StepScratch& sc);
 void relu_pool_backward(int k, const Shape& in, const float* y, const float* dy, float* dx, const StepScratch& sc);
+// relu_dropout: y = dropout(relu(x)) in one pass (the ReLU's output is never written), the dropout's
+// own mask (its stream and step); backward writes dx (w.r.t. the ReLU's input) from y and dy alone.
+void relu_dropout_forward(const Dropout& d, const Shape& in, const float* x, float* y);
+void relu_dropout_backward(const Dropout& d, const Shape& in, const float* y, const float* dy, float* dx);
 // conv_relu_pool: a first conv, ReLU and pool per image (cpu::conv2d_forward_relu_pool); backward adds
 // the conv's dW, db from the pool's dy (no input gradient).
 void conv_relu_pool_forward(Conv2d& c, int k, const Shape& in, const float* x, float* y, StepScratch& sc);

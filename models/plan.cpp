@@ -18,6 +18,7 @@ const char* step_kind_name(StepKind k) {
   switch (k) {
     case StepKind::layer: return "layer";
     case StepKind::relu_pool: return "relu_pool";
+    case StepKind::relu_dropout: return "relu_dropout";
     case StepKind::conv_relu_pool: return "conv_relu_pool";
     case StepKind::conv_sparse_dy: return "conv_sparse_dy";
     case StepKind::conv_bf16: return "conv_bf16";
@@ -86,7 +87,8 @@ void name_algos(const Ctx& c, Step& s) {
     case StepKind::layer:
       if (conv) s.fwd_algo = row(ConvDir::forward), s.bwd_algo = dense_bwd();
       return;
-    case StepKind::relu_pool: return;
+    case StepKind::relu_pool:
+    case StepKind::relu_dropout: return;
     case StepKind::conv_relu_pool:
       s.fwd_algo = row(ConvDir::relu_pool_forward, pool), s.bwd_algo = row(ConvDir::relu_pool_backward_filter, pool);
       return;
@@ -120,6 +122,14 @@ using Match = int (*)(const Ctx& c, int i);
 int relu_pool(const Ctx& c, int i) {
   return c.cpu() && c.op(i) == Op::relu && i + 1 < c.count() && c.op(i + 1) == Op::max_pool2d && c.feeds_only(i, i + 1) &&
                  !c.m.is_input(c.node(i).in[0])
+             ? 2
+             : 0;
+}
+// ReLU -> Dropout (a Transformer's feed-forward), the ReLU's output read by the dropout alone; fp32
+// only (under autocast the two round differently: ReLU is exact, the dropout's scale is not).
+int relu_dropout(const Ctx& c, int i) {
+  return c.cpu() && c.p.dtype == DType::fp32 && c.op(i) == Op::relu && i + 1 < c.count() &&
+                 c.op(i + 1) == Op::dropout && c.feeds_only(i, i + 1)
              ? 2
              : 0;
 }
@@ -180,6 +190,7 @@ const struct {
     {StepKind::conv_bf16_relu_pool, conv_bf16_relu_pool},
     {StepKind::conv_relu_pool, conv_relu_pool},
     {StepKind::relu_pool, relu_pool},
+    {StepKind::relu_dropout, relu_dropout},
     {StepKind::conv_sparse_dy_bf16, conv_sparse_dy_bf16},
     {StepKind::conv_bf16, conv_bf16},
     {StepKind::conv_transpose_bf16, conv_transpose_bf16},

@@ -2,7 +2,7 @@
 // CPU context (the ISA level and kernel threads in force, which decide what the kernels take) and
 // run by the one CPU executor (models/executor.h) or the GPU trainer (models/cuda/gpu_trainer.cu).
 // It is a list of steps: a layer, or consecutive layers fused into one pass; the CPU fast paths
-// (the fused first conv + ReLU + pool, ReLU + pool, the sparse-dy backward, bf16 compute and its
+// (the fused first conv + ReLU + pool, ReLU + pool, ReLU + dropout, the sparse-dy backward, bf16 compute and its
 // nChw16c hand-offs) are step kinds. Which kind runs where is decided in one table (plan.cpp
 // kRules). Under autocast (dtype != fp32) the plan also says which values are rounded, and when.
 #pragma once
@@ -22,6 +22,7 @@ enum class Device { cpu, cuda };
 enum class StepKind {
   layer,                // one layer: Layer::forward / backward in fp32 (on the GPU: its CUDA ops)
   relu_pool,            // ReLU -> MaxPool2d in one pass each way (max pooling commutes with ReLU)
+  relu_dropout,         // ReLU -> Dropout in one pass each way (fp32; backward from y, no mask redrawn)
   conv_relu_pool,       // a first Conv2d -> ReLU -> MaxPool2d per image; dW over the pool's winners
   conv_sparse_dy,       // Conv2d: both gradients over dy's nonzeros (behind a pool), else dense
   // bf16 compute (Plan::bf16_native): oneDNN and our bf16 kernels (vdpbf16ps, fp32 sums)

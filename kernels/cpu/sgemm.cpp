@@ -3,7 +3,9 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/isa.h"
@@ -69,9 +71,9 @@ SgemmLib sgemm_lib_for(long m, long n, long k) {
 
 void sgemm(const Sgemm& g) { sgemm_with(sgemm_lib_for(g.m, g.n, g.k), g); }
 
-void sgemm_nt(long m, long n, long k, const float* a, const float* b, float* c) {
+void sgemm_nt(long m, long n, long k, const float* a, const float* b, float* c, const float* bias) {
   Sgemm g;
-  g.trans_b = true, g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.c = c;
+  g.trans_b = true, g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.c = c, g.bias = bias;
   sgemm(g);
 }
 void sgemm_nn(long m, long n, long k, const float* a, const float* b, float* c) {
@@ -87,11 +89,17 @@ void sgemm_tn_add(long m, long n, long k, const float* a, const float* b, float*
 
 void sgemm_with(SgemmLib lib, const Sgemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
+  if (g.bias && g.beta != 0.f) throw std::invalid_argument("sgemm: a bias needs beta 0");
   const long lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k), ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n),
              ldc = g.ldc ? g.ldc : g.n;
   if (g.k <= 0 || lib == SgemmLib::openblas) {  // (k = 0: C = beta C, which oneDNN's matmul does not take)
+    float beta = g.beta;
+    if (g.bias) {  // C = bias rows, then accumulated onto (OpenBLAS skips its beta pass at beta 1)
+      for (long i = 0; i < g.m; ++i) std::copy_n(g.bias, g.n, g.c + i * ldc);
+      beta = 1.f;
+    }
     cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, int(g.m),
-                int(g.n), int(g.k), 1.f, g.a, int(lda), g.b, int(ldb), g.beta, g.c, int(ldc));
+                int(g.n), int(g.k), 1.f, g.a, int(lda), g.b, int(ldb), beta, g.c, int(ldc));
     return;
   }
   onednn::Gemm o;
@@ -101,6 +109,7 @@ void sgemm_with(SgemmLib lib, const Sgemm& g) {
   o.a = g.a, o.b = g.b, o.c = g.c;
   o.lda = lda, o.ldb = ldb, o.ldc = ldc;
   o.beta = g.beta;
+  o.bias = g.bias;
   onednn::gemm(o);
 }
 

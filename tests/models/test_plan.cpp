@@ -14,6 +14,7 @@
 #include "models/amp.h"
 #include "models/executor.h"
 #include "models/net.h"
+#include "models/seq_zoo.h"
 
 using namespace dlb;
 using namespace dlb::models;
@@ -170,4 +171,29 @@ TEST(Plan, MissingInputIsAUsageError) {
   ok.inputs = both;
   m.zero_grad();
   EXPECT_FLOAT_EQ(m.forward_backward(ok), 9.f);  // (1 + 2 - 0)^2
+}
+
+// The transformer's feed-forward ReLU -> Dropout runs as one relu_dropout step on the CPU in fp32
+// (four of them: two encoder and two decoder layers), named by both layers; not under autocast
+// (bf16) nor on the GPU. The fused step's numbers are checked against the fp64 reference with
+// dropout on in test_seq_models.cpp (TransformerWithDropoutAndCausalMask).
+TEST(Plan, TransformerFeedForwardFusesReluAndDropout) {
+  SeqConfig c = SeqConfig::defaults("transformer");
+  c.vocab = 11, c.seq = 5, c.d_model = 8, c.heads = 2, c.ff = 12, c.layers = 2;
+  auto m = make_seq_model(c);
+  auto count = [](const Plan& p) {
+    int k = 0;
+    for (const Step& s : p.steps) k += s.kind == StepKind::relu_dropout;
+    return k;
+  };
+  const Plan p = make_plan(*m, 2, DType::fp32);
+  EXPECT_EQ(count(p), 4);
+  for (const Step& s : p.steps)
+    if (s.kind == StepKind::relu_dropout) {
+      EXPECT_EQ(s.nodes, 2);
+      EXPECT_NE(s.name.find("relu"), std::string::npos);
+      EXPECT_NE(s.name.find("+dropout"), std::string::npos);
+    }
+  EXPECT_EQ(count(make_plan(*m, 2, DType::bf16)), 0);
+  EXPECT_EQ(count(make_plan(*m, 2, DType::fp32, Device::cuda)), 0);
 }

@@ -238,7 +238,8 @@ void gemm_one(const Gemm& g) {
              ldc = g.ldc ? g.ldc : g.n;
   std::ostringstream key;
  key << "matmul " << dt_name(g.dt) << " " << g.m << "x" << g.n << "x" << g.k << " t"
-      << g.trans_a << g.trans_b << " ld" << lda << "," << ldb << "," << ldc << " beta" << g.beta;
+      << g.trans_a << g.trans_b << " ld" << lda << "," << ldb << "," << ldc << " beta" << g.beta << " bias"
+      << (g.bias != nullptr);
   Entry& e = cached(key.str(), [&](Entry& e) {
     const memory::desc a({g.m, g.k}, user_dt(g.dt), mat_strides(g.trans_a, lda)),
         b({g.k, g.n}, user_dt(g.dt), mat_strides(g.trans_b, ldb)), c({g.m, g.n}, dt::f32, memory::dims{ldc, 1});
@@ -251,7 +252,9 @@ void gemm_one(const Gemm& g) {
       po.append_sum(g.beta);
       attr.set_post_ops(po);
     }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(pa, pb, c), attr, engine());
+    const memory::desc bias({1, g.n}, dt::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(
+        g.bias ? dnnl::matmul::desc(pa, pb, bias, c) : dnnl::matmul::desc(pa, pb, c), attr, engine());
     e.prim = dnnl::matmul(pd);
     e.impl = pd.impl_info_str();
     e.t[0].init(a, pd.src_desc(), true);
@@ -259,7 +262,10 @@ void gemm_one(const Gemm& g) {
     e.t[2].init(c, pd.dst_desc(), false);
   });
   memory ma = e.t[0].before(g.a, true), mb = e.t[1].before(g.b, true), mc = e.t[2].before(g.c, true);
-  e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (g.bias)
+    args.emplace(DNNL_ARG_BIAS, memory({{1, g.n}, dt::f32, tag::ab}, engine(), const_cast<float*>(g.bias)));
+  e.prim.execute(stream(), args);
   e.t[2].after(g.c);
   stream().wait();
 }
@@ -537,6 +543,7 @@ void gemm(const Gemm& g) {
       p.n = hi - lo;
       p.b = at(g.b, std::size_t(g.trans_b ? lo * ldb : lo), g.dt);
       p.c = g.c + lo;
+      if (g.bias) p.bias = g.bias + lo;
     }
     gemm_one(p);
   }, 1L << 30, true);

@@ -30,8 +30,9 @@ bool bf16_native();
 // to bf16 (as under autocast) and handed back widened to fp32, again in one reorder pass.
 enum class Dt { f32, bf16, f32_as_bf16 };
 
-// C[m x n] = op(A) op(B) + beta C, row-major with leading dimensions (0: dense). a/b are float*
-// (Dt::f32, Dt::f32_as_bf16) or bf16 bit patterns (Dt::bf16); C is fp32.
+// C[m x n] = op(A) op(B) + beta C (+ bias[j] on every row: the matmul's own bias, added in its
+// epilogue), row-major with leading dimensions (0: dense). a/b are float* (Dt::f32,
+// Dt::f32_as_bf16) or bf16 bit patterns (Dt::bf16); C and the bias are fp32.
 struct Gemm {
   Dt dt = Dt::f32;
   bool trans_a = false, trans_b = false;
@@ -41,6 +42,7 @@ struct Gemm {
   float* c = nullptr;
   long lda = 0, ldb = 0, ldc = 0;
   float beta = 0.0f;
+  const float* bias = nullptr;  // n floats, or null
 };
 void gemm(const Gemm& g);
 

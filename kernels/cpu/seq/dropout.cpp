@@ -28,9 +28,10 @@ void dropout_mask_ref(std::uint8_t* mask, std::size_t n, float p, std::uint64_t 
 
 namespace dlb::cpu::seq {
 namespace {
-// Elements split at group boundaries past `offset` (kPhiloxGroup), so that a task owns whole groups.
+// Elements split at group boundaries past `offset` (kPhiloxGroup), so that a task owns whole groups;
+// relu: x's negatives (and NaNs) read as 0 (relu_dropout_forward).
 void dropout_run(const float* x, float* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
-                 std::uint64_t offset) {
+                 std::uint64_t offset, bool relu = false) {
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
   const auto body = DLB_ISA_PICK(dropout_range);
   constexpr std::uint64_t G = kPhiloxGroup;
@@ -38,7 +39,7 @@ void dropout_run(const float* x, float* y, std::uint8_t* mask, std::size_t n, fl
   parallel_rows(long(end - first), G * 3, [&](long lo, long hi) {
     const std::uint64_t e0 = std::max(offset, (first + lo) * G), e1 = std::min(offset + n, (first + hi) * G);
     const std::size_t i0 = e0 - offset;
-    body(x + i0, y + i0, mask ? mask + i0 : nullptr, e1 - e0, p, scale, seed, e0);
+    body(x + i0, y + i0, mask ? mask + i0 : nullptr, e1 - e0, p, scale, seed, e0, relu);
   });
 }
 }  // namespace
@@ -52,18 +53,28 @@ void dropout_backward(const float* dy, float* dx, std::size_t n, float p, std::u
   dropout_run(dy, dx, nullptr, n, p, seed, offset);
 }
 
+void relu_dropout_forward(const float* x, float* y, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset) {
+  dropout_run(x, y, nullptr, n, p, seed, offset, true);
+}
+
+void relu_dropout_backward(const float* y, const float* dy, float* dx, std::size_t n, float scale) {
+  const auto body = DLB_ISA_PICK(relu_dropout_backward_range);
+  parallel_rows(long(n), 3, [&](long lo, long hi) { body(y + lo, dy + lo, dx + lo, std::size_t(hi - lo), scale); });
+}
+
 }  // namespace dlb::cpu::seq
 
 #else  // ---- bodies, once per ISA (foreach_isa.h) ----
 
-// n elements from stream element e0 on: y = keep ? x * scale : 0.
+// n elements from stream element e0 on: y = keep ? x * scale : 0 (relu: keep ? relu(x) * scale : 0).
 void dropout_range(const float* x, float* y, std::uint8_t* mask, std::size_t n, float p, float scale,
-                   std::uint64_t seed, std::uint64_t e0) {
+                   std::uint64_t seed, std::uint64_t e0, bool relu) {
   constexpr std::uint64_t G = kPhiloxGroup;
   std::size_t i = 0;
   auto one = [&](std::size_t k) {  // element k alone (a partial group)
     const bool keep = !(philox_uniform(philox_element(seed, e0 + k)) < p);
-    y[k] = keep ? x[k] * scale : 0.f;
+    const float v = relu && !(x[k] > 0.f) ? 0.f : x[k];
+    y[k] = keep ? v * scale : 0.f;
     if (mask) mask[k] = keep;
   };
   for (; i < n && (e0 + i) % G; ++i) one(i);  // the head
@@ -86,7 +97,9 @@ void dropout_range(const float* x, float* y, std::uint8_t* mask, std::size_t n, 
       for (int k = 0; k < 4; ++k) {  // word k: elements 16 k + j .. + V::L of the group
         const std::size_t at = i + 16 * std::size_t(k) + std::size_t(j);
         const vec u = V::uniform(w[k]);
-        V::store(y + at, V::select(V::lt(u, vp), zero, V::mul(V::load(x + at), vs)));
+        vec v = V::load(x + at);
+        if (relu) v = V::select(V::lt(zero, v), v, zero);
+        V::store(y + at, V::select(V::lt(u, vp), zero, V::mul(v, vs)));
         if (mask) {
           float uu[V::L];
           V::store(uu, u);
@@ -96,6 +109,16 @@ void dropout_range(const float* x, float* y, std::uint8_t* mask, std::size_t n, 
     }
   }
   for (; i < n; ++i) one(i);  // the tail
+}
+
+// dx = y > 0 ? dy * scale : 0 over n elements (whole vectors, then a masked tail).
+void relu_dropout_backward_range(const float* y, const float* dy, float* dx, std::size_t n, float scale) {
+  const vec vs = V::set1(scale), zero = V::zero();
+  std::size_t i = 0;
+  for (; i + V::L <= n; i += V::L)
+    V::store(dx + i, V::select(V::lt(zero, V::load(y + i)), V::mul(V::load(dy + i), vs), zero));
+  if (const int m = int(n - i))
+    V::store_n(dx + i, V::select(V::lt(zero, V::load_n(y + i, m, 0.f)), V::mul(V::load_n(dy + i, m, 0.f), vs), zero), m);
 }
 
 #endif

@@ -1,5 +1,5 @@
 // The layers' fp32 GEMM (kernels/cpu/sgemm.h): every library this build has (OpenBLAS always, oneDNN
-// when built in) against an fp64 product, over transposes, beta 0 (C holding NaN) and 1, padded
+// when built in) against an fp64 product, over transposes, beta 0 (C holding NaN) and 1, a row bias, padded
 // leading dimensions, one and every kernel thread (oneDNN's split by rows and by columns), and from
 // inside a parallel region (a model replica's call); the dense-layer helpers against the general
 // call; the process's library against the auto rule. Registered per ISA level too
@@ -28,6 +28,7 @@ struct Case {
   bool ta, tb;
   float beta;
   long pad;  // extra columns in every leading dimension
+  bool bias = false;  // a row bias (Sgemm::bias, beta 0)
 };
 
 std::vector<float> filled(std::size_t n, std::uint64_t seed) {
@@ -40,21 +41,23 @@ std::vector<float> filled(std::size_t n, std::uint64_t seed) {
 void check(SgemmLib lib, const Case& c) {
   SCOPED_TRACE(std::string(sgemm_lib_name(lib)) + " m" + std::to_string(c.m) + " n" + std::to_string(c.n) + " k" +
                std::to_string(c.k) + " ta" + std::to_string(c.ta) + " tb" + std::to_string(c.tb) + " beta" +
-               std::to_string(c.beta) + " pad" + std::to_string(c.pad));
+               std::to_string(c.beta) + " pad" + std::to_string(c.pad) + " bias" + std::to_string(c.bias));
   const long lda = (c.ta ? c.m : c.k) + c.pad, ldb = (c.tb ? c.k : c.n) + c.pad, ldc = c.n + c.pad;
   const auto a = filled(std::size_t((c.ta ? c.k : c.m) * lda), 1), b = filled(std::size_t((c.tb ? c.n : c.k) * ldb), 2);
   std::vector<float> cc = filled(std::size_t(c.m * ldc), 3);
-  const std::vector<float> c0 = cc;
+  const std::vector<float> c0 = cc, bias = filled(std::size_t(c.n), 7);
   if (c.beta == 0.f)  // overwritten: whatever C held must not leak in
     for (long i = 0; i < c.m; ++i)
       for (long j = 0; j < c.n; ++j) cc[std::size_t(i * ldc + j)] = std::numeric_limits<float>::quiet_NaN();
   Sgemm g;
   g.trans_a = c.ta, g.trans_b = c.tb, g.m = c.m, g.n = c.n, g.k = c.k;
   g.a = a.data(), g.lda = lda, g.b = b.data(), g.ldb = ldb, g.beta = c.beta, g.c = cc.data(), g.ldc = ldc;
+  if (c.bias) g.bias = bias.data();
   sgemm_with(lib, g);
   for (long i = 0; i < c.m; ++i)
     for (long j = 0; j < c.n; ++j) {
-      double want = c.beta * double(c0[std::size_t(i * ldc + j)]), mag = std::fabs(want);
+      double want = c.beta * double(c0[std::size_t(i * ldc + j)]) + (c.bias ? bias[std::size_t(j)] : 0.0),
+             mag = std::fabs(want);
       for (long p = 0; p < c.k; ++p) {
         const double x = a[std::size_t(c.ta ? p * lda + i : i * lda + p)], y = b[std::size_t(c.tb ? j * ldb + p : p * ldb + j)];
         want += x * y, mag += std::fabs(x * y);
@@ -72,7 +75,8 @@ std::vector<Case> cases() {
   const long shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {96, 40, 48}, {24, 200, 33}, {2, 130, 65}, {130, 2, 1}};
   for (const auto& s : shapes)
     for (int t = 0; t < 4; ++t)
-      for (float beta : {0.f, 1.f}) out.push_back({s[0], s[1], s[2], bool(t & 1), bool(t & 2), beta, (t == 3) ? 3L : 0L});
+      for (int v = 0; v < 3; ++v)  // beta 0, beta 1, beta 0 with a bias
+        out.push_back({s[0], s[1], s[2], bool(t & 1), bool(t & 2), v == 1 ? 1.f : 0.f, (t == 3) ? 3L : 0L, v == 2});
   return out;
 }
 
@@ -110,6 +114,12 @@ TEST(Sgemm, DenseLayerHelpersAreTheGeneralCall) {
   sgemm(g);
   sgemm_nt(m, n, k, a.data(), b.data(), c2.data());
   EXPECT_EQ(c1, c2);
+  const auto bias = filled(std::size_t(n), 8);
+  g.bias = bias.data();
+  sgemm(g);
+  sgemm_nt(m, n, k, a.data(), b.data(), c2.data(), bias.data());
+  EXPECT_EQ(c1, c2);
+  g.bias = nullptr;
   g.trans_b = false;  // b as k x n
   sgemm(g);
   sgemm_nn(m, n, k, a.data(), b.data(), c2.data());

@@ -11,6 +11,7 @@
 #include "kernels/common/errors.h"
 #include "kernels/common/philox.h"
 #include "kernels/common/verify.h"
+#include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/seq/adamw.h"
 #include "kernels/cpu/seq/dropout.h"
 #include "kernels/cpu/seq/embedding.h"
@@ -255,6 +256,35 @@ TEST(SeqDropout, MaskIsTheReferenceAtAnyOffsetAndIsa) {
   EXPECT_EQ(y, ones);  // p = 0: identity
   dropout_forward(ones.data(), y.data(), nullptr, n, 1.f, seed, 0);
   EXPECT_EQ(y, std::vector<float>(n, 0.f));  // p = 1: all dropped
+}
+
+// ReLU + dropout in one pass is relu_forward then dropout_forward, bit for bit, at every ISA level
+// and offset (the mask from the same (seed, offset)); its backward from y alone is dropout_backward
+// then relu_backward. Zeros, negatives and a NaN in x (relu: NaN -> 0) included.
+TEST(SeqDropout, ReluDropoutIsReluThenDropoutBitForBit) {
+  const std::uint64_t seed = 0x5eed0f00dull;
+  for (float p : {0.f, 0.1f, 0.5f})
+    for (std::uint64_t offset : {0ull, 5ull, 1000003ull})
+      for (std::size_t n : {1ul, 17ul, 4099ul}) {
+        auto x = rand_f(n, 29);
+        const auto dy = rand_f(n, 31);
+        x[0] = 0.f;
+        if (n > 2) x[2] = NAN;
+        const float scale = 1.f / (1.f - p);
+        each_isa([&] {
+          std::vector<float> r(n), want_y(n), d(n), want_dx(n), y(n, 7.f), dx(n, 7.f);
+          cpu::relu_forward(x.data(), r.data(), n);
+          dropout_forward(r.data(), want_y.data(), nullptr, n, p, seed, offset);
+          dropout_backward(dy.data(), d.data(), n, p, seed, offset);
+          cpu::relu_backward(r.data(), d.data(), want_dx.data(), n);
+          relu_dropout_forward(x.data(), y.data(), n, p, seed, offset);
+          relu_dropout_backward(y.data(), dy.data(), dx.data(), n, scale);
+          for (std::size_t i = 0; i < n; ++i) {
+            ASSERT_EQ(y[i], want_y[i]) << "p " << p << " offset " << offset << " i " << i;
+            ASSERT_EQ(dx[i], want_dx[i]) << "p " << p << " offset " << offset << " i " << i;
+          }
+        });
+      }
 }
 
 TEST(SeqEmbedding, ReferenceGradcheckAndFastAtEveryIsa) {
