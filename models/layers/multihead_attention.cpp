@@ -81,8 +81,7 @@ double MultiheadAttention::forward_flops(Shapes in) const {
 namespace {
 // y[m, cols] = x[m, k] W[cols, k]^T + b (W, b: `cols` rows of a bigger matrix from row r0 on).
 void proj(const float* x, int m, int k, const Param& w, const Param& b, int r0, int cols, float* y) {
-  cpu::sgemm_nt(m, cols, k, x, w.value.data() + std::size_t(r0) * k, y);
-  cpu::bias_rows_forward(y, b.value.data() + r0, m, cols);
+  cpu::sgemm_nt(m, cols, k, x, w.value.data() + std::size_t(r0) * k, y, b.value.data() + r0);
 }
 // Its backward: dW[r0.., :] += dy^T x, db += colsum(dy), dx = dy W (dx may be null).
 void proj_back(const float* x, const float* dy, int m, int k, Param& w, Param& b, int r0, int cols, float* dx) {

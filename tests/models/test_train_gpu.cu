@@ -145,6 +145,7 @@ struct InferModel {
 void PrintTo(const InferModel& c, std::ostream* os) { *os << c.name(); }
 
 SeqConfig small(const InferModel& k, RnnImpl impl) {
+  if (!is_seq_model(k.model)) return SeqConfig{};  // an image model: unused (defaults() refuses its name)
   SeqConfig c = SeqConfig::defaults(k.model);
   c.vocab = 17, c.seq = 6, c.emb = 8, c.hidden = 12, c.classes = 4;
   c.d_model = 16, c.heads = 2, c.ff = 32, c.layers = k.model == "rnn" ? 1 : 2;

@@ -4,6 +4,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -45,7 +46,7 @@ CudnnRnn::CudnnRnn(const cpu::seq::RnnShape& s, bool allow_tf32) : p_(new Impl) 
                                            CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
                                            CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
                                            allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH, s.I, s.H, s.H, 1, m.drop,
-                                           CUDNN_RNN_PADDED_IO_DISABLED));
+                                           CUDNN_RNN_PADDED_IO_ENABLED));  // the *_UNPACKED layouts need it
   const cudnnRNNDataLayout_t layout =
       s.batch_first ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
   const std::vector<int> len(s.B, s.T);
@@ -61,6 +62,10 @@ CudnnRnn::CudnnRnn(const cpu::seq::RnnShape& s, bool allow_tf32) : p_(new Impl) 
 
   DLB_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, m.rnn, &m.wbytes));
   DLB_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, m.rnn, CUDNN_FWD_MODE_TRAINING, m.xd, &m.work, &m.reserve));
+  // forward(train false) runs CUDNN_FWD_MODE_INFERENCE: its workspace is that mode's query (no reserve).
+  std::size_t infer_work = 0, infer_reserve = 0;
+  DLB_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, m.rnn, CUDNN_FWD_MODE_INFERENCE, m.xd, &infer_work, &infer_reserve));
+  m.work = std::max(m.work, infer_work);
   m.wspace = DeviceBuffer<char>(m.wbytes);
   m.dwspace = DeviceBuffer<char>(m.wbytes);
   m.workspace = DeviceBuffer<char>(m.work ? m.work : 1);

@@ -4,7 +4,8 @@
 // row blocks as they stand, and its double-bias mode is PyTorch's b_ih / b_hh: set_weights copies
 // each block into cuDNN's weight space (once per weight change, as PyTorch keeps flat weights), and
 // backward copies the gradients back out. fp32 data; FMA math by default (allow_tf32 for TF32).
-// Data layouts: sequence-major or batch-major unpacked, every sequence of length T.
+// Data layouts: sequence-major or batch-major unpacked (padded I/O on: cuDNN refuses the unpacked
+// layouts without it), every sequence of length T.
 #pragma once
 #include <cuda_runtime.h>
 
