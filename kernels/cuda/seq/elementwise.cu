@@ -63,7 +63,7 @@ __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::size_
   if (dstep) {
     __shared__ float sh[2];
     if (threadIdx.x == 0) {
-      const int t = *dstep;
+      const double t = *dstep;  // pow(double, double), as the host computes it
       sh[0] = float(double(lr) / (1 - pow(double(b1), t)));
       sh[1] = float(sqrt(1 - pow(double(b2), t)));
     }
