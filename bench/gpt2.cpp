@@ -7,11 +7,12 @@
 // is derived from the same time. Names: gpt2/train/<device>/fp32/config=<c>/impl=<i>/batch=<B>/seq=<T>.
 // Ours is verified before timing: the fp32 loss of one sequence against the model's fp64 reference;
 // the peer: its loss is finite (its numbers are PyTorch's; the parity is tests/test_gpt2_peer.cpp's).
-// --dtype fp32,tf32,bf16 (axis dtype; ours on a GPU): the trainer's GEMMs autocast to tf32 / bf16
-// (fp32 buffers, the rest fp32), verified against the CPU fp32 step by relative L2 per tensor within
-// kernels/common/autocast_tolerance.h's, MFU (pct_of_peak) against the dtype's dense tensor-core peak
-// (the harness's harness/gpu_peaks.h, by the record's dtype); the CPU's and the peers' other dtypes
-// are skipped (the CPU) or not made (the peers).
+// --dtype fp32,tf32,bf16,fp16 (axis dtype; ours on a GPU): the trainer's GEMMs autocast to tf32 /
+// bf16 / fp16 (fp32 buffers, the rest fp32; fp16 with the device-side loss scaler, its gradients
+// unscaled before the check, `loss_scale` recorded), verified against the CPU fp32 step by relative
+// L2 per tensor within kernels/common/autocast_tolerance.h's, MFU (pct_of_peak) against the dtype's
+// dense tensor-core peak (the harness's harness/gpu_peaks.h, by the record's dtype); the CPU's and
+// the peers' other dtypes are skipped with the reason (the CPU) or not made (the peers).
 // Ours on a GPU trains in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h: cuBLAS fp32 GEMMs,
 // our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
@@ -39,20 +40,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "bench/gpt2_tables.h"
 #include "bench/latency.h"
-#include "bench/markdown.h"
 #include "bench/peer.h"
 #include "bench/suite.h"
 #include "bench/training_cases.h"
@@ -76,7 +74,7 @@ struct Point {
   int B, T;
   bool ckpt = false;           // --checkpoint-activations
   std::string attn = "flash";  // ours' attention core (--attn): flash (fused) or unfused (P materialized)
-  DType dtype = DType::fp32;   // ours on a GPU (--dtype): fp32, or its GEMMs autocast to tf32 / bf16
+  DType dtype = DType::fp32;   // ours on a GPU (--dtype): fp32, or its GEMMs autocast to tf32 / bf16 / fp16
 };
 
 // GPT-2 at point p, its attention cores running p.attn (CPU and GPU: the GPU twin follows the host
@@ -216,7 +214,7 @@ class OursCase final : public OursTrainCase {
   std::size_t act_bytes_ = 0;
 };
 
-// Ours on a GPU: one AdamW step per iteration in the CUDA sequence trainer, fp32.
+// Ours on a GPU: one AdamW step per iteration in the CUDA sequence trainer, fp32 or GEMM autocast (--dtype).
 class OursGpuCase final : public OursTrainCase {
  public:
   OursGpuCase(Point p, std::string device) : OursTrainCase(std::move(p)), device_(std::move(device)) {}
@@ -248,17 +246,18 @@ class OursGpuCase final : public OursTrainCase {
     // CPU's): ~1e-6 of each tensor's scale; kGpuTolerance leaves room, while a wrong or lost term is
     // off by 1e-2 and more. The CPU step costs what one CPU case's step does (0.8 TFLOP at
     // gpt2-124m B 4 T 256).
-    // tf32 / bf16 (the GEMMs' operands rounded, fp32 accumulation): the loss and each gradient
-    // tensor's relative L2 error within kernels/common/autocast_tolerance.h's (napkin math there:
-    // tf32 10-bit, bf16 7-bit mantissas; per tensor as L2, since a GEMM sum that cancels carries its
-    // terms' rounding).
+    // tf32 / bf16 / fp16 (the GEMMs' operands rounded, fp32 accumulation): the loss and each
+    // gradient tensor's relative L2 error within kernels/common/autocast_tolerance.h's (napkin math
+    // there: tf32 10-bit truncated, bf16 7-bit, fp16 10-bit rounded mantissas; per tensor as L2,
+    // since a GEMM sum that cancels carries its terms' rounding). fp16's gradients() come back
+    // unscaled; an overflow at the scaler's 2^16 would show here as inf/NaN gradients (a failure).
     const models::Batch& b = batches_->next();
     const float got = trainer_->gradients(b);
     std::vector<std::vector<float>> grads;
     for (models::Param* q : model_->params()) grads.push_back(q->grad);
     model_->zero_grad();
     const double want = model_->forward_backward(b);
-    // fp32: the largest element error per tensor against kGpuTolerance; tf32 / bf16: each error over
+    // fp32: the largest element error per tensor against kGpuTolerance; autocast: each error over
     // its tolerance (the loss's, relative L2 per gradient tensor) against 1.
     const bool amp = p_.dtype != DType::fp32;
     const StepTolerance tol = autocast_step_tolerance(p_.dtype);
@@ -291,6 +290,7 @@ class OursGpuCase final : public OursTrainCase {
     OursTrainCase::annotate(r);
     r["trainer"] = trainer_->describe();  // names the cuBLAS compute type under autocast
     if (p_.dtype != DType::fp32) r["autocast"] = "gemm operands";  // storage and the other ops stay fp32
+    if (p_.dtype == DType::fp16) r["loss_scale"] = trainer_->loss_scale();  // below 2^16: steps were skipped
     r["model_device_bytes"] = trainer_->model_device_bytes();
     r["peak_device_bytes"] = trainer_->peak_device_bytes();
   }
@@ -320,7 +320,7 @@ class SkipCase final : public Case {
 };
 
 constexpr const char* kNoCpuAutocast =
-    "gpt2 impl=ours on the CPU trains in fp32 only (--dtype tf32, bf16: the GPU trainer's autocast of the GEMMs)";
+    "gpt2 impl=ours on the CPU trains in fp32 only (--dtype tf32, bf16, fp16: the GPU trainer's autocast of the GEMMs)";
 
 // op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
 struct InferPoint {
@@ -656,74 +656,6 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
   return cases;
 }
 
-// tokens/s from the time the harness measured, and the MFU under its usual name.
-void derive(std::vector<json>& entries) {
-  for (json& e : entries) {
-    if (!e.contains("gflops") || !e.contains("flops_per_token")) continue;
-    e["tokens_per_s"] = e.at("gflops").get<double>() * 1e9 / e.at("flops_per_token").get<double>();
-    if (e.contains("pct_of_peak")) e["mfu_pct"] = e.at("pct_of_peak");
-  }
-}
-
-std::string fmt(double v, const char* f) {
-  char b[32];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-std::string mb(const json& r, const char* key) {
-  return r.contains(key) ? fmt(r.at(key).get<double>() / 1e6, "%.0f") : "-";
-}
-
-void summarize_infer(const std::vector<json>& records, std::ostream& out) {
-  // One row per config x impl x prompt: prefill tokens/s, decode p50 / p99 per token.
-  std::map<std::tuple<std::string, std::string, std::string, int>, std::pair<const json*, const json*>> rows;
-  for (const auto& r : records)
-    if (r.value("op", "") == "infer" && r.contains("p50_ms")) {
-      auto& row = rows[{r.value("device", ""), r.value("config", ""), r.value("impl", ""), r.value("seq", 0)}];
-      (r.value("phase", "") == "prefill" ? row.first : row.second) = &r;
-    }
-  if (rows.empty()) return;
-  std::vector<std::vector<std::string>> t{
-      {"Device", "Config", "Impl", "Prompt", "prefill tokens/s", "decode p50 ms", "decode p99 ms", "decode tokens/s"}};
-  for (const auto& [k, v] : rows) {
-    const auto& [dev, config, impl, T] = k;
-    auto num = [](const json* r, const char* key, const char* f) { return r && r->contains(key) ? fmt(r->at(key).get<double>(), f) : "-"; };
-    t.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", config, impl, std::to_string(T), num(v.first, "tokens_per_s", "%.0f"),
-                 num(v.second, "p50_ms", "%.1f"), num(v.second, "p99_ms", "%.1f"),
-                 v.second && v.second->contains("p50_ms") ? fmt(1e3 / v.second->at("p50_ms").get<double>(), "%.1f") : "-"});
-  }
-  out << "\n### gpt2: inference at batch 1 with a K/V cache (fp32)\n\n";
-  print_markdown(out, t, true);
-}
-
-void summarize(const std::vector<json>& records, std::ostream& out) {
-  std::vector<std::vector<std::string>> rows{
-      {"Device", "Config", "Impl", "Ckpt", "Batchsize", "Seq len", "tokens/s", "MFU", "ms/step", "activations MB", "peak RSS MB",
-       "GPU peak MB"}};
-  for (const auto& r : records) {
-    if (!r.contains("gflops") || !r.contains("flops_per_token")) continue;
-    const double tps = r.at("gflops").get<double>() * 1e9 / r.at("flops_per_token").get<double>();
-    const std::string dev = r.value("device", "");
-    const std::string dt = r.value("dtype", "fp32");
-    const std::string impl = r.value("impl", "") + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "") +
-                             (dt != "fp32" ? " " + dt + " GEMMs" : "");
-    rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
-                    std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
-                    r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",
-                    fmt(1e3 * r.value("tokens_per_iteration", 0.0) / tps, "%.0f"), mb(r, "activation_bytes"),
-                    r.value("host_peak_rss_scope", "") == "case" ? mb(r, "host_peak_rss_bytes") : "-",
-                    mb(r, "peak_device_bytes")});
-  }
-  const bool trained = std::any_of(records.begin(), records.end(), [](const json& r) { return r.value("op", "") == "train"; });
-  if (trained || rows.size() > 1) {
-    out << "\n### gpt2: training step throughput (AdamW, fp32; \"tf32/bf16 GEMMs\": their operands alone)\n\n";
-    if (rows.size() == 1) out << "(no gpt2 training case finished)\n";
-    else print_markdown(out, rows, true);
-  }
-  summarize_infer(records, out);
-}
-
 }  // namespace
 
 DLB_SUITE(gpt2)
@@ -751,13 +683,13 @@ DLB_SUITE(gpt2)
                      FlagSpec::Parse::words, 0, {"train", "infer"}},
             FlagSpec{"--checkpoint-activations", "off, on or both: recompute each block's activations in backward", "ckpt",
                      true, FlagSpec::Parse::words, 0, {"off", "on"}},
-            FlagSpec{"--dtype", "ours on a GPU: fp32, tf32, bf16 (its GEMMs autocast; the rest fp32); the CPU and the "
-                     "peers run fp32 only (other dtypes there: skipped)", "dtype", true, FlagSpec::Parse::words, 0,
-                     {"fp32", "tf32", "bf16"}},
+            FlagSpec{"--dtype", "ours on a GPU: fp32, tf32, bf16, fp16 (its GEMMs autocast, fp16 with loss scaling; the "
+                     "rest fp32); the CPU and the peers run fp32 only (other dtypes there: skipped)", "dtype", true,
+                     FlagSpec::Parse::words, 0, {"fp32", "tf32", "bf16", "fp16"}},
             FlagSpec{"--attn", "ours' attention core: flash (fused, the default), unfused (the T x T probabilities kept), "
                      "or both", "attn", true, FlagSpec::Parse::words, 0, {"flash", "unfused"}}})
     .cases(expand)
-    .derived(derive)
-    .summary(summarize);
+    .derived(gpt2_derive)
+    .summary(gpt2_summarize);
 
 }  // namespace dlb::bench

@@ -29,7 +29,8 @@
 #   transfer     180  --quick: 1 KiB, 1 MiB, 64 MiB; pageable/pinned/write-combined, sync/async, overlap
 #   lecture      240  --quick (1024 images) on cpu and the GPU with the PyTorch peer (--peer pytorch)
 #   amp          180  --quick: fp32/tf32/fp16/bf16 training steps and GEMMs; mlp, net128 and the
-#                     sequence models (rnn, lstm, transformer: fp32, and tf32/bf16 GEMM autocast; fp16 skipped)
+#                     sequence models (rnn, lstm, transformer: fp32, and tf32/bf16/fp16 GEMM autocast,
+#                     fp16 with the device loss scaler: its first run)
 #   train        180  --quick: the four models
 #   seq          240  --quick --op train,infer: rnn, lstm (ours, cudnn) and transformer on cpu and the GPU
 #                     (the GPU sequence trainer's first run, verified against the fp64 reference), and
@@ -37,8 +38,9 @@
 #                     the CPU fp32 forward)
 #   gpt2         120  --quick: gpt-mini B=1 T=32, ours on cpu and the GPU (the GPU step verified
 #                     against the CPU fp32 step first): tokens/s, MFU, device memory, with and without
-#                     --checkpoint-activations, on the GPU in fp32 and with its GEMMs in tf32 / bf16
-#                     (--dtype; MFU against the dtype's dense peak); and op=infer:
+#                     --checkpoint-activations, on the GPU in fp32 and with its GEMMs in tf32 / bf16 /
+#                     fp16 (--dtype; fp16 with loss scaling; MFU against the dtype's dense peak; fp16
+#                     adds two gpt-mini GPU cases, seconds, inside the 120 s); and op=infer:
 #                     prefill and decode at batch 1 with the K/V cache (the GPU decoder's first run)
 #   attention    120  --quick on the GPU: ours (flash, flash_tc), unfused and cuDNN's fused SDPA (cudnn),
 #                     forward and backward, causal and full, each verified before it is timed (in no
@@ -481,7 +483,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     amp) echo "amp --device $dev --quick --model mlp,net128,rnn,lstm,transformer" ;;
     train) echo "train --device $dev --quick" ;;
     seq) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train,infer --quick" ;;
-    gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --op train,infer --checkpoint-activations off,on --dtype fp32,tf32,bf16" ;;
+    gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --op train,infer --checkpoint-activations off,on --dtype fp32,tf32,bf16,fp16" ;;
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;

@@ -48,7 +48,10 @@ fi
 (cd "$src" && git ls-files -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -C "$clone" -xf -
 mkdir -p "$clone/build" && ln -s "$build/bin" "$clone/build/bin" && ln -s "$build/CMakeCache.txt" "$clone/build/CMakeCache.txt"
 [ -e "$clone/.devbundle" ] && fail "the fresh clone already has .devbundle"
-(cd "$clone" && bash ci/device_bundle.sh) >"$out/bundle.stdout" 2>&1
+# XZ_OPT -0 packs ~45% larger than the real -6 (2026-11-26: 48.5 against 33.2 MiB), so the 52 MiB
+# margin is for real archives; this fast one is held to the tool's own 64 (the margin's own check:
+# bundle-small below).
+(cd "$clone" && DLB_CARRY_LIMIT_MIB=64 bash ci/device_bundle.sh) >"$out/bundle.stdout" 2>&1
 rc=$?
 if [ $rc = 0 ] && [ -f "$clone/.devbundle/dlbench-bundle.tar.xz" ] && grep -q 'the tool sends' "$out/bundle.stdout"; then
   ok "bundle: $(grep 'the tool sends' "$out/bundle.stdout" | cut -d: -f2- | cut -d'(' -f1)"

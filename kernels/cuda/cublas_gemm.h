@@ -24,7 +24,8 @@ void cublas_gemm(CublasGemmMode mode, const void* a, const void* b, float* c, in
 //   fp32  CUBLAS_COMPUTE_32F            plain fp32 FMAs (no TF32)
 //   tf32  CUBLAS_COMPUTE_32F_FAST_TF32  operands rounded to TF32 (10-bit mantissa), tensor cores
 //   bf16  CUBLAS_COMPUTE_32F_FAST_16BF  operands rounded to bf16 (7-bit mantissa), tensor cores
-//   fp16  CUBLAS_COMPUTE_32F_FAST_16F   operands rounded to fp16 (no loss scaling here: callers refuse it)
+//   fp16  CUBLAS_COMPUTE_32F_FAST_16F   operands rounded to fp16 (the caller scales the loss: its
+//                                       gradients would flush below 2^-24; gpu_seq_trainer.cu)
 // Accumulation and C are fp32 in every case; memory does not shrink as under PyTorch's autocast.
 const char* gemm_f32_compute_name(DType t);  // "CUBLAS_COMPUTE_32F_FAST_16BF", ...; throws for fp64
 // Row-major C[m, n] = alpha op(A) op(B) + beta C on fp32 buffers, computed per `t` (the table above).

@@ -4,7 +4,7 @@
 // projections; GPT-2's gelu, position_embedding, lm_head in gpu_seq_layers_gpt2.cu) over cuBLAS and
 // the kernels of kernels/cuda/seq/ and kernels/cuda/nn_ops.h. fp32 storage; every GEMM of the twins
 // (Linear, attention's projections, the recurrent layers ours, the LM head) in DeviceParams::gemm's
-// autocast (kernels/cuda/cublas_gemm.h gemm_f32: fp32, or tf32 / bf16 operands, fp32 accumulation);
+// autocast (kernels/cuda/cublas_gemm.h gemm_f32: fp32, or tf32 / bf16 / fp16 operands, fp32 accumulation);
 // LayerNorm, softmax, the attention core, the cells' math and the loss stay fp32. A twin is made for one batch size
 // and holds the scratch its forward keeps for backward; it reads its configuration (and the dropout's
 // step) from the host layer, its parameters from the trainer's flat device buffers.
@@ -27,7 +27,7 @@
 namespace dlb::models::gpu_seq {
 
 // Where each host parameter lives on the device: its value and its gradient (fp32); and the dtype
-// the twins' GEMMs autocast to (fp32, tf32, bf16: the trainer's TrainOptions::dtype).
+// the twins' GEMMs autocast to (fp32, tf32, bf16, fp16: the trainer's TrainOptions::dtype).
 struct DeviceParams {
   std::map<const Param*, std::size_t> offset;
   float* values = nullptr;
@@ -68,7 +68,7 @@ std::unique_ptr<NodeOps> make_node_ops(Layer& l, const std::vector<Shape>& in, c
 bool is_seq_op(Op op);
 
 // Shared by the twins' files. Row-major C[m, n] = op(A) op(B) + beta C on fp32 buffers, autocast to
-// `t` (cuda::gemm_f32: fp32 no TF32, or the tf32 / bf16 compute type), and a device-to-device copy.
+// `t` (cuda::gemm_f32: fp32 no TF32, or the tf32 / bf16 / fp16 compute type), and a device-to-device copy.
 void gemm(cudaStream_t s, DType t, bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
           float beta, float* c, int ldc);
 void copy(float* dst, const float* src, std::size_t n, cudaStream_t s);

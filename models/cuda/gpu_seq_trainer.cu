@@ -3,19 +3,23 @@
 // state live in flat device buffers as in the image trainer; per batch size a plan holds every
 // value's buffer and gradient and the twins with their scratch (kept per size: the suite's check at
 // batch 2 and its timed batches alternate without reallocating).
-// TrainOptions::dtype tf32 / bf16: autocast of the GEMMs only (every twin's GEMM in cuBLAS's
-// FAST_TF32 / FAST_16BF compute type on the fp32 buffers, fp32 accumulation; gpu_seq_layers.h);
-// storage, LayerNorm, softmax, the attention core, the cells and the loss stay fp32, so memory does
-// not shrink as under PyTorch's autocast. fp16 is refused: its operand rounding flushes gradients
-// below 2^-24 and this trainer has no loss scaler.
+// TrainOptions::dtype tf32 / bf16 / fp16: autocast of the GEMMs only (every twin's GEMM in cuBLAS's
+// FAST_TF32 / FAST_16BF / FAST_16F compute type on the fp32 buffers, fp32 accumulation;
+// gpu_seq_layers.h); storage, LayerNorm, softmax, the attention core, the cells and the loss stay
+// fp32, so memory does not shrink as under PyTorch's autocast. fp16 adds dynamic loss scaling
+// (TrainOptions::scaler, the image trainer's GradScaler: gpu_scaler.h): an fp16 operand flushes
+// below 2^-24 (subnormals from 2^-14), and a gradient of 1e-6..1e-8 is common, so the logits'
+// gradient is multiplied by the scale (2^16: such a gradient lands at 2^-4..2^-11), the flat
+// gradient buffer unscaled with an inf/NaN check after backward, the optimizer step skipped on the
+// device on inf/NaN (no step count either), and the scale updated; no host sync for any of it.
 //
 // One step (train_batch): the batch's inputs (token ids, initial states) and labels copied in,
 // the dropout step number set on the host layers (Model::set_step: the same Philox masks as the CPU
 // step, which keys them by the optimizer's step count), the gradients zeroed (one memset: Embedding,
 // the tied LM head and PositionEmbedding add into their weights' gradients), forward node by node,
 // the fused softmax cross-entropy (mean over the rows) writing the logits' gradient, backward in
-// reverse node order, then Adam, AdamW (decoupled weight decay: GPT-2's) or SGD with PyTorch's
-// semantics over the flat buffers.
+// reverse node order, (fp16) the unscale pass, then Adam, AdamW (decoupled weight decay: GPT-2's)
+// or SGD with PyTorch's semantics over the flat buffers, their step counts on the device.
 // A value read by several nodes (the residual branches, the encoder's memory) gets the sum of their
 // gradients: the first (in backward order) writes it, the others write a spare buffer that is then
 // added (cublasSaxpy); the spares are as big as the biggest such value (GPT-2's residual stream,
@@ -41,6 +45,7 @@
 #include "kernels/cuda/nn_ops.h"
 #include "kernels/cuda/seq/elementwise.h"
 #include "kernels/cuda/seq/rows.h"
+#include "models/cuda/gpu_scaler.h"
 #include "models/cuda/gpu_seq_layers.h"
 #include "models/layers.h"
 
@@ -61,11 +66,9 @@ class GpuSeqTrainer final : public Trainer {
   GpuSeqTrainer(Model& m, const OptimizerConfig& cfg, const TrainOptions& o) : m_(m), cfg_(cfg), o_(o) {
     if (cfg.kind != "sgd" && cfg.kind != "adam" && cfg.kind != "adamw")
       throw UsageError("optimizer '" + cfg.kind + "': expected sgd, adam or adamw");
-    if (o.dtype == DType::fp16)
-      throw Unsupported("the GPU sequence trainer does not autocast to fp16 (no loss scaler: fp16 GEMM operands "
-                        "flush gradients below 2^-24 to zero); use bf16 or tf32");
-    if (o.dtype != DType::fp32 && o.dtype != DType::tf32 && o.dtype != DType::bf16)
-      throw Unsupported(std::string("the GPU sequence trainer runs fp32, tf32 or bf16 GEMMs, not ") + dtype_name(o.dtype));
+    if (o.dtype != DType::fp32 && o.dtype != DType::tf32 && o.dtype != DType::bf16 && o.dtype != DType::fp16)
+      throw Unsupported(std::string("the GPU sequence trainer runs fp32, tf32, bf16 or fp16 GEMMs, not ") +
+                        dtype_name(o.dtype));
     params_.gemm = o.dtype;
     if (o.cuda_graph) throw Unsupported("the GPU sequence trainer does not capture CUDA graphs");
     if (m.loss() != LossKind::cross_entropy) throw Unsupported("the GPU sequence trainer computes cross-entropy only");
@@ -95,8 +98,9 @@ class GpuSeqTrainer final : public Trainer {
     state1_ = DeviceBuffer<float>(values_.size());
     state2_ = DeviceBuffer<float>(cfg_.kind != "sgd" ? values_.size() : 1);
     for (auto* b : {&grads_, &state1_, &state2_}) DLB_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s()));
-    scalars_ = DeviceBuffer<float>(4);  // [0] the loss, [1] Adam's step count (int), [2] the classifier's count (int)
+    scalars_ = DeviceBuffer<float>(4);  // [0] the loss, [1] Adam's / AdamW's step count (int), [2] the classifier's count (int)
     DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, scalars_.bytes(), s()));
+    scaler_ = GpuGradScaler(o.dtype == DType::fp16 && o.scaler.enabled, o.scaler, s());
     params_.values = values_.data(), params_.grads = grads_.data();
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
@@ -109,12 +113,14 @@ class GpuSeqTrainer final : public Trainer {
     bool cudnn = false;
     for (const Node& n : m_.nodes())
       if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get())) cudnn = cudnn || r->impl == RnnImpl::cudnn;
-    const std::string gemms = o_.dtype == DType::fp32 ? "fp32" : std::string("fp32, GEMM operands ") +
-                                  dtype_name(o_.dtype) + " (" + cuda::gemm_f32_compute_name(o_.dtype) + ")";
+    std::string gemms = o_.dtype == DType::fp32 ? "fp32" : std::string("fp32, GEMM operands ") +
+                            dtype_name(o_.dtype) + " (" + cuda::gemm_f32_compute_name(o_.dtype) + ")";
+    if (scaler_.enabled()) gemms += " + loss scaling";
     return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, " : " (cuBLAS + our sequence kernels, ") +
            gemms + ")";
   }
   std::size_t model_device_bytes() const override { return model_bytes_; }
+  float loss_scale() override { return scaler_.read_scale(); }
   std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
 
   float train_batch(const Batch& b) override { return run(b, true); }
@@ -300,15 +306,19 @@ class GpuSeqTrainer final : public Trainer {
       ProfileScope r(prof_, "loss", "loss");
       cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
                                              p.losses.data(), p.dy[out], scalars_.data(),
-                                             reinterpret_cast<int*>(scalars_.data() + 2), s());
+                                             reinterpret_cast<int*>(scalars_.data() + 2), s(), scaler_.scale());
     }
     {
       ProfileScope phase(prof_, "backward", "phase");
       backward(p);
     }
+    scaler_.unscale(grads_.data(), grads_.size());  // fp16: every gradient unscaled, found_inf noted
     if (optimize) {
       ProfileScope r(prof_, "optimizer", "optimizer");
       step();
+      scaler_.update();
+    } else {
+      scaler_.clear();  // no step follows: the gradients stay unscaled, the scale as it was
     }
     ProfileScope r(prof_, "sync", "sync");
     float loss = 0;
@@ -408,21 +418,25 @@ class GpuSeqTrainer final : public Trainer {
   }
 
   // One launch over the flat buffers (the padding between slices holds zeros in each, and decay
-  // keeps them zero).
+  // keeps them zero). fp16: skipped on the device when the unscale pass found an inf/NaN (the step
+  // counts of Adam and AdamW, their bias corrections, do not advance, as under PyTorch's GradScaler).
   void step() {
+    const float* skip = scaler_.skip();  // null unless fp16 with the scaler
+    int* t = reinterpret_cast<int*>(scalars_.data() + 1);
     if (cfg_.kind == "sgd") {
-      cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, s());
+      cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, s(),
+                         skip);
     } else if (cfg_.kind == "adamw") {  // the CPU optimizer's formula (kernels/cpu/seq/adamw.h), steps from 1
       const cpu::seq::AdamW h{cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay};
-      cuda::seq::adamw_step(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), h,
-                            long(steps_ + 1), s());
+      cuda::increment(t, s(), skip);
+      cuda::seq::adamw_step(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), h, t, s(),
+                            skip);
     } else {
-      int* t = reinterpret_cast<int*>(scalars_.data() + 1);
-      cuda::increment(t, s());
+      cuda::increment(t, s(), skip);
       cuda::adam(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), cfg_.lr, cfg_.beta1,
-                 cfg_.beta2, cfg_.eps, t, s());
+                 cfg_.beta2, cfg_.eps, t, s(), skip);
     }
-    ++steps_;
+    ++steps_;  // taken or skipped: the dropout masks' step number moves on (a new batch draws new masks)
   }
 
   Model& m_;
@@ -431,8 +445,9 @@ class GpuSeqTrainer final : public Trainer {
   std::unique_ptr<cuda::Stream> stream_;  // made after the device is selected
   gpu_seq::DeviceParams params_;
   DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_;
+  GpuGradScaler scaler_;  // fp16: the loss scale and found_inf on the device (gpu_scaler.h)
   std::size_t model_bytes_ = 0;
-  std::uint64_t steps_ = 0;  // optimizer steps taken: the dropout masks' step number
+  std::uint64_t steps_ = 0;  // train_batch calls (steps taken or skipped): the dropout masks' step number
   std::map<int, Plan> plans_;
   Profiler* prof_ = nullptr;  // set during profile_gradients only
   std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads

@@ -11,9 +11,9 @@ namespace dlb::models {
 // Whether `m` has an op of the sequence models (models/cuda/gpu_seq_layers.h is_seq_op).
 bool has_seq_ops(const Model& m);
 
-// fp32, or o.dtype tf32 / bf16: autocast of the GEMMs alone (gpu_seq_trainer.cu). UsageError for an
-// optimizer other than sgd / adam / adamw; Unsupported for fp16 (no loss scaler) or fp64, impl=cudnn
-// under autocast, a CUDA graph, a layer without a device twin. With the model's checkpointing on,
+// fp32, or o.dtype tf32 / bf16 / fp16: autocast of the GEMMs alone (gpu_seq_trainer.cu; fp16 with
+// the loss scaler o.scaler on the device). UsageError for an optimizer other than sgd / adam / adamw;
+// Unsupported for fp64, impl=cudnn under autocast, a CUDA graph, a layer without a device twin. With the model's checkpointing on,
 // each segment's inner values are recomputed in backward instead of kept.
 std::unique_ptr<Trainer> make_gpu_seq_trainer(Model& model, const OptimizerConfig& opt, const TrainOptions& o);
 

@@ -25,7 +25,8 @@
 //  - fp16 adds GradScaler (defaults 2^16, x2 per 2000 finite steps, x0.5 and skip on inf/NaN): the
 //    loss gradient is multiplied by the scale, the fp32 gradients are unscaled with an inf/NaN check
 //    in one fused pass, the optimizer kernels skip the update when the flag is set, and the scale is
-//    updated, all on the device (no host sync per step, so a CUDA graph captures it).
+//    updated, all on the device (no host sync per step, so a CUDA graph captures it): gpu_scaler.h,
+//    shared with the sequence trainer.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -40,6 +41,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
+#include "models/cuda/gpu_scaler.h"
 #include "models/cuda/gpu_seq_trainer.h"
 #include "models/half.h"
 #include "models/loader/device_feed.h"
@@ -100,11 +102,7 @@ class GpuTrainer final : public Trainer {
       DLB_CUDA_CHECK(cudaMemsetAsync(gh_.data(), 0, gh_.bytes(), stream_));  // the padding stays zero
       cast_weights();
     }
-    // The scaler's device state: [0] scale, [1] 1/scale, [2] growth tracker (int), [3] found_inf.
-    amp_ = DeviceBuffer<float>(4);
-    const float s0 = scaling_ ? o.scaler.init_scale : 1.0f;
-    const float init[4] = {s0, 1.0f / s0, 0.0f, 0.0f};  // tracker 0: the int 0 has float 0's bits
-    DLB_CUDA_CHECK(cudaMemcpyAsync(amp_.data(), init, sizeof init, cudaMemcpyHostToDevice, stream_));
+    scaler_ = GpuGradScaler(scaling_, o.scaler, stream_);
     DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -121,13 +119,7 @@ class GpuTrainer final : public Trainer {
     return o_.device + " (cuDNN + cuBLAS" + amp + ", input " + input_mode_name(o_.input) +
            (o_.cuda_graph ? ", CUDA graph" : "") + ")";
   }
-  float loss_scale() override {
-    if (!scaling_) return 1.0f;
-    float v = 1.0f;
-    DLB_CUDA_CHECK(cudaMemcpyAsync(&v, amp_.data(), sizeof v, cudaMemcpyDeviceToHost, stream_));
-    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return v;
-  }
+  float loss_scale() override { return scaler_.read_scale(); }
   std::size_t model_device_bytes() const override { return model_bytes_; }
   std::size_t peak_device_bytes() const override { return cuda::peak_device_bytes(); }
 
@@ -153,8 +145,7 @@ class GpuTrainer final : public Trainer {
     forward(b.n);
     loss_and_backward(b.n);
     finish_gradients();
-    // No optimizer step follows: clear the inf/NaN flag the unscale pass may have set.
-    DLB_CUDA_CHECK(cudaMemsetAsync(amp_.data() + 3, 0, sizeof(float), stream_));
+    scaler_.clear();  // no optimizer step follows: the inf/NaN flag the unscale pass may have set
     DLB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (const auto& s : slots_)
       DLB_CUDA_CHECK(cudaMemcpy(s.host->grad.data(), grads_.data() + s.offset, s.host->size() * sizeof(float),
@@ -338,7 +329,8 @@ class GpuTrainer final : public Trainer {
   cuda::Stream stream_, copy_stream_;
   cuda::Event copied_[2] = {cuda::Event(false), cuda::Event(false)}, consumed_[2] = {cuda::Event(false), cuda::Event(false)};
   std::vector<Slot> slots_;
-  DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_, amp_, out32_;
+  DeviceBuffer<float> values_, grads_, state1_, state2_, scalars_, out32_;
+  GpuGradScaler scaler_;  // fp16: the loss scale, found_inf (gpu_scaler.h)
   DeviceBuffer<std::uint16_t> vh_, gh_, xh_;  // half weights, half gradients, half input (fp16/bf16)
   std::size_t model_bytes_ = 0;
   // Per batch size n: shapes, activations and gradients, cuDNN plans, pool indices. The members
@@ -633,7 +625,7 @@ class GpuTrainer final : public Trainer {
   // The loss added to scalars_[0], its gradient (times the loss scale) written to dout; returns dout.
   void* loss(int n) {
     const Shape& o = shapes_.back();
-    const float* scale = scaling_ ? amp_.data() : nullptr;  // the loss gradient carries the scale
+    const float* scale = scaler_.scale();  // the loss gradient carries the scale (null: not scaling)
     void* dlogits = dout_.front().data();
     std::optional<ProfileScope> region;
     if (prof_) region.emplace(prof_, "loss", "loss");
@@ -706,17 +698,17 @@ class GpuTrainer final : public Trainer {
   }
 
   // The fp32 gradients the optimizer reads: cast from the half gradients (fp16/bf16), then under
-  // fp16 unscaled by 1/scale with the inf/NaN check (found_inf = amp_[3]) in one fused pass.
+  // fp16 unscaled by 1/scale with the inf/NaN check (found_inf) in one fused pass.
   void finish_gradients() {
     if (half_) from_half(gh_.data(), grads_.data(), grads_.size());
-    if (scaling_) cuda::amp_unscale_check(grads_.data(), grads_.size(), amp_.data() + 1, amp_.data() + 3, stream_);
+    scaler_.unscale(grads_.data(), grads_.size());
   }
 
   Profiler* prof_ = nullptr;  // set during profile_step only
 
   void optimize() {
     // One launch over the flat buffers: the padding between slices holds zeros in every buffer.
-    const float* skip = scaling_ ? amp_.data() + 3 : nullptr;  // GradScaler: no step on inf/NaN
+    const float* skip = scaler_.skip();  // GradScaler: no step on inf/NaN
     if (cfg_.kind == "sgd") {
       cuda::sgd_momentum(values_.data(), grads_.data(), state1_.data(), values_.size(), cfg_.lr, cfg_.momentum, stream_,
                          skip);
@@ -726,11 +718,7 @@ class GpuTrainer final : public Trainer {
       cuda::adam(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), cfg_.lr, cfg_.beta1,
                  cfg_.beta2, cfg_.eps, t, stream_, skip);
     }
-    if (scaling_) {
-      const auto& c = o_.scaler;
-      cuda::amp_update_scale(amp_.data(), amp_.data() + 1, reinterpret_cast<int*>(amp_.data() + 2), amp_.data() + 3,
-                             c.growth_factor, c.backoff_factor, c.growth_interval, stream_);
-    }
+    scaler_.update();
     if (half_) cast_weights();
   }
 };

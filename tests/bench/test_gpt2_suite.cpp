@@ -63,11 +63,11 @@ TEST(Gpt2Suite, GpuCasesOfOursAreAllMade) {
   EXPECT_EQ(std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.find("ckpt=on") != std::string::npos; }), 1);
 }
 
-// --dtype fp32,tf32,bf16: ours gets a case per dtype, named by it; on the CPU tf32 / bf16 skip with
-// the reason (the GEMM autocast is the GPU trainer's), and the peers run fp32 only.
+// --dtype fp32,tf32,bf16,fp16: ours gets a case per dtype, named by it; on the CPU tf32 / bf16 / fp16
+// skip with the reason (the GEMM autocast is the GPU trainer's), and the peers run fp32 only.
 TEST(Gpt2Suite, DtypeAxisNamesOursPerDtypeAndSkipsTheCpusAutocast) {
   const bench::Suite& s = *bench::find_suite("gpt2");
-  bench::SuiteOptions o = s.options(true, json{{"dtype", {"fp32", "tf32", "bf16"}}, {"impl", {"ours", "pytorch"}}});
+  bench::SuiteOptions o = s.options(true, json{{"dtype", {"fp32", "tf32", "bf16", "fp16"}}, {"impl", {"ours", "pytorch"}}});
   o.devices = {"cpu", "cuda:0"};
   int skipped = 0, peers = 0, gpu = 0;
   for (const auto& c : s.expand(o)) {
@@ -89,9 +89,9 @@ TEST(Gpt2Suite, DtypeAxisNamesOursPerDtypeAndSkipsTheCpusAutocast) {
       EXPECT_NE(std::string(e.what()).find("fp32 only"), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(skipped, 2);  // cpu tf32, bf16
+  EXPECT_EQ(skipped, 3);  // cpu tf32, bf16, fp16
   EXPECT_EQ(peers, 2);    // cpu and cuda:0, fp32
-  EXPECT_EQ(gpu, 4);      // ours fp32, tf32, bf16 and the peer
+  EXPECT_EQ(gpu, 5);      // ours fp32, tf32, bf16, fp16 and the peer
 }
 
 // --attn flash,unfused: a case of ours per core, the unfused one named so and running that core.

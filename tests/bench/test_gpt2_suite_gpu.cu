@@ -1,11 +1,11 @@
 // Suite gpt2 (bench/gpt2.cpp) on a GPU: ours at the quick size (gpt-mini, batch 1, seq 32) in the
 // CUDA sequence trainer, the fused attention core and the unfused one, with and without activation
 // checkpointing, sets up, verifies against the CPU fp32 step, runs AdamW steps and records its device
-// memory; the same with its GEMMs autocast to tf32 and bf16 (--dtype); its op=infer cases (the
-// K/V-cache decoder) verify and time. Also suite amp's sequence models (bench/amp.cpp) in the same
-// trainer: rnn, lstm, transformer in fp32, tf32, bf16 verified against the CPU fp32 steps, fp16
-// refused (here, not in a binary of their own: each harness-linked *_gpu binary weighs ~3 MiB in the
-// device bundle). Skipped without a CUDA device (and never run on one yet).
+// memory; the same with its GEMMs autocast to tf32, bf16 and fp16 (--dtype; fp16 with the loss
+// scaler); its op=infer cases (the K/V-cache decoder) verify and time. Also suite amp's sequence
+// models (bench/amp.cpp) in the same trainer: rnn, lstm, transformer in fp32, tf32, bf16, fp16
+// verified against the CPU fp32 steps (here, not in a binary of their own: each harness-linked *_gpu
+// binary weighs ~3 MiB in the device bundle). Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,16 +63,21 @@ TEST(Gpt2SuiteGpu, OursDecodesOnTheGpu) {
   });
 }
 
-// --dtype tf32,bf16: the trainer's GEMMs autocast, verified against the CPU fp32 step within the
-// dtype's tolerance; the records say so (autocast, the cuBLAS compute type in `trainer`).
-TEST(Gpt2SuiteGpu, OursInTf32AndBf16VerifiesAndTrains) {
+// --dtype tf32,bf16,fp16: the trainer's GEMMs autocast, verified against the CPU fp32 step within
+// the dtype's tolerance; the records say so (autocast, the cuBLAS compute type in `trainer`; fp16:
+// loss scaling and its scale, 2^16 after three finite steps).
+TEST(Gpt2SuiteGpu, OursInTf32Bf16AndFp16VerifiesAndTrains) {
   SKIP_WITHOUT_GPU();
-  run_quick_cases(json{{"dtype", {"tf32", "bf16"}}}, 2, [](const json& r) {
+  run_quick_cases(json{{"dtype", {"tf32", "bf16", "fp16"}}}, 3, [](const json& r) {
     EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
     EXPECT_EQ(r.at("autocast"), "gemm operands");
     const std::string trainer = r.at("trainer");
-    EXPECT_TRUE(trainer.find("FAST_TF32") != std::string::npos || trainer.find("FAST_16BF") != std::string::npos)
+    const bool fp16 = trainer.find("FAST_16F)") != std::string::npos;
+    EXPECT_TRUE(trainer.find("FAST_TF32") != std::string::npos || trainer.find("FAST_16BF") != std::string::npos || fp16)
         << trainer;
+    EXPECT_EQ(trainer.find("loss scaling") != std::string::npos, fp16) << trainer;
+    EXPECT_EQ(r.contains("loss_scale"), fp16);
+    if (fp16) EXPECT_EQ(r.at("loss_scale").get<double>(), 65536.0);
   });
 }
 
@@ -88,10 +93,6 @@ TEST(SeqAmpGpu, SequenceModelsTrainInEachDtypeTheTrainerTakes) {
       if (spec.id.op != "train") continue;
       SCOPED_TRACE(spec.id.name());
       auto c = spec.make();
-      if (spec.id.dtype == "fp16") {
-        EXPECT_THROW(c->setup(), Unsupported);
-        continue;
-      }
       c->setup();
       const auto v = c->verify();
       EXPECT_TRUE(v.ok) << v.message;
@@ -104,9 +105,13 @@ TEST(SeqAmpGpu, SequenceModelsTrainInEachDtypeTheTrainerTakes) {
       if (spec.id.dtype == "bf16") {
         EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F_FAST_16BF");
       }
+      if (spec.id.dtype == "fp16") {  // the loss scaler: 2^16 unless a step overflowed
+        EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F_FAST_16F");
+        EXPECT_EQ(e.at("loss_scale").get<double>(), 65536.0);
+      }
       c->teardown();
       ++trained;
     }
-    EXPECT_EQ(trained, 3);  // fp32, tf32, bf16
+    EXPECT_EQ(trained, 4);  // fp32, tf32, bf16, fp16
   }
 }

@@ -2,9 +2,10 @@
 // step: each of GPT-2's device twins against its CPU layer (GELU, the learned positions, the tied LM
 // head, the causal attention core, flash and unfused), then a small gpt2 (L 2, H 2, C 64, V 100
 // padded to 128, T 16, B 2) from the same weights on the same batch: the loss and every gradient,
-// and 10 AdamW steps' losses and weights; with the GEMMs autocast to tf32 / bf16, one step within the
-// dtype's tolerance (kernels/common/autocast_tolerance.h). Also what the trainer refuses. Skipped without a
-// CUDA device (and never run on one yet).
+// and 10 AdamW steps' losses and weights; with the GEMMs autocast to tf32 / bf16 / fp16 (the loss
+// scaler), one step within the dtype's tolerance (kernels/common/autocast_tolerance.h), and fp16's
+// scaler on an overflow with AdamW (the step and its decay skipped, the count not advanced). Also
+// what the trainer refuses. Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,12 +155,12 @@ Gpt2Config small() {
 struct Pair {
   std::unique_ptr<Model> cpu, dev;
   std::unique_ptr<Trainer> tc, tg;
-  explicit Pair(const OptimizerConfig& opt, DType gemm = DType::fp32) {
+  explicit Pair(const OptimizerConfig& opt, DType gemm = DType::fp32, const GradScalerConfig& scaler = {}) {
     const Gpt2Weights w = gpt2_random_weights(small(), 7);
     cpu = make_gpt2(w, 16), dev = make_gpt2(w, 16);
     tc = make_trainer(*cpu, opt, TrainOptions{});
     TrainOptions o = gpu();
-    o.dtype = gemm;
+    o.dtype = gemm, o.scaler = scaler;
     tg = make_trainer(*dev, opt, o);
   }
 };
@@ -182,10 +183,10 @@ TEST(Gpt2GpuStep, LossAndEveryGradientMatchTheCpuStep) {
 }
 
 // The GEMMs (the blocks' Linear layers, the tied head) autocast: the loss and every gradient within
-// the dtype's tolerance of the CPU fp32 step's.
+// the dtype's tolerance of the CPU fp32 step's (fp16: scaled by 2^16 in backward, returned unscaled).
 TEST(Gpt2GpuStep, AutocastStepIsTheCpuFp32StepWithinTheDtypesTolerance) {
   SKIP_WITHOUT_GPU();
-  for (const DType t : {DType::tf32, DType::bf16}) {
+  for (const DType t : {DType::tf32, DType::bf16, DType::fp16}) {
     SCOPED_TRACE(dtype_name(t));
     const StepTolerance tol = autocast_step_tolerance(t);
     Pair p(gpt2_optimizer(), t);
@@ -196,6 +197,25 @@ TEST(Gpt2GpuStep, AutocastStepIsTheCpuFp32StepWithinTheDtypesTolerance) {
     EXPECT_NEAR(got, want, tol.loss * std::abs(want));
     gputest::expect_params_close(*p.dev, *p.cpu, gputest::Field::grad, tol.grad_l2);
   }
+}
+
+// fp16's scaler on an overflow with AdamW and decay (tests/gpu_trainer_check.h says what and why):
+// the skipped step leaves every weight as it was (the decay too), the next is AdamW's first.
+TEST(Gpt2GpuStep, Fp16OverflowSkipsTheAdamWStep) {
+  SKIP_WITHOUT_GPU();
+  OptimizerConfig opt = gpt2_optimizer();
+  opt.lr = 1e-3f, opt.weight_decay = 0.1f;
+  const auto tokens = gpt2_random_tokens(2 * 2 * 16 + 1, small().vocab_size, 9);
+  Gpt2Batcher b0(tokens, 2, 16), b1(tokens, 2, 16);
+  const Batch& x0 = b0.next();
+  b1.next();
+  const Batch& x1 = b1.next();
+  gputest::expect_overflow_skips_the_step(
+      [&](const GradScalerConfig& cfg) {
+        Pair p(opt, DType::fp16, cfg);
+        return gputest::Fp16Run{std::move(p.dev), std::move(p.tg)};
+      },
+      x0, x1);
 }
 
 // AdamW with decay (GPT-2's optimizer at lr 1e-3, decay 0.1: the decay's term counts), batches of the
@@ -287,7 +307,7 @@ TEST(Gpt2GpuStep, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();
   auto m = make_gpt2(gpt2_random_weights(small(), 1), 16);
   TrainOptions o = gpu();
-  o.dtype = DType::fp16;  // no loss scaler in the sequence trainer
+  o.dtype = DType::fp64;
   EXPECT_THROW(make_trainer(*m, gpt2_optimizer(), o), Unsupported);
   // a token past the padded table, a label past the real vocabulary: refused before the device reads them
   auto t = make_trainer(*m, gpt2_optimizer(), gpu());

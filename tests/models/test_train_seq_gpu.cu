@@ -1,9 +1,11 @@
 // The CUDA sequence trainer (models/cuda/gpu_seq_trainer.h) against the CPU fp32 step: rnn, lstm
 // (impl ours and cudnn) and transformer (dropout on and off, the causal mask) at small sizes, the
 // same weights on the same batch -> the same loss and every gradient; then 10 Adam steps give the
-// same losses. Under autocast of the GEMMs (tf32, bf16; impl ours) one step's loss and gradients
-// against the CPU fp32 step within the dtype's tolerance (kernels/common/autocast_tolerance.h). Also
-// what it refuses. Skipped without a CUDA device (and never run on one yet).
+// same losses. Under autocast of the GEMMs (tf32, bf16, fp16 with the loss scaler; impl ours) one
+// step's loss and gradients against the CPU fp32 step within the dtype's tolerance
+// (kernels/common/autocast_tolerance.h; fp16's gradients come back unscaled), and fp16's scaler on an
+// overflow (the step skipped, the scale backed off, the next step a first step). Also what it
+// refuses. Skipped without a CUDA device (and never run on one yet).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,7 +68,9 @@ struct Pair {
   TokenData data;
   std::vector<std::uint32_t> order;
   std::unique_ptr<Trainer> tc, tg;
-  Pair(const SeqCase& k, std::size_t samples, std::uint64_t seed, DType gemm = DType::fp32) : c(small(k)) {
+  Pair(const SeqCase& k, std::size_t samples, std::uint64_t seed, DType gemm = DType::fp32,
+       const GradScalerConfig& scaler = {})
+      : c(small(k)) {
     SeqConfig cc = c;
     cc.impl = RnnImpl::ours;
     cpu = make_seq_model(cc), dev = make_seq_model(c);
@@ -76,7 +80,7 @@ struct Pair {
     for (std::uint32_t i = 0; i < data.size(); ++i) order.push_back(i);
     tc = make_trainer(*cpu, default_optimizer(k.model), TrainOptions{});
     TrainOptions o = gpu();
-    o.dtype = gemm;
+    o.dtype = gemm, o.scaler = scaler;
     tg = make_trainer(*dev, default_optimizer(k.model), o);
   }
 };
@@ -120,9 +124,10 @@ INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuStep,
                                            SeqCase{"transformer", "ours", 0.1f, true}),
                          [](const auto& i) { return i.param.name(); });
 
-// The GEMMs autocast to tf32 / bf16 (cuBLAS FAST_TF32 / FAST_16BF on the fp32 buffers): one step
-// from the same weights on the same batch against the CPU's fp32 step, within the dtype's tolerance
-// (the loss relative, each gradient tensor's relative L2 error).
+// The GEMMs autocast to tf32 / bf16 / fp16 (cuBLAS FAST_TF32 / FAST_16BF / FAST_16F on the fp32
+// buffers): one step from the same weights on the same batch against the CPU's fp32 step, within the
+// dtype's tolerance (the loss relative, each gradient tensor's relative L2 error). fp16 runs with the
+// loss scaler (2^16): gradients() returns them unscaled, or they would be 65536x the CPU's.
 struct AmpCase {
   SeqCase k;
   DType t;
@@ -141,8 +146,10 @@ TEST_P(SeqGpuAutocast, OneStepIsTheCpuFp32StepWithinTheDtypesTolerance) {
   const float got = t.tg->gradients(b);
   EXPECT_NEAR(got, want, tol.loss * std::abs(want));
   gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::grad, tol.grad_l2);
-  EXPECT_NE(t.tg->describe().find(a.t == DType::tf32 ? "FAST_TF32" : "FAST_16BF"), std::string::npos)
-      << t.tg->describe();
+  const char* compute = a.t == DType::tf32 ? "FAST_TF32" : a.t == DType::bf16 ? "FAST_16BF" : "FAST_16F)";
+  EXPECT_NE(t.tg->describe().find(compute), std::string::npos) << t.tg->describe();
+  EXPECT_EQ(t.tg->describe().find("loss scaling") != std::string::npos, a.t == DType::fp16) << t.tg->describe();
+  if (a.t == DType::fp16) EXPECT_EQ(t.tg->loss_scale(), 0x1p16f);  // a gradient-only call keeps the scale
 }
 
 INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuAutocast,
@@ -151,8 +158,36 @@ INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuAutocast,
                                            AmpCase{{"lstm", "ours", 0.f, false}, DType::tf32},
                                            AmpCase{{"lstm", "ours", 0.f, false}, DType::bf16},
                                            AmpCase{{"transformer", "ours", 0.f, true}, DType::tf32},
-                                           AmpCase{{"transformer", "ours", 0.1f, false}, DType::bf16}),
+                                           AmpCase{{"transformer", "ours", 0.1f, false}, DType::bf16},
+                                           AmpCase{{"rnn", "ours", 0.f, false}, DType::fp16},
+                                           AmpCase{{"lstm", "ours", 0.f, false}, DType::fp16},
+                                           AmpCase{{"transformer", "ours", 0.1f, true}, DType::fp16}),
                          [](const auto& i) { return i.param.k.name() + "_" + dtype_name(i.param.t); });
+
+// fp16's loss scaler on an overflow (tests/gpu_trainer_check.h says what and why): rnn (one
+// recurrent GEMM chain), lstm, transformer; Adam's step count on the device. Dropout off: the two
+// trainers compared step with different dropout step numbers.
+class SeqGpuScaler : public ::testing::TestWithParam<SeqCase> {};
+
+TEST_P(SeqGpuScaler, AnOverflowSkipsTheStepAndBacksOffTheScale) {
+  SKIP_WITHOUT_GPU();
+  const SeqCase k = GetParam();
+  Pair d(k, 8, 4);  // the data and the batches
+  SeqBatcher b0(d.c), b1(d.c);
+  const Batch& x0 = b0.gather(d.data, d.order, 0, 4);
+  const Batch& x1 = b1.gather(d.data, d.order, 4, 4);
+  gputest::expect_overflow_skips_the_step(
+      [&](const GradScalerConfig& cfg) {
+        Pair p(k, 8, 4, DType::fp16, cfg);
+        return gputest::Fp16Run{std::move(p.dev), std::move(p.tg)};
+      },
+      x0, x1);
+}
+
+INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuScaler,
+                         ::testing::Values(SeqCase{"rnn", "ours", 0.f, false}, SeqCase{"lstm", "ours", 0.f, false},
+                                           SeqCase{"transformer", "ours", 0.f, true}),
+                         [](const auto& i) { return i.param.name(); });
 
 }  // namespace
 
@@ -160,13 +195,15 @@ TEST(SeqGpuTrainer, RefusesWhatItDoesNotRun) {
   SKIP_WITHOUT_GPU();
   auto m = make_seq_model(SeqConfig::defaults("lstm"));
   TrainOptions o = gpu();
-  o.dtype = DType::fp16;  // no loss scaler in the sequence trainer: fp16 operands flush small gradients
+  o.dtype = DType::fp64;
   EXPECT_THROW(make_trainer(*m, default_optimizer("lstm"), o), Unsupported);
   SeqConfig cc = SeqConfig::defaults("lstm");
   cc.impl = RnnImpl::cudnn;  // cuDNN's RNN stays fp32
   auto mc = make_seq_model(cc);
-  o.dtype = DType::bf16;
-  EXPECT_THROW(make_trainer(*mc, default_optimizer("lstm"), o), Unsupported);
+  for (const DType t : {DType::bf16, DType::fp16, DType::tf32}) {
+    o.dtype = t;
+    EXPECT_THROW(make_trainer(*mc, default_optimizer("lstm"), o), Unsupported) << dtype_name(t);
+  }
   o = gpu();
   o.cuda_graph = true;
   EXPECT_THROW(make_trainer(*m, default_optimizer("lstm"), o), Unsupported);

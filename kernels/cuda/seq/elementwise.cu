@@ -54,8 +54,22 @@ __global__ void dropout_k(const T* x, T* y, std::uint8_t* mask, std::size_t n, f
   }
 }
 
+// The bias corrections from the host (dstep null) or from *dstep: then one thread per block computes
+// them in fp64 as the host does (pow per block, not per element); the block returns when *skip.
 __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::size_t n, float decay, float step_size,
-                        float bc2s, float a1, float b2, float a2, float eps) {
+                        float bc2s, float a1, float b2, float a2, float eps, const int* dstep, float lr, float b1,
+                        const float* skip) {
+  if (skip && *skip != 0.f) return;
+  if (dstep) {
+    __shared__ float sh[2];
+    if (threadIdx.x == 0) {
+      const double t = *dstep;  // pow(double, double), as the host computes it
+      sh[0] = float(double(lr) / (1 - pow(double(b1), t)));
+      sh[1] = float(sqrt(1 - pow(double(b2), t)));
+    }
+    __syncthreads();
+    step_size = sh[0], bc2s = sh[1];
+  }
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(blockDim.x) * gridDim.x) {
     const float gi = g[i], mi = m[i] + a1 * (gi - m[i]), vi = b2 * v[i] + a2 * gi * gi;
@@ -119,7 +133,16 @@ void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, con
                 cudaStream_t s) {
   const double bc1 = 1 - std::pow(double(o.beta1), step), bc2 = 1 - std::pow(double(o.beta2), step);
   adamw_k<<<grid_for(n), kThreads, 0, s>>>(p, g, m, v, n, float(1 - double(o.lr) * o.weight_decay), float(o.lr / bc1),
-                                           float(std::sqrt(bc2)), 1.f - o.beta1, o.beta2, 1.f - o.beta2, o.eps);
+                                           float(std::sqrt(bc2)), 1.f - o.beta1, o.beta2, 1.f - o.beta2, o.eps,
+                                           nullptr, o.lr, o.beta1, nullptr);
+  check_launch();
+}
+
+void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, const cpu::seq::AdamW& o, const int* step,
+                cudaStream_t s, const float* skip) {
+  if (n == 0) return;
+  adamw_k<<<grid_for(n), kThreads, 0, s>>>(p, g, m, v, n, float(1 - double(o.lr) * o.weight_decay), 0.f, 0.f,
+                                           1.f - o.beta1, o.beta2, 1.f - o.beta2, o.eps, step, o.lr, o.beta1, skip);
   check_launch();
 }
 

@@ -33,5 +33,11 @@ void add_broadcast(const float* x, const float* row, float* y, std::size_t n, st
 // As cpu::seq::adamw_step (the bias corrections from `step` on the host).
 void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, const cpu::seq::AdamW& o, long step,
                 cudaStream_t s);
+// The same with the step count t read on the device (*step, from 1: a trainer's counter, advanced by
+// cuda::increment with the same skip), so a step needs no host sync; nothing is written when skip
+// (a device float, may be null) is non-zero: GradScaler's found_inf skips the whole update, the
+// decay included, as PyTorch's scaler.step skips optimizer.step().
+void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, const cpu::seq::AdamW& o, const int* step,
+                cudaStream_t s, const float* skip = nullptr);
 
 }  // namespace dlb::cuda::seq

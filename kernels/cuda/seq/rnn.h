@@ -3,7 +3,7 @@
 // device pointers): cuBLAS GEMMs -- the input GEMM once for all steps, the recurrent GEMM per step into
 // the step's strided rows -- and our fused gate kernel per step; backward through time the same way.
 // fp32 storage and cell math; the GEMMs in `gemm`'s compute type (kernels/cuda/cublas_gemm.h
-// gemm_f32: fp32 plain FMAs, tf32 / bf16 operands rounded on tensor cores, fp32 accumulation).
+// gemm_f32: fp32 plain FMAs, tf32 / bf16 / fp16 operands rounded on tensor cores, fp32 accumulation).
 // cuDNN's RNN API behind the same interface: cudnn_rnn.h.
 // Napkin math: as the CPU's; a step at small batch is a few microseconds of launches (GEMM + cell),
 // which bounds a T-step layer from below at ~2T launches.

@@ -57,7 +57,7 @@ __global__ void count_targets_k(const int* targets, long rows, int* count) {
 }
 
 __global__ void classifier_k(const float* logits, const int* targets, int V, int ld, float* losses, float* dlogits,
-                             const int* count) {
+                             const int* count, const float* scale) {
   __shared__ float sh[32];
   const long r = blockIdx.x;
   const float* x = logits + r * ld;
@@ -83,7 +83,7 @@ __global__ void classifier_k(const float* logits, const int* targets, int V, int
   const float sum = block_sum(s, sh);
   if (threadIdx.x == 0) losses[r] = logf(sum) + mx - xt;
   if (!d) return;
-  const float inv = 1.f / float(*count), sc = inv / sum;
+  const float inv = (scale ? *scale : 1.f) / float(*count), sc = inv / sum;
   for (int j = threadIdx.x; j < ld; j += blockDim.x) d[j] = j < V ? d[j] * sc - (j == t ? inv : 0.f) : 0.f;
 }
 
@@ -169,10 +169,10 @@ void softmax_backward(const float* y, const float* dy, float* dx, long rows, int
 }
 
 void classifier_forward_backward(const float* logits, const int* targets, long rows, int V, int ld, float* losses,
-                                 float* dlogits, float* loss, int* scratch, cudaStream_t s) {
+                                 float* dlogits, float* loss, int* scratch, cudaStream_t s, const float* scale) {
   if (rows <= 0) return;
   count_targets_k<<<1, 1024, 0, s>>>(targets, rows, scratch);
-  classifier_k<<<rows, row_threads(V), 0, s>>>(logits, targets, V, ld, losses, dlogits, scratch);
+  classifier_k<<<rows, row_threads(V), 0, s>>>(logits, targets, V, ld, losses, dlogits, scratch, scale);
   mean_loss_k<<<1, 1024, 0, s>>>(losses, rows, scratch, loss);
   check_launch();
 }

@@ -17,9 +17,11 @@ void softmax_backward(const float* y, const float* dy, float* dx, long rows, int
 
 // As cpu::seq::classifier_forward_backward, on the device: losses [rows] (required), dlogits (may be
 // null, may alias logits), *loss = the mean over rows with a target >= 0. scratch: one int. Targets
-// must be < V (not checked on the device).
+// must be < V (not checked on the device). scale (a device float, may be null): dlogits multiplied
+// by *scale (GradScaler's seed gradient; *loss stays unscaled).
 void classifier_forward_backward(const float* logits, const int* targets, long rows, int V, int ld, float* losses,
-                                 float* dlogits, float* loss, int* scratch, cudaStream_t s);
+                                 float* dlogits, float* loss, int* scratch, cudaStream_t s,
+                                 const float* scale = nullptr);
 
 // As cpu::seq::layernorm_forward / _backward (w, b may be null; mean, rstd [rows] required here).
 // Backward needs partial_bytes(rows, C) of device scratch for dw / db.

@@ -20,6 +20,7 @@
 #include "kernels/cpu/seq/rnn.h"
 #include "kernels/cpu/seq/softmax.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/nn_ops.h"
 #include "kernels/cuda/seq/attention.h"
 #include "kernels/cuda/seq/cudnn_rnn.h"
 #include "kernels/cuda/seq/elementwise.h"
@@ -118,6 +119,35 @@ TEST(SeqGpu, AdamWMatchesReference) {
   EXPECT_LT(max_rel_err(p.get().data(), pr.data(), n), kTol);
 }
 
+// The trainers' form: the step count on the device (advanced by cuda::increment) gives the host
+// count's update; GradScaler's found_inf set, neither the count nor any weight, moment moves.
+TEST(SeqGpu, AdamWWithTheDeviceStepCountAndTheSkipFlag) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t n = 5000;
+  const cs::AdamW o{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  const auto p0 = rand_f(n, 4);
+  const std::vector<float> zero(n, 0.f);
+  Dev<float> p(p0), m(zero), v(zero), ph(p0), mh(zero), vh(zero), skip(std::vector<float>{0.f});
+  Dev<int> t(std::vector<int>{0});
+  for (long step = 1; step <= 3; ++step) {
+    Dev<float> dg(rand_f(n, 10 + step));
+    cuda::increment(t.p(), nullptr, skip.p());
+    gs::adamw_step(p.p(), dg.p(), m.p(), v.p(), n, o, t.p(), nullptr, skip.p());
+    gs::adamw_step(ph.p(), dg.p(), mh.p(), vh.p(), n, o, step, nullptr);
+  }
+  EXPECT_EQ(t.get()[0], 3);
+  EXPECT_LT(max_rel_err(p.get().data(), ph.get().data(), n), 1e-6);  // fp64 pow on the device and the host
+  const auto pb = p.get(), mb = m.get(), vb = v.get();
+  DLB_CUDA_CHECK(cudaMemcpy(skip.p(), std::vector<float>{1.f}.data(), sizeof(float), cudaMemcpyHostToDevice));
+  Dev<float> dg(rand_f(n, 20));
+  cuda::increment(t.p(), nullptr, skip.p());
+  gs::adamw_step(p.p(), dg.p(), m.p(), v.p(), n, o, t.p(), nullptr, skip.p());
+  EXPECT_EQ(t.get()[0], 3);
+  EXPECT_EQ(p.get(), pb);
+  EXPECT_EQ(m.get(), mb);
+  EXPECT_EQ(v.get(), vb);
+}
+
 TEST(SeqGpu, EmbeddingMatchesReferenceAndIsDeterministic) {
   SKIP_WITHOUT_GPU();
   const int B = 4, T = 33, V = 50, C = 96;
@@ -174,6 +204,13 @@ TEST(SeqGpu, SoftmaxClassifierLayerNormMatchReferences) {
     EXPECT_NEAR(loss.get()[0], rloss, kTol * rloss);
     EXPECT_LT(max_rel_err(losses.get().data(), rl.data(), rows), kTol);
     EXPECT_LT(max_rel_err(dl.get().data(), rd.data(), rd.size()), kTol);
+    // GradScaler's seed gradient: dlogits times *scale (a power of two: exact), the loss unscaled
+    Dev<float> scale(std::vector<float>{65536.f}), xs(x), ds(x.size());
+    gs::classifier_forward_backward(xs.p(), dt.p(), rows, V, ld, losses.p(), ds.p(), loss.p(), scratch.p(),
+                                    nullptr, scale.p());
+    EXPECT_NEAR(loss.get()[0], rloss, kTol * rloss);
+    const auto got = ds.get(), plain = dl.get();
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 65536.f * plain[i]) << i;
   }
   {
     const long rows = 70;
