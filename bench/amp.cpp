@@ -10,9 +10,10 @@
 //               without autocast: the baseline), the half types the AmpTrainer step (record
 //               `timed_step`). The sequence models (rnn, lstm, transformer, --model; the seed's default
 //               sizes, synthetic tokens, tokens/s) train the same way: under bf16 their Linear layers
-//               and (where the CPU computes bf16) recurrent GEMMs take bf16 operands, while softmax,
-//               LayerNorm, the recurrent cell's gate math and state, and the loss stay fp32
-//               (kernels/cpu/seq/rnn.h RnnShape::bf16); attention is emulated (rounded operands).
+//               and (where the CPU computes bf16) recurrent GEMMs and attention projections take
+//               bf16 operands, while softmax, LayerNorm, the attention core, the recurrent cell's
+//               gate math and state, and the loss stay fp32 (kernels/cpu/seq/rnn.h RnnShape::bf16,
+//               MultiheadAttention::bf16); elsewhere bf16 is emulated (rounded operands).
 //               On a GPU the step is the CUDA trainer's (models/cuda/gpu_trainer.cu: cuDNN/cuBLAS
 //               in the autocast dtype, fp32 masters, device-side GradScaler for fp16), timed over an
 //               epoch of `steps` device-resident batches; its parity reference is the CPU's fp32

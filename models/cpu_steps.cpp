@@ -207,6 +207,12 @@ struct Bf16Gemms {
   explicit Bf16Gemms(Layer& l) : r(static_cast<Recurrent&>(l)) { r.bf16 = true; }
   ~Bf16Gemms() { r.bf16 = false; }
 };
+// attention_bf16: the layer's own pass with its projections in bf16 (MultiheadAttention::bf16).
+struct Bf16Projections {
+  MultiheadAttention& a;
+  explicit Bf16Projections(Layer& l) : a(static_cast<MultiheadAttention&>(l)) { a.bf16 = true; }
+  ~Bf16Projections() { a.bf16 = false; }
+};
 // The first layer's fp32 Fwd / Bwd views of a step's arguments.
 Fwd<float> fwd(const StepArgs& a) { return {a.in, a.xs, a.y}; }
 Bwd<float> bwd(const StepArgs& a) { return {a.in, a.xs, a.y, a.dy, a.dxs}; }
@@ -228,6 +234,10 @@ void step_forward(const Step& s, const StepArgs& a, StepScratch& sc) {
     case StepKind::linear_bf16: return linear_forward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.y, sc);
     case StepKind::recurrent_bf16: {
       Bf16Gemms on(*a.layers[0]);
+      return a.layers[0]->forward(fwd(a));
+    }
+    case StepKind::attention_bf16: {
+      Bf16Projections on(*a.layers[0]);
       return a.layers[0]->forward(fwd(a));
     }
     case StepKind::conv_relu_pool_bf16:
@@ -252,6 +262,10 @@ void step_backward(const Step& s, const StepArgs& a, StepScratch& sc) {
       return linear_backward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
     case StepKind::recurrent_bf16: {
       Bf16Gemms on(*a.layers[0]);
+      return a.layers[0]->backward(bwd(a));
+    }
+    case StepKind::attention_bf16: {
+      Bf16Projections on(*a.layers[0]);
       return a.layers[0]->backward(bwd(a));
     }
     case StepKind::conv_relu_pool_bf16:

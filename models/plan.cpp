@@ -26,6 +26,7 @@ const char* step_kind_name(StepKind k) {
     case StepKind::conv_transpose_bf16: return "conv_transpose_bf16";
     case StepKind::linear_bf16: return "linear_bf16";
     case StepKind::recurrent_bf16: return "recurrent_bf16";
+    case StepKind::attention_bf16: return "attention_bf16";
     case StepKind::conv_relu_pool_bf16: return "conv_relu_pool_bf16";
     case StepKind::conv_bf16_relu_pool: return "conv_bf16_relu_pool";
   }
@@ -102,6 +103,7 @@ void name_algos(const Ctx& c, Step& s) {
       return;
     case StepKind::linear_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm"; return;
     case StepKind::recurrent_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm+fp32_cell"; return;
+    case StepKind::attention_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm+fp32_core"; return;
     case StepKind::conv_relu_pool_bf16:
       s.fwd_algo = row(ConvDir::relu_pool_forward_bf16, pool);
       s.bwd_algo = row(ConvDir::relu_pool_backward_filter_bf16, pool);
@@ -179,6 +181,12 @@ int recurrent_bf16(const Ctx& c, int i) {
              ? 1
              : 0;
 }
+int attention_bf16(const Ctx& c, int i) {
+  return c.p.bf16_native && c.op(i) == Op::multihead_attention &&
+                 static_cast<const MultiheadAttention&>(*c.node(i).layer).o.projections
+             ? 1
+             : 0;
+}
 int any_layer(const Ctx&, int) { return 1; }
 
 // THE dispatch table: at each node the first rule that applies makes the next step.
@@ -196,6 +204,7 @@ const struct {
     {StepKind::conv_transpose_bf16, conv_transpose_bf16},
     {StepKind::linear_bf16, linear_bf16},
     {StepKind::recurrent_bf16, recurrent_bf16},
+    {StepKind::attention_bf16, attention_bf16},
     {StepKind::conv_sparse_dy, conv_sparse_dy},
     {StepKind::layer, any_layer},
 };

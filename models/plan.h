@@ -31,6 +31,7 @@ enum class StepKind {
   conv_transpose_bf16,  // ConvTranspose2d, oneDNN
   linear_bf16,          // Linear, our bf16 GEMM
   recurrent_bf16,       // RNN / LSTM (impl ours): its GEMMs on bf16 operands, gate math and state in fp32
+  attention_bf16,       // MultiheadAttention with projections: those GEMMs on bf16 operands, the core fp32
   conv_relu_pool_bf16,  // a first Conv2d -> ReLU -> MaxPool2d per image in bf16; dW over the winners
   conv_bf16_relu_pool,  // Conv2d (oneDNN, y in bf16 nChw16c) -> ReLU + MaxPool2d reading that layout
 };

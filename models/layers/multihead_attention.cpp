@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/bf16_cast.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/sgemm.h"
 #include "models/layers/dropout.h"
@@ -79,16 +81,44 @@ double MultiheadAttention::forward_flops(Shapes in) const {
 }
 
 namespace {
-// y[m, cols] = x[m, k] W[cols, k]^T + b (W, b: `cols` rows of a bigger matrix from row r0 on).
-void proj(const float* x, int m, int k, const Param& w, const Param& b, int r0, int cols, float* y) {
-  cpu::sgemm_nt(m, cols, k, x, w.value.data() + std::size_t(r0) * k, y, b.value.data() + r0);
+// n floats rounded to bf16 into scratch `s` (exact for the bf16-valued inputs and weights autocast
+// hands a lower-precision layer; ctx and the inner gradients are rounded as PyTorch's bf16 ops would).
+const std::uint16_t* as_bf16(const float* v, std::size_t n, std::vector<std::uint16_t>& s) {
+  if (s.size() < n) s.resize(n);
+  cpu::cast_fp32_to_bf16(v, s.data(), n);
+  return s.data();
+}
+// y[m, cols] = x[m, k] W[cols, k]^T + b (W, b: `cols` rows of a bigger matrix from row r0 on); s16:
+// the bf16 scratch (MultiheadAttention::bf16: the product on bf16 operands, fp32 sums), or null.
+void proj(const float* x, int m, int k, const Param& w, const Param& b, int r0, int cols, float* y,
+          std::vector<std::uint16_t>* s16) {
+  const float* wr = w.value.data() + std::size_t(r0) * k;
+  if (!s16) return cpu::sgemm_nt(m, cols, k, x, wr, y, b.value.data() + r0);
+  cpu::Bf16GemmArgs g;
+  g.trans_b = true, g.m = m, g.n = cols, g.k = k, g.c = y;
+  g.a = as_bf16(x, std::size_t(m) * k, s16[0]), g.b = as_bf16(wr, std::size_t(cols) * k, s16[1]);
+  cpu::bf16_gemm(g);
+  cpu::bias_rows_forward(y, b.value.data() + r0, m, cols);
 }
 // Its backward: dW[r0.., :] += dy^T x, db += colsum(dy), dx = dy W (dx may be null).
-void proj_back(const float* x, const float* dy, int m, int k, Param& w, Param& b, int r0, int cols, float* dx) {
-  cpu::sgemm_tn_add(cols, k, m, dy, x, w.grad.data() + std::size_t(r0) * k);
+void proj_back(const float* x, const float* dy, int m, int k, Param& w, Param& b, int r0, int cols, float* dx,
+               std::vector<std::uint16_t>* s16) {
+  float* dw = w.grad.data() + std::size_t(r0) * k;
+  const float* wr = w.value.data() + std::size_t(r0) * k;
   cpu::bias_rows_backward(dy, b.grad.data() + r0, m, cols);
-  if (dx)
-    cpu::sgemm_nn(m, k, cols, dy, w.value.data() + std::size_t(r0) * k, dx);
+  if (!s16) {
+    cpu::sgemm_tn_add(cols, k, m, dy, x, dw);
+    if (dx) cpu::sgemm_nn(m, k, cols, dy, wr, dx);
+    return;
+  }
+  cpu::Bf16GemmArgs g;
+  g.trans_a = true, g.m = cols, g.n = k, g.k = m, g.beta = 1.f, g.c = dw;
+  g.a = as_bf16(dy, std::size_t(m) * cols, s16[0]), g.b = as_bf16(x, std::size_t(m) * k, s16[1]);
+  cpu::bf16_gemm(g);
+  if (!dx) return;
+  cpu::Bf16GemmArgs d;
+  d.m = m, d.n = k, d.k = cols, d.a = g.a, d.b = as_bf16(wr, std::size_t(cols) * k, s16[2]), d.c = dx;
+  cpu::bf16_gemm(d);
 }
 }  // namespace
 
@@ -104,19 +134,19 @@ void MultiheadAttention::forward(const Fwd<float>& a) {
   }
   if (!o.cross) {
     qkv_.resize(std::size_t(mq) * 3 * E);
-    proj(a.x(), mq, E, in_w, in_b, 0, 3 * E, qkv_.data());
+    proj(a.x(), mq, E, in_w, in_b, 0, 3 * E, qkv_.data(), s16());
     q = qkv_.data(), k = q + E, v = q + 2 * E;
   } else {
     qkv_.resize(std::size_t(mq) * E);
     kv_.resize(std::size_t(mk) * 2 * E);
-    proj(a.x(0), mq, E, in_w, in_b, 0, E, qkv_.data());
-    proj(a.x(1), mk, E, in_w, in_b, E, 2 * E, kv_.data());
+    proj(a.x(0), mq, E, in_w, in_b, 0, E, qkv_.data(), s16());
+    proj(a.x(1), mk, E, in_w, in_b, E, 2 * E, kv_.data(), s16());
     q = qkv_.data(), k = kv_.data(), v = k + E, ldq = E, ldkv = 2L * E;
   }
   ctx_.resize(std::size_t(mq) * E);
   algorithm(at).forward(at, cs::bthd(q, H, at.Tq, D, ldq), cs::bthd(k, H, at.Tk, D, ldkv),
                         cs::bthd(v, H, at.Tk, D, ldkv), cs::bthd(ctx_.data(), H, at.Tq, D), saved_);
-  proj(ctx_.data(), mq, E, out_w, out_b, 0, E, a.y);
+  proj(ctx_.data(), mq, E, out_w, out_b, 0, E, a.y, s16());
 }
 
 void MultiheadAttention::backward(const Bwd<float>& a) {
@@ -134,7 +164,7 @@ void MultiheadAttention::backward(const Bwd<float>& a) {
     return;
   }
   dctx_.resize(std::size_t(mq) * E);
-  proj_back(ctx_.data(), a.dy, mq, E, out_w, out_b, 0, E, dctx_.data());
+  proj_back(ctx_.data(), a.dy, mq, E, out_w, out_b, 0, E, dctx_.data(), s16());
   const cs::CView o_view = cs::bthd(static_cast<const float*>(ctx_.data()), H, at.Tq, D);
   const cs::CView dout = cs::bthd(static_cast<const float*>(dctx_.data()), H, at.Tq, D);
   if (!o.cross) {
@@ -145,7 +175,7 @@ void MultiheadAttention::backward(const Bwd<float>& a) {
     alg.backward(at, cs::bthd(q, H, at.Tq, D, ld), cs::bthd(q + E, H, at.Tk, D, ld), cs::bthd(q + 2 * E, H, at.Tk, D, ld),
                  o_view, dout, saved_, cs::bthd(dq, H, at.Tq, D, ld), cs::bthd(dq + E, H, at.Tk, D, ld),
                  cs::bthd(dq + 2 * E, H, at.Tk, D, ld));
-    proj_back(a.x(), dq, mq, E, in_w, in_b, 0, 3 * E, a.dx());
+    proj_back(a.x(), dq, mq, E, in_w, in_b, 0, 3 * E, a.dx(), s16());
     return;
   }
   const float *q = qkv_.data(), *k = kv_.data();
@@ -155,8 +185,8 @@ void MultiheadAttention::backward(const Bwd<float>& a) {
   alg.backward(at, cs::bthd(q, H, at.Tq, D, E), cs::bthd(k, H, at.Tk, D, 2L * E), cs::bthd(k + E, H, at.Tk, D, 2L * E),
                o_view, dout, saved_, cs::bthd(dq, H, at.Tq, D, E), cs::bthd(dk, H, at.Tk, D, 2L * E),
                cs::bthd(dk + E, H, at.Tk, D, 2L * E));
-  proj_back(a.x(0), dq, mq, E, in_w, in_b, 0, E, a.dx(0));
-  proj_back(a.x(1), dk, mk, E, in_w, in_b, E, 2 * E, a.dx(1));
+  proj_back(a.x(0), dq, mq, E, in_w, in_b, 0, E, a.dx(0), s16());
+  proj_back(a.x(1), dk, mk, E, in_w, in_b, E, 2 * E, a.dx(1), s16());
 }
 
 // ---- the fp64 reference (stateless: backward recomputes the projections) ----

@@ -11,7 +11,9 @@
 // The core: kernels/cpu/seq/attention.h, algorithm `algo` (unfused, flash; auto: flash where no
 // dropout is drawn and the mask is causal, else unfused; dropout needs unfused).
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/seq/attention.h"
 #include "models/layer.h"
@@ -50,9 +52,15 @@ class MultiheadAttention final : public Layer {
   bool training = true;
   std::uint64_t step = 0;
   Param in_w, in_b, out_w, out_b;
+  // bf16 autocast on a CPU that computes bf16 (the plan's attention_bf16 step, for that call only):
+  // the projections' GEMMs on bf16 operands (kernels/cpu/bf16_gemm.h, fp32 sums and outputs), the
+  // core (softmax, its two products) in fp32, as a recurrent layer keeps its cell math fp32.
+  bool bf16 = false;
 
  private:
+  std::vector<std::uint16_t>* s16() { return bf16 ? b16_ : nullptr; }
   std::vector<float> qkv_, kv_, ctx_, dctx_, dqkv_, dkv_;
+  std::vector<std::uint16_t> b16_[3];  // bf16 operands of the projections (bf16 only)
   cpu::seq::AttnSaved saved_;
 };
 

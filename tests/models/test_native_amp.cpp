@@ -215,3 +215,46 @@ TEST(NativeBf16, AmpStepTracksTheEmulatedStep) {
     EXPECT_NEAR(ln, le, 1e-2 * std::fabs(le)) << "step " << s;
   }
 }
+
+// nn.MultiheadAttention's projections in bf16 (the attention_bf16 step) against its fp32 path, self-
+// and cross-attention, on bf16 operands and weights (as autocast hands them over): the in-projection's
+// products are exact and only their fp32 sums reorder, but ctx and the inner gradients are rounded to
+// bf16 on their way into the next product (as PyTorch's bf16 ops hand them on), so y, dx and the
+// gradients agree to bf16's rounding, kRoundedTol.
+TEST(NativeBf16, AttentionProjectionsMatchFp32OnBf16Operands) {
+  SKIP_UNLESS_NATIVE();
+  for (bool cross : {false, true}) {
+    SCOPED_TRACE(cross ? "cross-attention" : "self-attention");
+    MultiheadAttention::Options o;
+    o.cross = cross;
+    MultiheadAttention l("attn", 32, 4, o);
+    l.init(7);
+    for (Param* p : l.params()) round_bf16(p->value);
+    const Shape q{3, 8, 32}, kv{3, 6, 32};
+    const Shape ins[2] = {q, kv};
+    const int n_in = cross ? 2 : 1;
+    std::vector<float> xq(q.size()), xkv(kv.size()), dy(q.size());
+    fill_uniform(xq.data(), xq.size(), 21), fill_uniform(xkv.data(), xkv.size(), 22), fill_uniform(dy.data(), dy.size(), 23);
+    round_bf16(xq), round_bf16(xkv), round_bf16(dy);
+    Out r[2];
+    for (int v = 0; v < 2; ++v) {
+      Out& o2 = r[v];
+      o2.y.assign(q.size(), 0.f), o2.dx.assign(q.size() + (cross ? kv.size() : 0), 0.f);
+      for (Param* p : l.params()) std::fill(p->grad.begin(), p->grad.end(), 0.f);
+      Step s;
+      s.kind = v ? StepKind::attention_bf16 : StepKind::layer;
+      Layer* ls[1] = {&l};
+      const void* xs[2] = {xq.data(), xkv.data()};
+      float* dxs[2] = {o2.dx.data(), o2.dx.data() + q.size()};
+      StepScratch sc;
+      step_forward(s, StepArgs{ls, Shapes(ins, n_in), xs, o2.y.data()}, sc);
+      step_backward(s, StepArgs{ls, Shapes(ins, n_in), xs, o2.y.data(), dy.data(), dxs}, sc);
+      for (Param* p : l.params()) o2.grads.insert(o2.grads.end(), p->grad.begin(), p->grad.end());
+    }
+    EXPECT_FALSE(l.bf16);  // the step's flag is for its call only
+    EXPECT_LT(max_rel_err(r[1].y.data(), r[0].y.data(), r[0].y.size()), kRoundedTol) << "y";
+    EXPECT_LT(max_rel_err(r[1].dx.data(), r[0].dx.data(), r[0].dx.size()), kRoundedTol) << "dx";
+    EXPECT_LT(max_rel_err(r[1].grads.data(), r[0].grads.data(), r[0].grads.size()), kRoundedTol) << "dW, db";
+    EXPECT_GT(max_rel_err(r[1].y.data(), r[0].y.data(), r[0].y.size()), 0.0) << "the bf16 path did not run";
+  }
+}

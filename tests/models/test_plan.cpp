@@ -197,3 +197,21 @@ TEST(Plan, TransformerFeedForwardFusesReluAndDropout) {
   EXPECT_EQ(count(make_plan(*m, 2, DType::bf16)), 0);
   EXPECT_EQ(count(make_plan(*m, 2, DType::fp32, Device::cuda)), 0);
 }
+
+// Under native bf16 the transformer's six attention layers (two encoder self, two decoder self, two
+// decoder cross) run their projections in bf16 (attention_bf16), its Linear layers in linear_bf16.
+TEST(Plan, TransformerAttentionInBf16WhereTheCpuComputesIt) {
+  if (!bf16_compute_native()) GTEST_SKIP() << "no native bf16 compute here";
+  SeqConfig c = SeqConfig::defaults("transformer");
+  c.vocab = 11, c.seq = 5, c.d_model = 8, c.heads = 2, c.ff = 12, c.layers = 2;
+  auto m = make_seq_model(c);
+  int attn = 0;
+  for (const Step& s : make_plan(*m, 2, DType::bf16).steps) {
+    attn += s.kind == StepKind::attention_bf16;
+    if (s.kind == StepKind::attention_bf16) {
+      EXPECT_TRUE(s.round_dw) << s.name;
+    }
+  }
+  EXPECT_EQ(attn, 6);
+  for (const Step& s : make_plan(*m, 2, DType::fp32).steps) EXPECT_NE(s.kind, StepKind::attention_bf16);
+}
