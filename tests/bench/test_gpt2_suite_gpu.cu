@@ -14,6 +14,7 @@
 
 #include "bench/suite.h"
 #include "kernels/common/errors.h"
+#include "tests/bench/seq_amp_cases.h"
 #include "tests/gpu_test.h"
 
 using namespace dlb;
@@ -83,24 +84,12 @@ TEST(Gpt2SuiteGpu, OursInTf32Bf16AndFp16VerifiesAndTrains) {
 
 TEST(SeqAmpGpu, SequenceModelsTrainInEachDtypeTheTrainerTakes) {
   SKIP_WITHOUT_GPU();
-  const bench::Suite& s = *bench::find_suite("amp");
   for (const char* model : {"rnn", "lstm", "transformer"}) {
-    bench::SuiteOptions o = s.options(true, {{"model", {model}}, {"batch", {2}}, {"dtype", {"fp32", "tf32", "bf16", "fp16"}},
-                                             {"parity_steps", {3}}, {"size", json::array()}});
-    o.devices = {"cuda:0"};
     int trained = 0;
-    for (const auto& spec : s.expand(o)) {
+    for (const auto& spec : seqamptest::cases({"cuda:0"}, model, {"fp32", "tf32", "bf16", "fp16"})) {
       if (spec.id.op != "train") continue;
       SCOPED_TRACE(spec.id.name());
-      auto c = spec.make();
-      c->setup();
-      const auto v = c->verify();
-      EXPECT_TRUE(v.ok) << v.message;
-      c->run();
-      EXPECT_EQ(c->metric(), bench::Metric::tokens_per_s);
-      json e;
-      c->annotate(e);
-      EXPECT_EQ(e.at("parity_steps"), 3);
+      const json e = seqamptest::run(spec);
       EXPECT_EQ(e.contains("autocast"), spec.id.dtype != "fp32");
       if (spec.id.dtype == "bf16") {
         EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F_FAST_16BF");
@@ -109,7 +98,6 @@ TEST(SeqAmpGpu, SequenceModelsTrainInEachDtypeTheTrainerTakes) {
         EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F_FAST_16F");
         EXPECT_EQ(e.at("loss_scale").get<double>(), 65536.0);
       }
-      c->teardown();
       ++trained;
     }
     EXPECT_EQ(trained, 4);  // fp32, tf32, bf16, fp16

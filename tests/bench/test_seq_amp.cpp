@@ -14,17 +14,14 @@
 #include "kernels/cpu/isa.h"
 #include "models/plan.h"
 #include "models/seq_zoo.h"
+#include "tests/bench/seq_amp_cases.h"
 
 using namespace dlb;
 using bench::json;
 
 namespace {
 std::vector<bench::CaseSpec> expand(const std::vector<std::string>& devices, const std::string& model) {
-  const bench::Suite& s = *bench::find_suite("amp");
-  bench::SuiteOptions o = s.options(true, {{"model", {model}}, {"batch", {2}}, {"dtype", {"fp32", "bf16"}},
-                                           {"parity_steps", {3}}, {"size", json::array()}});
-  o.devices = devices;
-  return s.expand(o);
+  return seqamptest::cases(devices, model, {"fp32", "bf16"});
 }
 }  // namespace
 
@@ -38,16 +35,8 @@ TEST(SeqAmp, Bf16TrainsInLockstepWithFp32AtEveryIsaLevel) {
       ASSERT_EQ(cs.size(), 2u);  // fp32, bf16
       for (const auto& spec : cs) {
         SCOPED_TRACE(spec.id.name() + " isa " + cpu::isa_name(isa));
-        auto c = spec.make();
-        c->setup();
-        const auto v = c->verify();
-        EXPECT_TRUE(v.ok) << v.message;
-        c->run();
-        EXPECT_EQ(c->metric(), bench::Metric::tokens_per_s);
-        EXPECT_EQ(c->work().items, 2 * 32);  // batch 2 x the default sequence of 32
-        json e;
-        c->annotate(e);
-        EXPECT_EQ(e.at("parity_steps"), 3);
+        const json e = seqamptest::run(spec);
+        EXPECT_EQ(e.at("work_items"), 2 * 32);  // batch 2 x the default sequence of 32
         EXPECT_LE(e.at("parity_grad_rel_err").get<double>(), kHalfGradientL2Tolerance);
         if (spec.id.dtype == "bf16") {
           EXPECT_GT(e.at("parity_grad_rel_err").get<double>(), 0);  // bf16 rounded something
@@ -55,7 +44,6 @@ TEST(SeqAmp, Bf16TrainsInLockstepWithFp32AtEveryIsaLevel) {
             EXPECT_EQ(e.at("bf16_compute"), "emulated");
           }
         }
-        c->teardown();
       }
     }
 }
