@@ -3,7 +3,6 @@
 
 #include <stdexcept>
 
-#include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/nn_ops.h"
@@ -25,13 +24,6 @@ float* dw_of(Conv2d& c, StepScratch& sc) {
 void add_dw(Conv2d& c, const StepScratch& sc) {
   add_into(c.weight.grad.data(), sc.dw.data(), c.weight.size());
   add_into(c.bias.grad.data(), sc.dw.data() + c.weight.size(), c.bias.size());
-}
-// x as bf16 bits in scratch slot `slot` (exact for bf16-valued x).
-const std::uint16_t* as_bf16(const float* x, std::size_t n, StepScratch& sc, int slot) {
-  auto& b = sc.b16[slot];
-  if (b.size() < n) b.resize(n);
-  cpu::cast_fp32_to_bf16(x, b.data(), n);
-  return b.data();
 }
 std::int32_t* arg_for(std::size_t pooled, StepScratch& sc) {
   sc.arg.resize(pooled);
@@ -118,28 +110,15 @@ void conv_transpose_backward_bf16(ConvTranspose2d& t, const Shape& in, const flo
 void linear_forward_bf16(Linear& l, const Shape& in, const float* x, float* y, StepScratch& sc) {
   // y[m, out] = x[m, in] W[out, in]^T, then + b
   const int m = l.rows(in);
-  cpu::Bf16GemmArgs g;
-  g.trans_b = true, g.m = m, g.n = l.out_f, g.k = l.in_f;
-  g.a = as_bf16(x, std::size_t(m) * l.in_f, sc, 0), g.b = as_bf16(l.weight.value.data(), l.weight.size(), sc, 1);
-  g.c = y;
-  cpu::bf16_gemm(g);
+  cpu::dense_bf16_forward(m, l.out_f, l.in_f, x, l.weight.value.data(), y, sc.b16);
   cpu::bias_rows_forward(y, l.bias.value.data(), m, l.out_f);
 }
 
 void linear_backward_bf16(Linear& l, const Shape& in, const float* x, const float* dy, float* dx, StepScratch& sc) {
   // dW[out, in] += dy[m, out]^T x[m, in]; db += colsum(dy); dx[m, in] = dy[m, out] W[out, in]
   const int m = l.rows(in);
-  cpu::Bf16GemmArgs g;
-  g.trans_a = true, g.m = l.out_f, g.n = l.in_f, g.k = m, g.beta = 1.f;
-  g.a = as_bf16(dy, std::size_t(m) * l.out_f, sc, 0), g.b = as_bf16(x, std::size_t(m) * l.in_f, sc, 1);
-  g.c = l.weight.grad.data();
-  cpu::bf16_gemm(g);
+  cpu::dense_bf16_backward(m, l.out_f, l.in_f, x, l.weight.value.data(), dy, l.weight.grad.data(), dx, sc.b16);
   cpu::bias_rows_backward(dy, l.bias.grad.data(), m, l.out_f);
-  if (!dx) return;
-  cpu::Bf16GemmArgs d;
-  d.m = m, d.n = l.in_f, d.k = l.out_f;
-  d.a = g.a, d.b = as_bf16(l.weight.value.data(), l.weight.size(), sc, 2), d.c = dx;
-  cpu::bf16_gemm(d);
 }
 
 void conv_relu_pool_forward_bf16(Conv2d& c, int k, const Shape& in, const float* x, float* y, std::uint16_t* y16,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/bf16_gemm.h"
 #include "models/layers.h"
 #include "models/plan.h"
 
@@ -17,7 +18,7 @@ struct StepScratch {
   std::vector<std::uint16_t> y16;  // bf16 nChw16c: a conv's output, then its dy; or a hand-on output
   std::vector<float> dy;           // a conv's dense dy behind a fused pool (conv_bf16_relu_pool, dense)
   std::vector<float> dw;           // a weight then bias gradient, before it is added into Param::grad
-  std::vector<std::uint16_t> b16[3];  // linear_bf16's operands cast to bf16
+  cpu::Bf16Scratch b16;            // linear_bf16's operands cast to bf16
 };
 
 // What one step sees: its layers (the plan's nodes, in order), its inputs, its output; backward

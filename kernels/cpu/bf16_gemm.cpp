@@ -93,6 +93,36 @@ bool use_sbgemm() { return cpu_has_avx512_bf16() && sbgemm() != nullptr; }
 
 bool bf16_gemm_native() { return use_onednn() || use_sbgemm(); }
 
+namespace {
+// src as bf16 in `scratch` (grown to n, never shrunk): a product's operand.
+const std::uint16_t* as_bf16(const float* src, std::size_t n, std::vector<std::uint16_t>& scratch) {
+  if (scratch.size() < n) scratch.resize(n);
+  cast_fp32_to_bf16(src, scratch.data(), n);
+  return scratch.data();
+}
+}  // namespace
+
+void dense_bf16_forward(long m, long n, long k, const float* x, const float* w, float* y,
+                        Bf16Scratch& s) {
+  Bf16GemmArgs g;
+  g.trans_b = true, g.m = m, g.n = n, g.k = k, g.c = y;
+  g.a = as_bf16(x, std::size_t(m * k), s[0]), g.b = as_bf16(w, std::size_t(n * k), s[1]);
+  bf16_gemm(g);
+}
+
+void dense_bf16_backward(long m, long n, long k, const float* x, const float* w, const float* dy, float* dw, float* dx,
+                         Bf16Scratch& s) {
+  Bf16GemmArgs g;
+  g.trans_a = true, g.m = n, g.n = k, g.k = m, g.beta = 1.f, g.c = dw;
+  g.a = as_bf16(dy, std::size_t(m * n), s[0]), g.b = as_bf16(x, std::size_t(m * k), s[1]);
+  bf16_gemm(g);
+  if (!dx) return;
+  Bf16GemmArgs d;
+  d.m = m, d.n = k, d.k = n, d.a = g.a, d.c = dx;
+  d.b = as_bf16(w, std::size_t(n * k), s[2]);
+  bf16_gemm(d);
+}
+
 void bf16_gemm(const Bf16GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
   if (use_onednn()) return bf16_gemm_forward_onednn(g);

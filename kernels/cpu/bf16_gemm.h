@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dlb::cpu {
 
@@ -32,6 +33,18 @@ void bf16_gemm_forward_sbgemm(const Bf16GemmArgs& g);  // throws dlb::Unsupporte
 void bf16_gemm_forward_widen_sgemm(const Bf16GemmArgs& g);
 void bf16_gemm_forward_onednn(const Bf16GemmArgs& g);  // throws dlb::Unsupported without oneDNN
 void bf16_gemm(const Bf16GemmArgs& g);
+
+// Three bf16 operands of a product, kept between calls (grown, never shrunk).
+using Bf16Scratch = std::vector<std::uint16_t>[3];
+
+// A dense layer's products on bf16 operands (the fp32 ones: sgemm.h's sgemm_nt, sgemm_tn_add,
+// sgemm_nn), x [m x k], W [n x k], y and dy [m x n], fp32 arrays cast into the scratch s[0..2]
+// (exact for bf16-valued ones): y = x W^T; dW += dy^T x and dx = dy W (dx may be null). The bias
+// is the caller's.
+void dense_bf16_forward(long m, long n, long k, const float* x, const float* w, float* y,
+                        Bf16Scratch& s);
+void dense_bf16_backward(long m, long n, long k, const float* x, const float* w, const float* dy, float* dw, float* dx,
+                         Bf16Scratch& s);
 
 // "onednn (avx512_bf16)", "openblas-sbgemm" or "widen+sgemm (reason)": the path bf16_gemm takes now.
 std::string bf16_gemm_path();

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "kernels/common/errors.h"
-#include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/nn_ops.h"
 #include "kernels/cpu/sgemm.h"
@@ -81,44 +80,26 @@ double MultiheadAttention::forward_flops(Shapes in) const {
 }
 
 namespace {
-// n floats rounded to bf16 into scratch `s` (exact for the bf16-valued inputs and weights autocast
-// hands a lower-precision layer; ctx and the inner gradients are rounded as PyTorch's bf16 ops would).
-const std::uint16_t* as_bf16(const float* v, std::size_t n, std::vector<std::uint16_t>& s) {
-  if (s.size() < n) s.resize(n);
-  cpu::cast_fp32_to_bf16(v, s.data(), n);
-  return s.data();
-}
 // y[m, cols] = x[m, k] W[cols, k]^T + b (W, b: `cols` rows of a bigger matrix from row r0 on); s16:
 // the bf16 scratch (MultiheadAttention::bf16: the product on bf16 operands, fp32 sums), or null.
+// The casts are exact for the bf16-valued input and weights autocast hands the layer; ctx and the
+// inner gradients are rounded as PyTorch's bf16 ops hand them on.
 void proj(const float* x, int m, int k, const Param& w, const Param& b, int r0, int cols, float* y,
-          std::vector<std::uint16_t>* s16) {
+          cpu::Bf16Scratch* s16) {
   const float* wr = w.value.data() + std::size_t(r0) * k;
   if (!s16) return cpu::sgemm_nt(m, cols, k, x, wr, y, b.value.data() + r0);
-  cpu::Bf16GemmArgs g;
-  g.trans_b = true, g.m = m, g.n = cols, g.k = k, g.c = y;
-  g.a = as_bf16(x, std::size_t(m) * k, s16[0]), g.b = as_bf16(wr, std::size_t(cols) * k, s16[1]);
-  cpu::bf16_gemm(g);
+  cpu::dense_bf16_forward(m, cols, k, x, wr, y, *s16);
   cpu::bias_rows_forward(y, b.value.data() + r0, m, cols);
 }
 // Its backward: dW[r0.., :] += dy^T x, db += colsum(dy), dx = dy W (dx may be null).
 void proj_back(const float* x, const float* dy, int m, int k, Param& w, Param& b, int r0, int cols, float* dx,
-               std::vector<std::uint16_t>* s16) {
+               cpu::Bf16Scratch* s16) {
   float* dw = w.grad.data() + std::size_t(r0) * k;
   const float* wr = w.value.data() + std::size_t(r0) * k;
   cpu::bias_rows_backward(dy, b.grad.data() + r0, m, cols);
-  if (!s16) {
-    cpu::sgemm_tn_add(cols, k, m, dy, x, dw);
-    if (dx) cpu::sgemm_nn(m, k, cols, dy, wr, dx);
-    return;
-  }
-  cpu::Bf16GemmArgs g;
-  g.trans_a = true, g.m = cols, g.n = k, g.k = m, g.beta = 1.f, g.c = dw;
-  g.a = as_bf16(dy, std::size_t(m) * cols, s16[0]), g.b = as_bf16(x, std::size_t(m) * k, s16[1]);
-  cpu::bf16_gemm(g);
-  if (!dx) return;
-  cpu::Bf16GemmArgs d;
-  d.m = m, d.n = k, d.k = cols, d.a = g.a, d.b = as_bf16(wr, std::size_t(cols) * k, s16[2]), d.c = dx;
-  cpu::bf16_gemm(d);
+  if (s16) return cpu::dense_bf16_backward(m, cols, k, x, wr, dy, dw, dx, *s16);
+  cpu::sgemm_tn_add(cols, k, m, dy, x, dw);
+  if (dx) cpu::sgemm_nn(m, k, cols, dy, wr, dx);
 }
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/seq/attention.h"
 #include "models/layer.h"
 
@@ -58,9 +59,9 @@ class MultiheadAttention final : public Layer {
   bool bf16 = false;
 
  private:
-  std::vector<std::uint16_t>* s16() { return bf16 ? b16_ : nullptr; }
+  cpu::Bf16Scratch* s16() { return bf16 ? &b16_ : nullptr; }
   std::vector<float> qkv_, kv_, ctx_, dctx_, dqkv_, dkv_;
-  std::vector<std::uint16_t> b16_[3];  // bf16 operands of the projections (bf16 only)
+  cpu::Bf16Scratch b16_;  // bf16 operands of the projections (bf16 only)
   cpu::seq::AttnSaved saved_;
 };
 
