@@ -180,17 +180,13 @@ namespace {
 Conv2d& conv_of(const StepArgs& a) { return static_cast<Conv2d&>(*a.layers[0]); }
 const Dropout& dropout_of(const StepArgs& a) { return static_cast<const Dropout&>(*a.layers[1]); }
 int pool_k(const StepArgs& a, int at) { return static_cast<const MaxPool2d&>(*a.layers[at]).k; }
-// recurrent_bf16: the layer's own pass with its GEMMs in bf16 (Recurrent::bf16) for this call only.
-struct Bf16Gemms {
-  Recurrent& r;
-  explicit Bf16Gemms(Layer& l) : r(static_cast<Recurrent&>(l)) { r.bf16 = true; }
-  ~Bf16Gemms() { r.bf16 = false; }
-};
-// attention_bf16: the layer's own pass with its projections in bf16 (MultiheadAttention::bf16).
-struct Bf16Projections {
-  MultiheadAttention& a;
-  explicit Bf16Projections(Layer& l) : a(static_cast<MultiheadAttention&>(l)) { a.bf16 = true; }
-  ~Bf16Projections() { a.bf16 = false; }
+// recurrent_bf16 / attention_bf16: the layer's own pass with its GEMMs (Recurrent::bf16) or its
+// projections (MultiheadAttention::bf16) on bf16 operands, for this call only.
+template <class L>
+struct Bf16For {
+  L& l;
+  explicit Bf16For(Layer& layer) : l(static_cast<L&>(layer)) { l.bf16 = true; }
+  ~Bf16For() { l.bf16 = false; }
 };
 // The first layer's fp32 Fwd / Bwd views of a step's arguments.
 Fwd<float> fwd(const StepArgs& a) { return {a.in, a.xs, a.y}; }
@@ -212,11 +208,11 @@ void step_forward(const Step& s, const StepArgs& a, StepScratch& sc) {
       return conv_transpose_forward_bf16(static_cast<ConvTranspose2d&>(*a.layers[0]), a.in[0], a.x(), a.y);
     case StepKind::linear_bf16: return linear_forward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.y, sc);
     case StepKind::recurrent_bf16: {
-      Bf16Gemms on(*a.layers[0]);
+      Bf16For<Recurrent> on(*a.layers[0]);
       return a.layers[0]->forward(fwd(a));
     }
     case StepKind::attention_bf16: {
-      Bf16Projections on(*a.layers[0]);
+      Bf16For<MultiheadAttention> on(*a.layers[0]);
       return a.layers[0]->forward(fwd(a));
     }
     case StepKind::conv_relu_pool_bf16:
@@ -240,11 +236,11 @@ void step_backward(const Step& s, const StepArgs& a, StepScratch& sc) {
     case StepKind::linear_bf16:
       return linear_backward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
     case StepKind::recurrent_bf16: {
-      Bf16Gemms on(*a.layers[0]);
+      Bf16For<Recurrent> on(*a.layers[0]);
       return a.layers[0]->backward(bwd(a));
     }
     case StepKind::attention_bf16: {
-      Bf16Projections on(*a.layers[0]);
+      Bf16For<MultiheadAttention> on(*a.layers[0]);
       return a.layers[0]->backward(bwd(a));
     }
     case StepKind::conv_relu_pool_bf16:
