@@ -293,7 +293,7 @@ std::vector<json> aggregate_entries(const json& base, const std::string& fn, con
     e["real_time"] = real[k];
     e["cpu_time"] = cpu[k];
     e["time_unit"] = "us";
-    for (const char* k : {"foreign_cpu", "energy_note", "host_peak_rss_bytes", "host_peak_rss_scope"})
+    for (const char* k : {"foreign_cpu", "energy_note", "host_peak_rss_bytes", "host_peak_rss_scope", "calls_per_iteration"})
       if (its.front().contains(k)) e[k] = its.front()[k];
     double rt_lo = INFINITY, rt_hi = -INFINITY;  // the repetitions' core round trips, when measured
     for (const auto& r : its)
