@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <memory>
 
 #include "kernels/common/verify.h"
 #include "kernels/cuda/cuda_util.h"
@@ -41,8 +42,8 @@ struct StepError {
   double loss = 0, grad = 0;
   std::string tensor;  // the worst gradient's
 };
-StepError step_error(Model& gpu_model, Trainer& t, const std::string& name, const Batch& b) {
-  auto cpu = make_model(name);
+// `cpu` is a fresh model of the GPU model's architecture (its weights are copied in here).
+StepError step_error(Model& gpu_model, Trainer& t, std::unique_ptr<Model> cpu, const Batch& b) {
   cpu->copy_params_from(gpu_model);
   cpu->zero_grad();
   const float ref = cpu->forward_backward(b);
@@ -65,7 +66,7 @@ TEST_P(AmpGpuStep, GradientsMatchCpuFp32WithinTheDtypeTolerance) {
   Dataset d = random_dataset(dev->input_shape(1), 16, 3, name == "autoencoder");
   const Batch b{d.images.data(), d.labels.data(), nullptr, 16};
   auto tr = make_trainer(*dev, default_optimizer(name), gpu(t));
-  const StepError e = step_error(*dev, *tr, name, b);
+  const StepError e = step_error(*dev, *tr, make_model(name), b);
   EXPECT_LE(e.loss, 4 * default_tolerance(t)) << name << " " << dtype_name(t);  // the margin it had
   EXPECT_LE(e.grad, kHalfGradientL2Tolerance) << name << " " << dtype_name(t) << " " << e.tensor;
   EXPECT_GT(e.grad, 0.0) << "bit-identical to fp32: the " << dtype_name(t) << " path did not run";
@@ -128,7 +129,7 @@ TEST(AmpGpu, HalfWeightsFollowTheMasterWeights) {
     const Batch b{d.images.data(), d.labels.data(), nullptr, 8};
     // The next step's gradients come from the half copy of these masters, so they must match the
     // CPU's gradients at the masters (a stale copy would be 4 steps behind).
-    const StepError e = step_error(*m, *tr, "net128", b);
+    const StepError e = step_error(*m, *tr, make_net(16), b);  // m is make_net(16), not net128
     EXPECT_LE(e.grad, kHalfGradientL2Tolerance) << dtype_name(t) << " " << e.tensor;
   }
 }
