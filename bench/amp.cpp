@@ -20,7 +20,7 @@
 //               train_step from the same weights on the same batches, trained freely (its weights
 //               stay on the device: no lockstep). The sequence models there: the CUDA sequence
 //               trainer (models/cuda/gpu_seq_trainer.cu), fp32, or tf32 / bf16 / fp16 as autocast of
-//               the GEMMs alone (cuBLAS FAST_TF32 / FAST_16BF / FAST_16F on fp32 buffers; LayerNorm,
+//               the GEMMs alone (cuBLAS FAST_TF32; bf16 / fp16 operands cast: gemm_f32; LayerNorm,
 //               softmax, the attention core, the cells and the loss fp32; records `autocast: "gemm
 //               operands"` and `cublas_compute`; memory does not shrink), fp16 with the image
 //               trainer's device-side GradScaler (models/cuda/gpu_scaler.h; `loss_scale` recorded),

@@ -38,6 +38,17 @@ __global__ void cast_bf16_to_fp32_kernel(const std::uint16_t* __restrict__ s, fl
     d[i] = __uint_as_float(static_cast<unsigned>(s[i]) << 16);  // exact widening
 }
 
+// A strided fp32 matrix (rows x cols, leading dimension ld) to a packed 16-bit one (leading
+// dimension cols), with the same rounding as the casts above: gemm_f32's operands (cublas_gemm.cpp).
+template <bool kBf16>
+__global__ void cast_2d_kernel(const float* __restrict__ s, long ld, long rows, long cols, std::uint16_t* __restrict__ d) {
+  const std::size_t n = std::size_t(rows) * std::size_t(cols);
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float v = s[(i / cols) * ld + i % cols];
+    d[i] = kBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
+  }
+}
+
 // Fused unscale + finiteness check: one read and one write per element; a block-wide OR decides
 // whether this block saw a non-finite value, and one thread writes the flag (a benign race: every
 // writer stores 1.0f).
@@ -100,6 +111,15 @@ void amp_cast_fp32_to_bf16(const float* src, std::uint16_t* dst, std::size_t n, 
 void amp_cast_bf16_to_fp32(const std::uint16_t* src, float* dst, std::size_t n, cudaStream_t s) {
   if (n == 0) return;
   cast_bf16_to_fp32_kernel<<<blocks_for(n), kThreads, 0, s>>>(src, dst, n);
+  DLB_CUDA_CHECK(cudaGetLastError());
+}
+
+void amp_cast_fp32_to_half_2d(const float* src, long ld, long rows, long cols, std::uint16_t* dst, bool bf16,
+                              cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * std::size_t(cols);
+  if (n == 0) return;
+  if (bf16) cast_2d_kernel<true><<<blocks_for(n), kThreads, 0, s>>>(src, ld, rows, cols, dst);
+  else cast_2d_kernel<false><<<blocks_for(n), kThreads, 0, s>>>(src, ld, rows, cols, dst);
   DLB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -16,6 +16,11 @@ void amp_cast_fp16_to_fp32(const std::uint16_t* src, float* dst, std::size_t n, 
 void amp_cast_fp32_to_bf16(const float* src, std::uint16_t* dst, std::size_t n, cudaStream_t s = nullptr);
 void amp_cast_bf16_to_fp32(const std::uint16_t* src, float* dst, std::size_t n, cudaStream_t s = nullptr);
 
+// dst[r * cols + c] = 16-bit (bf16 if `bf16`, else fp16) src[r * ld + c] for r < rows, c < cols:
+// a strided fp32 matrix packed as 16-bit operands (gemm_f32's fp16/bf16 GEMMs).
+void amp_cast_fp32_to_half_2d(const float* src, long ld, long rows, long cols, std::uint16_t* dst, bool bf16,
+                              cudaStream_t s = nullptr);
+
 // g[i] *= *inv_scale for i < n; *found_inf = 1.0f if any g[i] was inf/NaN (it is never cleared
 // here: zero it once per step, then call this for every gradient tensor). inv_scale and found_inf
 // are device pointers (one float each).

@@ -4,7 +4,15 @@
 
 #include <cublas_v2.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
 #include "kernels/common/errors.h"
+#include "kernels/cuda/amp_kernels.h"
+#include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
 
 namespace dlb::cuda {
@@ -26,21 +34,60 @@ void cublas_gemm(CublasGemmMode mode, const void* a, const void* b, float* c, in
 }
 
 namespace {
+// fp16 and bf16 round the operands themselves (amp_cast_fp32_to_half_2d) and call the 16-bit GEMM
+// (A, B CUDA_R_16F / CUDA_R_16BF, C CUDA_R_32F, CUBLAS_COMPUTE_32F), as autocast's casts do. The
+// FAST_16F / FAST_16BF compute types on fp32 operands were used first: on an H100 (cuBLAS 13.1,
+// 2026-11-27) they returned the FAST_TF32 result bit for bit (the amp suite's rnn, lstm and
+// transformer rows: the same max_rel_err in tf32, bf16 and fp16) and a loss scale of 2^40 never
+// overflowed, so they computed in TF32: "allows down-conversion" is not a promise to convert.
 struct Autocast {
   DType t;
   cublasComputeType_t compute;
+  cudaDataType_t operands;
   const char* name;
 };
 constexpr Autocast kAutocast[] = {
-    {DType::fp32, CUBLAS_COMPUTE_32F, "CUBLAS_COMPUTE_32F"},
-    {DType::tf32, CUBLAS_COMPUTE_32F_FAST_TF32, "CUBLAS_COMPUTE_32F_FAST_TF32"},
-    {DType::bf16, CUBLAS_COMPUTE_32F_FAST_16BF, "CUBLAS_COMPUTE_32F_FAST_16BF"},
-    {DType::fp16, CUBLAS_COMPUTE_32F_FAST_16F, "CUBLAS_COMPUTE_32F_FAST_16F"},
+    {DType::fp32, CUBLAS_COMPUTE_32F, CUDA_R_32F, "CUBLAS_COMPUTE_32F"},
+    {DType::tf32, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, "CUBLAS_COMPUTE_32F_FAST_TF32"},
+    {DType::bf16, CUBLAS_COMPUTE_32F, CUDA_R_16BF, "CUBLAS_COMPUTE_32F on CUDA_R_16BF operands"},
+    {DType::fp16, CUBLAS_COMPUTE_32F, CUDA_R_16F, "CUBLAS_COMPUTE_32F on CUDA_R_16F operands"},
 };
 const Autocast& autocast(DType t) {
   for (const Autocast& a : kAutocast)
     if (a.t == t) return a;
   throw Unsupported(std::string("no cuBLAS autocast of fp32 GEMMs to ") + dtype_name(t));
+}
+
+// The 16-bit operand copies, one pair per (device, stream), grown on demand and kept: the next
+// call's casts on a stream run after this call's GEMM (stream order), so one pair per stream
+// suffices. Growing allocates, which graph capture forbids: the first call of the largest shape
+// must come before any capture (the sequence trainers never capture).
+struct HalfOperands {
+  void* p[2] = {nullptr, nullptr};
+  std::size_t bytes[2] = {0, 0};
+};
+std::mutex g_half_mu;
+HalfOperands& half_operands(cudaStream_t s) {
+  static std::map<std::pair<int, cudaStream_t>, HalfOperands> m;
+  int dev = 0;
+  DLB_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(g_half_mu);
+  return m[{dev, s}];
+}
+std::uint16_t* operand_space(HalfOperands& h, int i, std::size_t elems, cudaStream_t s) {
+  const std::size_t need = std::max<std::size_t>(elems, 1) * 2;
+  if (need > h.bytes[i]) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    DLB_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
+    if (cap != cudaStreamCaptureStatusNone)
+      throw std::runtime_error("gemm_f32: its 16-bit operand space grows (an allocation) inside CUDA graph capture; "
+                               "run the largest GEMM once before capturing");
+    device_free(h.p[i]);  // cudaFree waits for the device: no GEMM still reads it
+    h.p[i] = nullptr, h.bytes[i] = 0;
+    h.p[i] = device_alloc(need);
+    h.bytes[i] = need;
+  }
+  return static_cast<std::uint16_t*>(h.p[i]);
 }
 }  // namespace
 
@@ -49,10 +96,22 @@ const char* gemm_f32_compute_name(DType t) { return autocast(t).name; }
 // As cublas_gemm: the row-major product as the column-major C^T = op(B)^T op(A)^T.
 void gemm_f32(cudaStream_t s, DType t, bool ta, bool tb, long m, long n, long k, float alpha, const float* a, long lda,
               const float* b, long ldb, float beta, float* c, long ldc) {
-  const cublasComputeType_t compute = autocast(t).compute;
+  const Autocast& ac = autocast(t);
+  const void* pa = a;
+  const void* pb = b;
+  if (ac.operands != CUDA_R_32F) {  // op(A) is m x k, stored rows x cols with lda; packed with ld = cols
+    const bool bf16 = ac.operands == CUDA_R_16BF;
+    const long ar = ta ? k : m, acols = ta ? m : k, br = tb ? n : k, bcols = tb ? k : n;
+    HalfOperands& h = half_operands(s);
+    std::uint16_t* ha = operand_space(h, 0, std::size_t(ar) * std::size_t(acols), s);
+    std::uint16_t* hb = operand_space(h, 1, std::size_t(br) * std::size_t(bcols), s);
+    amp_cast_fp32_to_half_2d(a, lda, ar, acols, ha, bf16, s);
+    amp_cast_fp32_to_half_2d(b, ldb, br, bcols, hb, bf16, s);
+    pa = ha, pb = hb, lda = acols, ldb = bcols;
+  }
   DLB_CUBLAS_CHECK(cublasGemmEx(cublas_handle_on(s), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                int(n), int(m), int(k), &alpha, b, CUDA_R_32F, int(ldb), a, CUDA_R_32F, int(lda), &beta,
-                                c, CUDA_R_32F, int(ldc), compute, CUBLAS_GEMM_DEFAULT));
+                                int(n), int(m), int(k), &alpha, pb, ac.operands, int(std::max(1L, ldb)), pa, ac.operands,
+                                int(std::max(1L, lda)), &beta, c, CUDA_R_32F, int(ldc), ac.compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace dlb::cuda

@@ -20,14 +20,17 @@ void cublas_gemm(CublasGemmMode mode, const void* a, const void* b, float* c, in
                  cudaStream_t stream = nullptr);
 
 // Autocast of a GEMM whose A, B and C stay fp32 buffers: the one table from a training dtype to the
-// cuBLAS compute type (cublasGemmEx takes CUDA_R_32F A, B, C with each of these):
+// cuBLAS call:
 //   fp32  CUBLAS_COMPUTE_32F            plain fp32 FMAs (no TF32)
 //   tf32  CUBLAS_COMPUTE_32F_FAST_TF32  operands rounded to TF32 (10-bit mantissa), tensor cores
-//   bf16  CUBLAS_COMPUTE_32F_FAST_16BF  operands rounded to bf16 (7-bit mantissa), tensor cores
-//   fp16  CUBLAS_COMPUTE_32F_FAST_16F   operands rounded to fp16 (the caller scales the loss: its
-//                                       gradients would flush below 2^-24; gpu_seq_trainer.cu)
-// Accumulation and C are fp32 in every case; memory does not shrink as under PyTorch's autocast.
-const char* gemm_f32_compute_name(DType t);  // "CUBLAS_COMPUTE_32F_FAST_16BF", ...; throws for fp64
+//   bf16  op(A), op(B) cast to bf16 (round to nearest even) into a kept device copy, then
+//         cublasGemmEx CUDA_R_16BF x CUDA_R_16BF -> CUDA_R_32F, CUBLAS_COMPUTE_32F
+//   fp16  the same with fp16 (past 65504 -> inf: the caller scales the loss, and an overflow shows
+//         as inf/NaN gradients; gpu_seq_trainer.cu)
+// (cublas_gemm.cpp says why not FAST_16BF / FAST_16F: on an H100 they computed in TF32.)
+// Accumulation and C are fp32 in every case; memory does not shrink as under PyTorch's autocast:
+// it grows by the two operand copies (the largest GEMM's, per stream).
+const char* gemm_f32_compute_name(DType t);  // "CUBLAS_COMPUTE_32F_FAST_TF32", ...; throws for fp64
 // Row-major C[m, n] = alpha op(A) op(B) + beta C on fp32 buffers, computed per `t` (the table above).
 void gemm_f32(cudaStream_t s, DType t, bool ta, bool tb, long m, long n, long k, float alpha, const float* a, long lda,
               const float* b, long ldb, float beta, float* c, long ldc);

@@ -3,9 +3,9 @@
 // state live in flat device buffers as in the image trainer; per batch size a plan holds every
 // value's buffer and gradient and the twins with their scratch (kept per size: the suite's check at
 // batch 2 and its timed batches alternate without reallocating).
-// TrainOptions::dtype tf32 / bf16 / fp16: autocast of the GEMMs only (every twin's GEMM in cuBLAS's
-// FAST_TF32 / FAST_16BF / FAST_16F compute type on the fp32 buffers, fp32 accumulation;
-// gpu_seq_layers.h); storage, LayerNorm, softmax, the attention core, the cells and the loss stay
+// TrainOptions::dtype tf32 / bf16 / fp16: autocast of the GEMMs only (every twin's GEMM through
+// cuda::gemm_f32: FAST_TF32 on the fp32 buffers, or bf16 / fp16 operands cast from them, fp32
+// accumulation; gpu_seq_layers.h); storage, LayerNorm, softmax, the attention core, the cells and the loss stay
 // fp32, so memory does not shrink as under PyTorch's autocast. fp16 adds dynamic loss scaling
 // (TrainOptions::scaler, the image trainer's GradScaler: gpu_scaler.h): an fp16 operand flushes
 // below 2^-24 (subnormals from 2^-14), and a gradient of 1e-6..1e-8 is common, so the logits'

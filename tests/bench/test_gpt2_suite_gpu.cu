@@ -73,8 +73,9 @@ TEST(Gpt2SuiteGpu, OursInTf32Bf16AndFp16VerifiesAndTrains) {
     EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
     EXPECT_EQ(r.at("autocast"), "gemm operands");
     const std::string trainer = r.at("trainer");
-    const bool fp16 = trainer.find("FAST_16F)") != std::string::npos;
-    EXPECT_TRUE(trainer.find("FAST_TF32") != std::string::npos || trainer.find("FAST_16BF") != std::string::npos || fp16)
+    const bool fp16 = trainer.find("CUDA_R_16F operands") != std::string::npos;
+    EXPECT_TRUE(trainer.find("FAST_TF32") != std::string::npos || trainer.find("CUDA_R_16BF operands") != std::string::npos ||
+                fp16)
         << trainer;
     EXPECT_EQ(trainer.find("loss scaling") != std::string::npos, fp16) << trainer;
     EXPECT_EQ(r.contains("loss_scale"), fp16);
@@ -92,10 +93,10 @@ TEST(SeqAmpGpu, SequenceModelsTrainInEachDtypeTheTrainerTakes) {
       const json e = seqamptest::run(spec);
       EXPECT_EQ(e.contains("autocast"), spec.id.dtype != "fp32");
       if (spec.id.dtype == "bf16") {
-        EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F_FAST_16BF");
+        EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F on CUDA_R_16BF operands");
       }
       if (spec.id.dtype == "fp16") {  // the loss scaler: 2^16 unless a step overflowed
-        EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F_FAST_16F");
+        EXPECT_EQ(e.at("cublas_compute"), "CUBLAS_COMPUTE_32F on CUDA_R_16F operands");
         EXPECT_EQ(e.at("loss_scale").get<double>(), 65536.0);
       }
       ++trained;

@@ -124,10 +124,11 @@ INSTANTIATE_TEST_SUITE_P(SeqModels, SeqGpuStep,
                                            SeqCase{"transformer", "ours", 0.1f, true}),
                          [](const auto& i) { return i.param.name(); });
 
-// The GEMMs autocast to tf32 / bf16 / fp16 (cuBLAS FAST_TF32 / FAST_16BF / FAST_16F on the fp32
-// buffers): one step from the same weights on the same batch against the CPU's fp32 step, within the
-// dtype's tolerance (the loss relative, each gradient tensor's relative L2 error). fp16 runs with the
-// loss scaler (2^16): gradients() returns them unscaled, or they would be 65536x the CPU's.
+// The GEMMs autocast to tf32 / bf16 / fp16 (cuBLAS FAST_TF32 on the fp32 buffers; bf16 / fp16
+// operands cast from them: cuda::gemm_f32): one step from the same weights on the same batch against
+// the CPU's fp32 step, within the dtype's tolerance (the loss relative, each gradient tensor's
+// relative L2 error). fp16 runs with the loss scaler (2^16): gradients() returns them unscaled, or
+// they would be 65536x the CPU's.
 struct AmpCase {
   SeqCase k;
   DType t;
@@ -146,7 +147,7 @@ TEST_P(SeqGpuAutocast, OneStepIsTheCpuFp32StepWithinTheDtypesTolerance) {
   const float got = t.tg->gradients(b);
   EXPECT_NEAR(got, want, tol.loss * std::abs(want));
   gputest::expect_params_close(*t.dev, *t.cpu, gputest::Field::grad, tol.grad_l2);
-  const char* compute = a.t == DType::tf32 ? "FAST_TF32" : a.t == DType::bf16 ? "FAST_16BF" : "FAST_16F)";
+  const char* compute = a.t == DType::tf32 ? "FAST_TF32" : a.t == DType::bf16 ? "CUDA_R_16BF operands" : "CUDA_R_16F operands";
   EXPECT_NE(t.tg->describe().find(compute), std::string::npos) << t.tg->describe();
   EXPECT_EQ(t.tg->describe().find("loss scaling") != std::string::npos, a.t == DType::fp16) << t.tg->describe();
   if (a.t == DType::fp16) EXPECT_EQ(t.tg->loss_scale(), 0x1p16f);  // a gradient-only call keeps the scale

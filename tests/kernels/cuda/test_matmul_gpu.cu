@@ -2,11 +2,14 @@
 // exercise every edge path. SKIPPED without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernels/cpu/bf16_cast.h"
 #include "kernels/cpu/gemm_ref.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_util.h"
@@ -139,6 +142,70 @@ INSTANTIATE_TEST_SUITE_P(Impls, GpuHalf,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
                                   shape_name(std::get<2>(info.param));
                          });
+
+// gemm_f32 (the sequence and GPT-2 trainers' GEMMs on fp32 buffers), every transpose, strided
+// operands (ld = cols + 3), C poisoned with NaN: fp32 is the fp64 product; bf16 and fp16 are the
+// product of the operands rounded to the type (fp32 accumulation: ~1e-7 off it) and clearly not the
+// product of the unrounded ones (the sign that the operands were rounded: on an H100 the FAST_16BF /
+// FAST_16F compute types were not); an fp16 operand past 65504 turns into inf, a bf16 one does not.
+TEST(GpuGemmF32, EachDtypeComputesWhatItNames) {
+  SKIP_WITHOUT_GPU();
+  const long m = 37, n = 29, k = 45;
+  for (DType t : {DType::fp32, DType::bf16, DType::fp16})
+    for (int tr = 0; tr < 4; ++tr) {
+      const bool ta = tr & 1, tb = tr & 2;
+      SCOPED_TRACE(std::string(dtype_name(t)) + (ta ? " A^T" : " A") + (tb ? " B^T" : " B"));
+      const long ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n, lda = ac + 3, ldb = bc + 3;
+      std::vector<float> a(std::size_t(ar * lda)), b(std::size_t(br * ldb));
+      fill_uniform(a.data(), a.size(), 31 + tr);
+      fill_uniform(b.data(), b.size(), 41 + tr);
+      auto rounded = [&](float v) {
+        if (t == DType::bf16) return cpu::bf16_to_fp32_ref(cpu::fp32_to_bf16_ref(v));
+        if (t == DType::fp16) return cpu::fp16_to_fp32_ref(cpu::fp32_to_fp16_ref(v));
+        return v;
+      };
+      auto opa = [&](long i, long p) { return ta ? a[p * lda + i] : a[i * lda + p]; };
+      auto opb = [&](long p, long j) { return tb ? b[j * ldb + p] : b[p * ldb + j]; };
+      cuda::DeviceBuffer<float> da(a.size()), db(b.size()), dc(std::size_t(m * n));
+      da.upload(a.data(), a.size());
+      db.upload(b.data(), b.size());
+      ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
+      cuda::gemm_f32(nullptr, t, ta, tb, m, n, k, 1.f, da.data(), lda, db.data(), ldb, 0.f, dc.data(), n);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> c(dc.size());
+      dc.download(c.data(), c.size());
+      double d_rounded = 0, d_plain = 0, top = 0;
+      for (long i = 0; i < m; ++i)
+        for (long j = 0; j < n; ++j) {
+          double r = 0, p = 0;
+          for (long q = 0; q < k; ++q) {
+            r += double(rounded(opa(i, q))) * double(rounded(opb(q, j)));
+            p += double(opa(i, q)) * double(opb(q, j));
+          }
+          const double got = c[std::size_t(i * n + j)];
+          ASSERT_TRUE(std::isfinite(got)) << i << "," << j;
+          d_rounded = std::max(d_rounded, std::abs(got - r));
+          d_plain = std::max(d_plain, std::abs(got - p));
+          top = std::max(top, std::abs(p));
+        }
+      EXPECT_LT(d_rounded / top, 1e-5);
+      if (t != DType::fp32) EXPECT_GT(d_plain / top, 10 * d_rounded / top) << "the operands were not rounded";
+    }
+  // One operand past fp16's range: inf (or NaN) in its row under fp16, finite under bf16.
+  std::vector<float> a(4 * 4, 0.5f), b(4 * 4, 0.25f);
+  a[0] = 1e6f;
+  cuda::DeviceBuffer<float> da(a.size()), db(b.size()), dc(16);
+  da.upload(a.data(), a.size());
+  db.upload(b.data(), b.size());
+  for (DType t : {DType::fp16, DType::bf16}) {
+    cuda::gemm_f32(nullptr, t, false, false, 4, 4, 4, 1.f, da.data(), 4, db.data(), 4, 0.f, dc.data(), 4);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> c(16);
+    dc.download(c.data(), c.size());
+    EXPECT_EQ(std::isfinite(c[0]), t == DType::bf16) << dtype_name(t) << ": " << c[0];
+    EXPECT_TRUE(std::isfinite(c[4])) << "row 1 holds no large operand";
+  }
+}
 
 // Pointers into the middle of a buffer (one element in): the leading dimensions are multiples of 4
 // and 8, but the rows are not 16-byte aligned, so the float4 / cp.async paths must not be taken.
