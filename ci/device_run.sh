@@ -46,6 +46,12 @@
 #                     forward and backward, causal and full, each verified before it is timed (in no
 #                     call yet: run it by name)
 #   matmul-4096  300  --sizes 1024,2048,4096: every impl and dtype against cuBLAS (the ratio tables)
+#   attention-1024 120 seq 1024 and 4096, head dim 64, 16k tokens: ours, unfused, cuDNN's SDPA and the
+#                     PyTorch peer's SDPA (fp32, bf16): the fused-attention figure of issues 29 and 31
+#   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, the PyTorch
+#                     peer (fp32): tokens/s and MFU (issue 31's GPU rows)
+#   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
+#                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
@@ -83,10 +89,10 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [attention-1024]=120 [gpt2-124m]=180 [seq-peer]=240 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize")
-ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -426,7 +432,7 @@ step_sanitize() {
   # Only our kernels' tests, small shapes: the matmul rows named <impl>_<m>x<n>x<k> less cuBLAS's
   # and the three largest shapes, the implicit-GEMM conv, the amp kernels. Not the trainer (every
   # cuDNN algorithm search under memcheck) nor cuBLAS's kernels (racecheck flags their hazards).
-  local mm='Impls/GpuSgemm.*:Impls/GpuHalf.*:GpuGemmOffsetPointers.*-*cublas*:*_1000x1000x1000:*_512x1024x27:*_300x70x1001'
+  local mm='Impls/GpuSgemm.*:Impls/GpuHalf.*:GpuGemmOffsetPointers.*:GpuGemmF32.*-*cublas*:*_1000x1000x1000:*_512x1024x27:*_300x70x1001'
   local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:$mm racecheck:test_matmul_gpu:$mm memcheck:test_conv_gpu:ConvGpu.ImplicitGemmForward racecheck:test_conv_gpu:ConvGpu.ImplicitGemmForward memcheck:test_amp_gpu:AmpGpu.* racecheck:test_amp_gpu:AmpGpu.*"}
   local -a specs; read -r -a specs <<<"$list"  # (read: no pathname expansion of the filters)
   for spec in "${specs[@]}"; do
@@ -486,6 +492,9 @@ suite_args() {  # suite_args STEP: the suite and its flags
     gpt2) echo "gpt2 --device $([ "$dev" = cpu ] || echo cpu,)$dev --quick --op train,infer --checkpoint-activations off,on --dtype fp32,tf32,bf16,fp16" ;;
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
+    attention-1024) echo "attention --device $dev --peer pytorch --filter seq=(1024|4096)/head_dim=64/" ;;
+    gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch" ;;
+    seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;
