@@ -232,6 +232,8 @@ fi
 [ -x "$bdir/bin/dlbench" ] || { final_rc=2; record bundle FAIL 2 0 "unpacking $bundle failed: no bin/dlbench in $bdir"; exit 2; }
 bin="$bdir/bin"
 bundle_sha=$(sed -n 's/^git *//p' "$bdir/MANIFEST.txt" 2>/dev/null | head -1)
+# The results' context.git: the bundle's build, not whatever git tree (if any) the machine's copy has.
+[ -n "$bundle_sha" ] && export DLB_GIT_SHA="$bundle_sha"
 cp "$bdir/MANIFEST.txt" "$work/MANIFEST.txt" 2>/dev/null
 
 # ---- the libraries: torch's wheels, then the bundle, then the toolkit ----------------------------

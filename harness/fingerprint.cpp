@@ -189,10 +189,21 @@ nlohmann::json fingerprint(const std::vector<std::string>& argv) {
                 {"cudnn", cu.cudnn_version},
                 {"gpus", gpus}};
 
-  const std::string src = DLB_SOURCE_DIR;
-  std::string sha = run_cmd("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
-  std::string dirty = sha.empty() ? "" : run_cmd("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
-  fp["git"] = {{"sha", sha.empty() ? "unknown" : sha}, {"dirty", !dirty.empty()}};
+  // The source tree's HEAD, unless DLB_GIT_SHA names the build ("<sha>" or "<sha> (dirty)"): a
+  // bundle run elsewhere (ci/device_run.sh passes the bundle's MANIFEST line) reads no tree of its
+  // own, or a stale one: the H100 run of 2026-11-27 recorded the session's first HEAD, dirty.
+  if (const char* given = std::getenv("DLB_GIT_SHA"); given && *given) {
+    std::string v = given;
+    const std::string mark = " (dirty)";
+    const bool dirty = v.size() > mark.size() && v.compare(v.size() - mark.size(), mark.size(), mark) == 0;
+    if (dirty) v.resize(v.size() - mark.size());
+    fp["git"] = {{"sha", v}, {"dirty", dirty}, {"from", "DLB_GIT_SHA"}};
+  } else {
+    const std::string src = DLB_SOURCE_DIR;
+    std::string sha = run_cmd("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+    std::string dirty = sha.empty() ? "" : run_cmd("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
+    fp["git"] = {{"sha", sha.empty() ? "unknown" : sha}, {"dirty", !dirty.empty()}};
+  }
   fp["argv"] = argv;
   json env = json::object();
   for (char** e = environ; e && *e; ++e) {

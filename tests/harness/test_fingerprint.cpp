@@ -23,6 +23,21 @@ TEST(Fingerprint, HasTheContractKeys) {
   EXPECT_EQ(fp["argv"][1], "run");
 }
 
+// A bundle run on another machine names its build through DLB_GIT_SHA (ci/device_run.sh).
+TEST(Fingerprint, DlbGitShaNamesTheBuild) {
+  setenv("DLB_GIT_SHA", "be10a10e78a7a414c20c4666169779e675457c9c (dirty)", 1);
+  json fp = dlb::harness::fingerprint({"dlbench"});
+  EXPECT_EQ(fp["git"]["sha"], "be10a10e78a7a414c20c4666169779e675457c9c");
+  EXPECT_EQ(fp["git"]["dirty"], true);
+  EXPECT_EQ(fp["git"]["from"], "DLB_GIT_SHA");
+  setenv("DLB_GIT_SHA", "54cb5e9c42f75ab46652206227bc8606e327ea08", 1);
+  fp = dlb::harness::fingerprint({"dlbench"});
+  EXPECT_EQ(fp["git"]["sha"], "54cb5e9c42f75ab46652206227bc8606e327ea08");
+  EXPECT_EQ(fp["git"]["dirty"], false);
+  unsetenv("DLB_GIT_SHA");
+  EXPECT_FALSE(dlb::harness::fingerprint({"dlbench"})["git"].contains("from"));
+}
+
 TEST(Fingerprint, CudaSaysWhyWhenNoDevice) {
   const auto& cu = dlb::cuda_info();
   if (cu.available) {
