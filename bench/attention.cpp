@@ -6,7 +6,7 @@
 //   cuda  one case per row of cuda::seq::flash_kernels() (flash fp32 / bf16 on the FP32 pipes,
 //         flash_tc bf16 on the tensor cores), impl=unfused (cuBLAS, fp32), impl=cudnn (cuDNN's fused
 //         SDPA through cudnn-frontend, bf16; skips with cuDNN's reason where it refuses a shape, or
-//         where the build lacks the frontend). impl=cudnn has NEVER RUN ON A GPU so far.
+//         where the build lacks the frontend); first run on an H100, 2026-11-27.
 //   --peer pytorch: impl=pytorch_sdpa, F.scaled_dot_product_attention (its FlashAttention backend
 //         where torch takes it) on our very inputs, its output checked as ours (fp32; bf16 on the GPU)
 // Names: attention/<pass>/<device>/<dtype>/impl=<impl>/causal=<bool>/seq=<T>/head_dim=<D>/batch=<B>;

@@ -17,8 +17,7 @@
 // our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
 // batch's loss and every gradient), timed per step (train_batch waits for the device); its records
-// carry model_device_bytes and peak_device_bytes. Never run on a GPU yet: its first run is its first
-// check. --checkpoint-activations on the GPU: the trainer recomputes each block in backward (peak
+// carry model_device_bytes and peak_device_bytes (first run on an H100, 2026-11-27). --checkpoint-activations on the GPU: the trainer recomputes each block in backward (peak
 // device memory recorded).
 // impl=llmc: llm.c's own plain-C CPU trainer (bench/peers/llmc_gpt2.py, the checkout in
 // DLBENCH_LLMC_DIR built by its Makefile) on the same files, at the one point its main() fixes (CPU,
@@ -32,7 +31,7 @@
 // p50/p99 ms per token), ours against the peer's own cache (eval, no_grad). Ours verified first: every
 // prefilled and decoded position's logits against the full forward's; the peer checks its cache the
 // same way against its own full forward. On a GPU ours is the device decoder
-// (models/cuda/gpu_gpt2_decode.cu, never run on a GPU yet); a timed call is the token upload and the
+// (models/cuda/gpu_gpt2_decode.cu); a timed call is the token upload and the
 // forward up to the logits on the device, synchronized (the peer's: the same, torch.cuda.synchronize). Names: gpt2/infer/<device>/fp32/config/impl/phase/seq.
 // --profile records one step of ours layer by layer (bench/profile.h).
 #include <unistd.h>

@@ -4,12 +4,12 @@
 // for them on a GPU: cuDNN's RNN API) and with --peer pytorch the seed's own modules
 // (bench/peers/pytorch_seq.py, handed the same batches in a file, on the same device) in the same
 // interleaved rounds. The GPU rows train in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h,
-// fp32), which has never run on a GPU yet: its first run is its first check. --dataset: synthetic (default) or text:FILE (character-level windows
+// fp32; first run on an H100, 2026-11-27). --dataset: synthetic (default) or text:FILE (character-level windows
 // of a local UTF-8 file, read once when the cases are made: a bad file is bad input, exit 2).
 // op=infer: forward-only latency of one batch in eval mode (p50 / p99 over the timed calls) for every
 // model of the zoo, the four image models too, on the CPU and on a GPU (bench/seq_infer.cpp: on a GPU
-// each call is the trainer's infer_batch, the batch's host -> device copy included; never run on a
-// GPU yet), ours and the peer. Verification: ours against the fp64 reference (one step's loss and
+// each call is the trainer's infer_batch, the batch's host -> device copy included), ours and the
+// peer. Verification: ours against the fp64 reference (one step's loss and
 // gradients; the inference output's loss), a GPU's inference loss against the CPU fp32 forward's,
 // the peer ran and its loss is finite.
 #include <algorithm>

@@ -34,7 +34,8 @@ RaplReading read_rapl(const std::string& root);
 double rapl_joules(const RaplReading& a, const RaplReading& b);
 
 // NVML's total energy (millijoules since the driver loaded) of GPU `index`, libnvidia-ml.so.1 opened
-// with dlopen (no link-time dependency). nullopt with `why` set when absent. Never run on a GPU.
+// with dlopen (no link-time dependency). nullopt with `why` set when absent. Never read on a GPU yet
+// (the H100 run of 2026-11-27 interleaved its cases, which reads no energy per case).
 std::optional<std::uint64_t> nvml_energy_mj(int index, std::string* why);
 
 }  // namespace dlb::harness

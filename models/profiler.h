@@ -55,7 +55,7 @@ class WallProfiler final : public Profiler {
 #ifdef DLB_HAVE_CUDA
 // GPU regions by CUDA events on the bound stream (times from the first event), each also an NVTX
 // range so nsys / ncu show our names; `label` (the case) is one NVTX range around the profiler's
-// whole life. models/cuda/cuda_profiler.cpp. Never run on a GPU yet.
+// whole life. models/cuda/cuda_profiler.cpp (ran on an H100: the seq suite's --profile, 2026-11-27).
 std::unique_ptr<Profiler> make_cuda_profiler(const std::string& label);
 #endif
 

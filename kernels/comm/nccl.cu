@@ -1,7 +1,7 @@
 // The NCCL backend: the four collectives on GPU buffers, one rank per GPU. The communicator is made
 // once for the whole world: rank 0's ncclGetUniqueId is broadcast over MPI, then ncclCommInitRank
 // (the nccl-tests bootstrap). Times come from CUDA events on the collective's stream.
-// Never run on a GPU yet (written on a machine without one).
+// One rank ran on an H100 (2026-11-27: test_nccl_gpu); more ranks (one GPU each) have not run yet.
 #include <cuda_runtime.h>
 #include <nccl.h>
 

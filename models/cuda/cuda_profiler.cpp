@@ -1,5 +1,5 @@
 // CudaProfiler (see models/profiler.h): a region is a pair of CUDA events on the trainer's stream
-// and an NVTX push/pop (kernels/common/nvtx.h). Never run on a GPU yet.
+// and an NVTX push/pop (kernels/common/nvtx.h). Ran on an H100 (seq --profile, 2026-11-27).
 #include <cuda_runtime.h>
 
 #include <vector>

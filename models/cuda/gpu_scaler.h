@@ -11,7 +11,7 @@
 //   update()       after the optimizer: backoff or growth, found_inf cleared
 // clear() ends a gradient-only call (no optimizer step follows): found_inf cleared, the scale kept.
 // Disabled (not fp16, or the config's enabled false): scale() and skip() null, the rest no-ops.
-// Never run on a GPU yet (no GPU was lent while it was written).
+// Ran on an H100 (2026-11-27): the image, sequence and GPT-2 scaler tests pass.
 #pragma once
 #include <cuda_runtime.h>
 

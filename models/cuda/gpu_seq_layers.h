@@ -12,7 +12,7 @@
 // and each parameter gradient, except Embedding and the tied LM head, which ADD into the table's (the
 // Transformer embeds src and tgt with one; GPT-2's head reads wte), and PositionEmbedding, which adds
 // into wpe's; the trainer zeroes the gradients once per step.
-// Never run on a GPU yet (no GPU was lent while it was written).
+// Ran on an H100 (2026-11-27): the sequence and GPT-2 GPU tests pass.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
 // GPT-2's device twins with parameters (see gpu_seq_layers.h; GELU is a pointwise twin there, the
 // attention core is AttentionOps without projections): the learned positions (wpe) and the LM head
 // tied to wte (its GEMMs in DeviceParams::gemm's autocast), the mirrors of models/layers/position_embedding.h and lm_head.h.
-// Never run on a GPU yet (no GPU was lent while it was written).
+// Ran on an H100 (2026-11-27): test_train_gpt2_gpu passes.
 #include <string>
 
 #include "kernels/common/errors.h"

@@ -1,7 +1,7 @@
 // The GPU timing path on a real device (skipped without one): GpuCallTimer runs every call it
 // enqueues (counted on the device), keeps one N per case, and the matmul, conv and amp GPU cases are
 // verified, then timed N calls per event pair and reported per call with the L2 and peak-clock keys.
-// Never run on a GPU yet (written before first contact).
+// Passed on an H100 (2026-11-27) once the median record carried calls_per_iteration.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -127,7 +127,7 @@ TEST(GpuTrain, PrepareChangesNoResultAndPartialBatchesReusePlans) {
 // of the zoo at small sizes (rnn and lstm with impl ours and cudnn, the transformer with dropout on:
 // eval mode must turn it off) at batch 1 and 3: the same loss, a second call the same loss, the
 // device weights untouched; then a training step in between (the cuDNN weight spaces are refreshed
-// per optimizer step) and the losses still agree. Never run on a GPU yet.
+// per optimizer step) and the losses still agree. Passed on an H100 (2026-11-27).
 
 namespace {
 

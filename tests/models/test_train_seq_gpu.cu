@@ -5,7 +5,7 @@
 // step's loss and gradients against the CPU fp32 step within the dtype's tolerance
 // (kernels/common/autocast_tolerance.h; fp16's gradients come back unscaled), and fp16's scaler on an
 // overflow (the step skipped, the scale backed off, the next step a first step). Also what it
-// refuses. Skipped without a CUDA device (and never run on one yet).
+// refuses. Skipped without a CUDA device (passed on an H100, 2026-11-27).
 #include <gtest/gtest.h>
 
 #include <cmath>
