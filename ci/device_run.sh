@@ -48,8 +48,9 @@
 #   matmul-4096  300  --sizes 1024,2048,4096: every impl and dtype against cuBLAS (the ratio tables)
 #   attention-1024 120 seq 1024 and 4096, head dim 64, 16k tokens: ours, unfused, cuDNN's SDPA and the
 #                     PyTorch peer's SDPA (fp32, bf16): the fused-attention figure of issues 29 and 31
-#   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, the PyTorch
-#                     peer (fp32): tokens/s and MFU (issue 31's GPU rows)
+#   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, attention
+#                     core flash and unfused (fp32 flash was 3-6x slower than unfused at T 1024 on the
+#                     H100), the PyTorch peer (fp32): tokens/s and MFU (issue 31's GPU rows)
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
@@ -495,7 +496,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     attention-1024) echo "attention --device $dev --peer pytorch --filter seq=(1024|4096)/head_dim=64/" ;;
-    gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch" ;;
+    gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
