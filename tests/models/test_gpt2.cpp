@@ -83,6 +83,30 @@ TEST(Gpt2, AdamWLowersTheLoss) {
 
 // --checkpoint-activations: the blocks' forward again in backward gives the same loss and
 // bit-identical gradients (the recompute runs the same kernels on the same inputs), in less memory.
+// As the sequence transformer's (test_seq_models.cpp): c_attn.bias's key block has no gradient
+// under the causal mask too (the shift is per query row, over the keys it sees).
+TEST(Gpt2, AttentionKeyBiasHasNoGradient) {
+  const Gpt2Config c = tiny();
+  auto m = make_gpt2(gpt2_random_weights(c, 7), 8);
+  Gpt2Batcher b(gpt2_random_tokens(17, c.vocab_size, 8), 2, 8);
+  m->zero_grad();
+  m->forward_backward(b.next());
+  int seen = 0;
+  for (const Param* p : m->params()) {
+    if (p->name.find("attn.c_attn.bias") == std::string::npos) continue;
+    ++seen;
+    const std::size_t e = p->size() / 3;
+    double kb = 0, all = 0;
+    for (std::size_t i = 0; i < p->size(); ++i) {
+      all += double(p->grad[i]) * p->grad[i];
+      if (i >= e && i < 2 * e) kb += double(p->grad[i]) * p->grad[i];
+    }
+    EXPECT_GT(all, 0) << p->name;
+    EXPECT_LT(std::sqrt(kb), 1e-4 * std::sqrt(all)) << p->name;
+  }
+  EXPECT_EQ(seen, c.num_layers);
+}
+
 TEST(Gpt2, CheckpointedBlocksGiveTheSameGradients) {
   const Gpt2Config c = tiny();
   auto plain = make_gpt2(gpt2_random_weights(c, 5), 8);

@@ -59,6 +59,35 @@ TEST(SeqModels, GradcheckEachModel) {
   }
 }
 
+// The key block of each attention in-projection's bias has no gradient: q.(k + b_k) shifts a query
+// row's scores by q.b_k, which softmax ignores. Rounding alone is left, so the GPU tests compare
+// weights after Adam steps without that block (tests/gpu_trainer_check.h says why).
+TEST(SeqModels, AttentionKeyBiasHasNoGradient) {
+  SeqConfig c = tiny("transformer");
+  auto m = make_seq_model(c);
+  m->init(4);
+  const TokenData d = seq_data(c, "synthetic", 4, 5);
+  std::vector<std::uint32_t> idx(4);
+  std::iota(idx.begin(), idx.end(), 0u);
+  SeqBatcher batcher(c);
+  m->zero_grad();
+  m->forward_backward(batcher.gather(d, idx, 0, 4));
+  int seen = 0;
+  for (const Param* p : m->params()) {
+    if (p->name.size() < 12 || p->name.compare(p->name.size() - 12, 12, "in_proj_bias") != 0) continue;
+    ++seen;
+    const std::size_t e = p->size() / 3;
+    double kb = 0, all = 0;
+    for (std::size_t i = 0; i < p->size(); ++i) {
+      all += double(p->grad[i]) * p->grad[i];
+      if (i >= e && i < 2 * e) kb += double(p->grad[i]) * p->grad[i];
+    }
+    EXPECT_GT(all, 0) << p->name;
+    EXPECT_LT(std::sqrt(kb), 1e-4 * std::sqrt(all)) << p->name;
+  }
+  EXPECT_EQ(seen, 6);  // 2 encoder self, 2 decoder self, 2 decoder cross
+}
+
 // The transformer in training: dropout 0.1 everywhere (PyTorch's default), the decoder's causal mask;
 // the fp32 step and the reference draw the same masks.
 TEST(SeqModels, TransformerWithDropoutAndCausalMask) {
