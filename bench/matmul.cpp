@@ -4,7 +4,8 @@
 //         bf16: native vdpbf16ps on avx512_bf16 CPUs, record key bf16_compute), impl=widen (bf16
 //         emulated: widened to fp32, then OpenBLAS sgemm; on every CPU)
 //   cuda  impl=cublas (fp32 without TF32, tf32, fp16, bf16), our fp32 kernels (one case per row of
-//         cuda::sgemm_kernels(), kernels/cuda/gemm_sgemm.cu), our tensor-core kernel impl=mma (fp16, bf16)
+//         cuda::sgemm_kernels(), kernels/cuda/gemm_sgemm.cu), our tensor-core kernels (one case per row
+//         of cuda::hgemm_kernels(), kernels/cuda/gemm_tc.cu: impl=mma, mma_256; fp16, bf16)
 //   cpu   impl=openblas-core, core=<Core>: the same sgemm under each other OpenBLAS kernel set this
 //         CPU can run (openblas_sgemm_candidates), for squares of 1024..4096, so one run shows how
 //         the default core compares with the best one. OpenBLAS reads OPENBLAS_CORETYPE only when
@@ -343,9 +344,9 @@ class GpuGemm final : public Case {
         case DType::bf16: cuda::cublas_gemm(cuda::CublasGemmMode::bf16, da16_.data(), db16_.data(), dc_.data(), m, n, k); break;
         default: throw Unsupported("cublas: dtype not offered");
       }
-    } else if (impl_ == "mma") {
-      cuda::hgemm_forward_mma(t_ == DType::bf16 ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da16_.data(),
-                              db16_.data(), dc_.data(), m, n, k);
+    } else if (const cuda::HgemmKernel* tc = cuda::find_hgemm_kernel(impl_)) {
+      tc->launch(t_ == DType::bf16 ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da16_.data(), db16_.data(),
+                 dc_.data(), m, n, k, nullptr);
     } else {
       const cuda::SgemmKernel* kernel = cuda::find_sgemm_kernel(impl_);
       if (!kernel) throw Unsupported("unknown GPU sgemm impl " + impl_);
@@ -553,7 +554,8 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
       add(dev, "tf32", "cublas", sh, gpu(sh, "cublas", DType::tf32));
       for (DType t : {DType::bf16, DType::fp16}) {
         add(dev, dtype_name(t), "cublas", sh, gpu(sh, "cublas", t));
-        add(dev, dtype_name(t), "mma", sh, gpu(sh, "mma", t));
+        for (const cuda::HgemmKernel& kernel : cuda::hgemm_kernels())
+          add(dev, dtype_name(t), kernel.name, sh, gpu(sh, kernel.name, t));
       }
     }
 #endif

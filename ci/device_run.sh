@@ -21,7 +21,7 @@
 #                     (gtest filters: our sgemm/mma rows up to 256^3 and the odd sizes, not cuBLAS's;
 #                     the implicit-GEMM conv; the amp kernels), never cuBLAS/cuDNN tests or the trainer
 #                     (its cuDNN algorithm searches); DLB_SANITIZE replaces the list ("tool:binary:filter ...")
-#   ncu          180  one Nsight Compute profile each of warptile (fp32) and mma (bf16) at n=4096
+#   ncu          180  one Nsight Compute profile each of warptile (fp32), mma and mma_256 (bf16) at n=4096
 #                     (DLB_NCU_SIZE), --clock-control none, sections SpeedOfLight, Occupancy,
 #                     MemoryWorkloadAnalysis, WarpStateStats, LaunchStats
 #   matmul       240  --quick: 128, 512 and one DeepBench shape; every impl and dtype vs cuBLAS
@@ -461,7 +461,7 @@ step_ncu() {
     return 1
   fi
   mkdir -p "$work/ncu"
-  for spec in "warptile fp32 sgemm_forward_warptile" "mma bf16 hgemm_forward_mma"; do
+  for spec in "warptile fp32 sgemm_forward_warptile" "mma bf16 hgemm_forward_mma" "mma_256 bf16 hgemm_forward_mma"; do
     read -r impl dt k <<<"$spec"
     local rep="$work/ncu/$impl-$ncu_n"
     run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:$k" -c 1 \

@@ -125,18 +125,28 @@ TEST_P(GpuHalf, MatchesCpuReferenceOnRoundedInputs) {
   db.upload(b16.data(), b16.size());
   const DType t = bf ? DType::bf16 : DType::fp16;
   const auto r = run_and_check(in, ar, br, t, [&](float* c) {
-    if (impl == "cublas")
+    if (impl == "cublas") {
       cuda::cublas_gemm(bf ? cuda::CublasGemmMode::bf16 : cuda::CublasGemmMode::fp16, da.data(), db.data(), c, m, n, k);
-    else
-      cuda::hgemm_forward_mma(bf ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da.data(), db.data(), c, m, n, k);
+    } else {
+      const cuda::HgemmKernel* kernel = cuda::find_hgemm_kernel(impl);
+      ASSERT_NE(kernel, nullptr) << impl;
+      kernel->launch(bf ? cuda::HalfType::bf16 : cuda::HalfType::fp16, da.data(), db.data(), c, m, n, k, nullptr);
+    }
   });
   EXPECT_TRUE(r.ok) << impl << " " << dtype << " " << m << "x" << n << "x" << k << ": " << r.message;
   // Accumulation is fp32 on exactly-representable inputs: far better than the 1e-2 tolerance.
   EXPECT_LT(r.max_rel_err, 1e-4) << impl << " " << dtype;
 }
 
+// cuBLAS and every row of the tensor-core table.
+std::vector<std::string> hgemm_impls_under_test() {
+  std::vector<std::string> out{"cublas"};
+  for (const cuda::HgemmKernel& kernel : cuda::hgemm_kernels()) out.push_back(kernel.name);
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Impls, GpuHalf,
-                         ::testing::Combine(::testing::Values("cublas", "mma"), ::testing::Values("bf16", "fp16"),
+                         ::testing::Combine(::testing::ValuesIn(hgemm_impls_under_test()), ::testing::Values("bf16", "fp16"),
                                             kShapes),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
@@ -235,11 +245,14 @@ TEST(GpuGemmOffsetPointers, MisalignedBasePointersFallBack) {
   ASSERT_EQ(cudaMemcpy(da16.data() + 1, a16.data(), a16.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(db16.data() + 1, b16.data(), b16.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
-  cuda::hgemm_forward_mma(cuda::HalfType::bf16, da16.data() + 1, db16.data() + 1, dc.data() + 1, m, n, k);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(c.data(), dc.data() + 1, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  const auto r = cpu::check_gemm(ar.data(), br.data(), c.data(), m, n, k, DType::bf16);
-  EXPECT_TRUE(r.ok) << "mma: " << r.message;
+  for (const cuda::HgemmKernel& kernel : cuda::hgemm_kernels()) {
+    ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
+    kernel.launch(cuda::HalfType::bf16, da16.data() + 1, db16.data() + 1, dc.data() + 1, m, n, k, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(c.data(), dc.data() + 1, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const auto r = cpu::check_gemm(ar.data(), br.data(), c.data(), m, n, k, DType::bf16);
+    EXPECT_TRUE(r.ok) << kernel.name << ": " << r.message;
+  }
 }
 
 // C with more than 2^31 elements (9.2 GB): every row and column offset past 2^31 must be 64-bit.
@@ -263,15 +276,17 @@ TEST(GpuGemmLarge, OutputBeyond2To31Elements) {
   db16.upload(b16.data(), b16.size());
   const int r_mid = int((std::size_t(1) << 31) / n) - 1, r_end = m - 3;  // 3 rows each
   std::vector<float> rows(std::size_t(3) * n);
-  std::vector<std::string> impls{"mma"};  // every table row but the uncoalesced naive kernel (minutes here)
+  std::vector<std::string> impls;  // every table row but the uncoalesced naive kernel (minutes here)
+  for (const cuda::HgemmKernel& kernel : cuda::hgemm_kernels()) impls.push_back(kernel.name);
   for (const cuda::SgemmKernel& kernel : cuda::sgemm_kernels())
     if (std::string(kernel.name) != "naive") impls.push_back(kernel.name);
   for (const std::string& impl : impls) {
     SCOPED_TRACE(impl);
     ASSERT_EQ(cudaMemset(dc.data(), 0xff, dc.bytes()), cudaSuccess);
-    const bool mma = impl == "mma";
+    const cuda::HgemmKernel* tc = cuda::find_hgemm_kernel(impl);
+    const bool mma = tc != nullptr;
     if (mma) {
-      cuda::hgemm_forward_mma(cuda::HalfType::bf16, da16.data(), db16.data(), dc.data(), m, n, k);
+      tc->launch(cuda::HalfType::bf16, da16.data(), db16.data(), dc.data(), m, n, k, nullptr);
     } else {
       cuda::sgemm_forward(*cuda::find_sgemm_kernel(impl), da.data(), db.data(), dc.data(), m, n, k);
     }
