@@ -160,7 +160,8 @@ def headline(entries):
             n = max(e["size"] for e, _ in gpu)
             at = {(e.get("impl"), e.get("dtype")): v for e, v in gpu if e["size"] == n}
             parts = []
-            for impl, dt in (("warptile", "fp32"), ("warptile_lb2", "fp32"), ("mma", "bf16"), ("mma_256", "bf16")):
+            for impl, dt in (("warptile", "fp32"), ("warptile_lb2", "fp32"), ("warptile_128t", "fp32"),
+                             ("mma", "bf16"), ("mma_256", "bf16")):
                 lib = at.get(("cublas", dt))
                 if (impl, dt) in at and lib:
                     parts.append(f"{impl} {at[(impl, dt)] / 1e3:.1f} TF = {100 * at[(impl, dt)] / lib:.0f}% of cuBLAS {dt}")

@@ -127,46 +127,52 @@ __global__ void __launch_bounds__(256) sgemm_forward_regblock(const float* a, co
   }
 }
 
-// ---- 5. warptile: the block's 128 x 128 tile is split into 8 warp tiles of 64 x 32 (2 x 4
-// warps); inside a warp, lanes form 8 x 4 and each lane owns a 2 x 2 grid of 4 x 4 sub-tiles
-// spaced 32 rows / 16 columns apart, so a warp's shared loads hit consecutive addresses (no bank
-// conflicts; A reads are 8 distinct float4 = 128 B, B reads 4 distinct float4). BK = 16, two
-// shared-memory stages: the next tile is fetched into registers while this one is computed, and
-// one barrier per tile. A's shared rows are padded by 4 floats to soften the transposed stores.
-// kMinBlocks is the launch bound's blocks per SM: 1 (impl "warptile") lets ptxas keep the whole
-// prefetch in registers; 2 ("warptile_lb2") caps a thread at 128 registers, which spills on sm_90
-// (ptxas -v, CUDA 13), kept so a GPU run can measure the two side by side.
+// ---- 5. warptile: the block's 128 x 128 tile is split into warp tiles of 64 rows: 8 warps of
+// 64 x 32 (2 x 4 warps, 256 threads) or, kWarpsN = 2, 4 warps of 64 x 64 (128 threads); inside a
+// warp, lanes form 8 x 4 and each lane owns a 2 x (kWarpN / 16) grid of 4 x 4 sub-tiles spaced 32
+// rows / 16 columns apart, so a warp's shared loads hit consecutive addresses (no bank conflicts;
+// A reads are 8 distinct float4 = 128 B, B reads 4 distinct float4). BK = 16, two shared-memory
+// stages: the next tile is fetched into registers while this one is computed, and one barrier per
+// tile. A's shared rows are padded by 4 floats to soften the transposed stores.
+// Per k step a lane does 2 + kWarpN/16 float4 shared loads for 32 * kWarpN/16 FMAs: 4 for 64
+// (256 threads) or 6 for 128 (128 threads, 64 x 64 warp tiles: ~1.3x the FMAs per load).
+// kMinBlocks is the launch bound's blocks per SM. Measured on the H100 (2026-11-27, n = 4096, of
+// cuBLAS fp32): "warptile" (256 threads, bound 1: 167 registers, 1 block/SM) 62.5%, "warptile_lb2"
+// (bound 2: <= 128 registers, 2 blocks/SM) 70.7%. "warptile_128t" (128 threads, 64 x 64 warp tiles,
+// bound 2) has not run on a GPU yet.
 constexpr int kWbM = 128, kWbN = 128, kWbK = 16, kWpad = 4;
-constexpr int kWarpM = 64, kWarpN = 32;
-template <bool kVec, int kMinBlocks>
-__global__ void __launch_bounds__(256, kMinBlocks) sgemm_forward_warptile(const float* a, const float* b, float* c, int m,
-                                                                 int n, int k) {
+constexpr int kWarpM = 64;
+template <bool kVec, int kMinBlocks, int kWarpsN>
+__global__ void __launch_bounds__(64 * kWarpsN, kMinBlocks) sgemm_forward_warptile(const float* a, const float* b,
+                                                                                  float* c, int m, int n, int k) {
+  constexpr int kThreads = 64 * kWarpsN, kWarpN = kWbN / kWarpsN, kNSub = kWarpN / 16;
+  constexpr int kLoads = kWbM * kWbK / 4 / kThreads;  // float4 per thread per tile, of A and of B
   __shared__ __align__(16) float as[2][kWbK][kWbM + kWpad];
   __shared__ __align__(16) float bs[2][kWbK][kWbN];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int wm = (warp / 4) * kWarpM, wn = (warp % 4) * kWarpN;  // warp tile origin in the block
-  const int lm = lane / 4, ln = lane % 4;                          // lane grid 8 x 4
+  const int wm = (warp / kWarpsN) * kWarpM, wn = (warp % kWarpsN) * kWarpN;  // warp tile origin in the block
+  const int lm = lane / 4, ln = lane % 4;                                    // lane grid 8 x 4
   const int bm = blockIdx.y * kWbM, bn = blockIdx.x * kWbN;
-  // Loader: A tile 128 x 16 = 512 float4 -> 2 per thread (row idx/4, cols (idx%4)*4);
-  //         B tile 16 x 128 = 512 float4 -> 2 per thread (row idx/32, cols (idx%32)*4).
-  float4 ra[2], rb[2];
+  // Loader: A tile 128 x 16 = 512 float4 (row idx/4, cols (idx%4)*4); B tile 16 x 128 = 512 float4
+  // (row idx/32, cols (idx%32)*4); kLoads of each per thread.
+  float4 ra[kLoads], rb[kLoads];
   auto fetch = [&](int p0) {
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int idx = tid + q * 256;
+    for (int q = 0; q < kLoads; ++q) {
+      const int idx = tid + q * kThreads;
       ra[q] = load4<kVec>(a, m, k, bm + idx / 4, p0 + (idx % 4) * 4);
       rb[q] = load4<kVec>(b, k, n, p0 + idx / 32, bn + (idx % 32) * 4);
     }
   };
   auto stash = [&](int s) {
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int idx = tid + q * 256, r = idx / 4, cc = (idx % 4) * 4;
+    for (int q = 0; q < kLoads; ++q) {
+      const int idx = tid + q * kThreads, r = idx / 4, cc = (idx % 4) * 4;
       as[s][cc + 0][r] = ra[q].x, as[s][cc + 1][r] = ra[q].y, as[s][cc + 2][r] = ra[q].z, as[s][cc + 3][r] = ra[q].w;
       *reinterpret_cast<float4*>(&bs[s][idx / 32][(idx % 32) * 4]) = rb[q];
     }
   };
-  float acc[2][2][4][4] = {};  // [sub-tile m][sub-tile n][row][col]
+  float acc[2][kNSub][4][4] = {};  // [sub-tile m][sub-tile n][row][col]
   const int tiles = (k + kWbK - 1) / kWbK;
   fetch(0);
   stash(0);
@@ -176,16 +182,17 @@ __global__ void __launch_bounds__(256, kMinBlocks) sgemm_forward_warptile(const 
     if (t + 1 < tiles) fetch((t + 1) * kWbK);  // global loads in flight during the FMAs below
 #pragma unroll
     for (int p = 0; p < kWbK; ++p) {
-      __align__(16) float fa[2][4], fb[2][4];  // idem
+      __align__(16) float fa[2][4], fb[kNSub][4];  // read and written as float4: 16-byte aligned
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 2; ++i)
         *reinterpret_cast<float4*>(fa[i]) = *reinterpret_cast<const float4*>(&as[s][p][wm + i * 32 + lm * 4]);
-        *reinterpret_cast<float4*>(fb[i]) = *reinterpret_cast<const float4*>(&bs[s][p][wn + i * 16 + ln * 4]);
-      }
+#pragma unroll
+      for (int j = 0; j < kNSub; ++j)
+        *reinterpret_cast<float4*>(fb[j]) = *reinterpret_cast<const float4*>(&bs[s][p][wn + j * 16 + ln * 4]);
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
+        for (int j = 0; j < kNSub; ++j)
 #pragma unroll
           for (int y = 0; y < 4; ++y)
 #pragma unroll
@@ -201,7 +208,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) sgemm_forward_warptile(const 
     for (int y = 0; y < 4; ++y) {
       const int r = bm + wm + i * 32 + lm * 4 + y;
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < kNSub; ++j)
         store4<kVec>(c, m, n, r, bn + wn + j * 16 + ln * 4,
                      make_float4(acc[i][j][y][0], acc[i][j][y][1], acc[i][j][y][2], acc[i][j][y][3]));
     }
@@ -224,11 +231,11 @@ void launch_regblock(const float* a, const float* b, float* c, int m, int n, int
   if (vec) sgemm_forward_regblock<true><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
   else sgemm_forward_regblock<false><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
 }
-template <int kMinBlocks>
+template <int kMinBlocks, int kWarpsN = 4>
 void launch_warptile(const float* a, const float* b, float* c, int m, int n, int k, bool vec, cudaStream_t s) {
   const dim3 grid(cdiv(n, kWbN), cdiv(m, kWbM));
-  if (vec) sgemm_forward_warptile<true, kMinBlocks><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
-  else sgemm_forward_warptile<false, kMinBlocks><<<grid, 256, 0, s>>>(a, b, c, m, n, k);
+  if (vec) sgemm_forward_warptile<true, kMinBlocks, kWarpsN><<<grid, 64 * kWarpsN, 0, s>>>(a, b, c, m, n, k);
+  else sgemm_forward_warptile<false, kMinBlocks, kWarpsN><<<grid, 64 * kWarpsN, 0, s>>>(a, b, c, m, n, k);
 }
 
 // ---- kernel version dispatch: the table
@@ -239,8 +246,10 @@ const std::vector<SgemmKernel> kSgemmKernels = {
     {"regblock", "128 x 128 block, 8 x 8 register tile per thread, float4 loads", false, launch_regblock},
     {"warptile", "64 x 32 warp tiles, double-buffered smem, __launch_bounds__(256, 1): no spills", false,
      launch_warptile<1>},
-    {"warptile_lb2", "warptile under __launch_bounds__(256, 2): <= 128 registers, spills on sm_90", false,
+    {"warptile_lb2", "warptile under __launch_bounds__(256, 2): <= 128 registers, 2 blocks/SM", false,
      launch_warptile<2>},
+    {"warptile_128t", "4 warps of 64 x 64 tiles (128 threads): 1.3x the FMAs per shared load", false,
+     launch_warptile<2, 2>},
 };
 
 }  // namespace
