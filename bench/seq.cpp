@@ -337,6 +337,11 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 else
                   cases.push_back({id, [=] { return seq::make_infer_case(model, si, dev, int(b), quick); }});
               }
+              if (peer && !seq_model) {  // (image models: op=infer only, as ours)
+                CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
+                id.with("batch", b);
+                cases.push_back({id, [=] { return seq::make_image_peer_infer_case(model, dev, int(b)); }});
+              }
               if (peer && seq_model) {
                 CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
                 add_ids(id, s, b);

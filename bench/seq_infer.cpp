@@ -15,12 +15,19 @@
 //    Ran on an H100 (2026-11-27), verified.
 #include "bench/seq_infer.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "bench/latency.h"
+#include "bench/peer.h"
 #include "bench/training_cases.h"
 #include "kernels/common/verify.h"
 #include "models/trainer.h"
@@ -137,11 +144,95 @@ class InferCase final : public Case {
   std::vector<double> lat_;
 };
 
+// The PyTorch peer's forward-only latency of an image model (bench/peers/pytorch_infer.py): our
+// model's initial weights and the batch ours times are written to a bundle the peer loads into the
+// seed's modules; its first record's loss (eval mode, the same batch) must equal our fp32 forward's
+// within kPeerInferTolerance (that proves it is the same model on the same input), then each timed
+// call is one "infer 1" request and its own latency, as ours.
+class ImagePeerInferCase final : public Case {
+ public:
+  ImagePeerInferCase(std::string model, std::string device, int batch)
+      : name_(std::move(model)), device_(std::move(device)), batch_(batch) {}
+
+  void setup() override {
+    model_ = models::make_model(name_);
+    model_->init(0);
+    model_->set_step(false, 0);
+    const models::Shape in = model_->input_shape(batch_);
+    images_ = training_data(std::size_t(batch_), in.c(), in.h(), in.w());
+    static std::atomic<int> serial{0};
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dlb-infer-peer-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
+    std::filesystem::create_directories(dir_);
+    json params = json::array();
+    std::ofstream pf(dir_ / "params.f32", std::ios::binary);
+    for (const models::Param* p : model_->params()) {
+      params.push_back({{"name", p->name}, {"shape", p->shape}});
+      pf.write(reinterpret_cast<const char*>(p->value.data()), std::streamsize(p->size() * sizeof(float)));
+    }
+    const bool ce = model_->loss() == models::LossKind::cross_entropy;
+    std::ofstream(dir_ / "manifest.json")
+        << json{{"model", name_}, {"input", {in.n(), in.c(), in.h(), in.w()}}, {"loss", ce ? "cross_entropy" : "mse"},
+                {"params", params}}.dump();
+    std::ofstream(dir_ / "inputs.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(images_->images.data()), std::streamsize(in.size() * sizeof(float)));
+    if (ce) {
+      std::vector<std::int32_t> y(images_->labels.begin(), images_->labels.begin() + batch_);
+      std::ofstream(dir_ / "labels.i32", std::ios::binary)
+          .write(reinterpret_cast<const char*>(y.data()), std::streamsize(y.size() * sizeof(std::int32_t)));
+    }
+    if (!pf.flush()) throw Unsupported("pytorch peer: cannot write its bundle to " + dir_.string());
+    peer_ = std::make_unique<PeerChild>("pytorch_infer.py",
+                                        std::vector<std::string>{"--serve", "--bundle", dir_.string(), "--device", device_});
+  }
+  CheckResult verify() override {
+    const models::Batch b{images_->images.data(), images_->labels.data(), nullptr, batch_};
+    WorstError w;
+    w.loss(peer_->ready.at("loss").get<double>(), models::forward_loss(*model_, b));
+    lat_.clear();
+    return judge(w.err, kPeerInferTolerance, "the peer's forward loss vs ours (fp32, the same weights and batch)");
+  }
+  double run() override {
+    const json r = peer_->request("infer 1", "latencies");
+    lat_.push_back(r.at("latencies").at(0).get<double>());
+    return lat_.back();
+  }
+  void teardown() override {
+    peer_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
+  bool manual_time() const override { return true; }
+  int repetitions() const override { return 0; }
+  Work work() const override { return {model_ ? model_->forward_flops(batch_) : 0, 0, double(batch_)}; }
+  Metric metric() const override { return Metric::imgs_per_s; }
+  void annotate(json& r) const override {
+    if (peer_) peer_->annotate(r);
+    put_latency(r, lat_);
+  }
+
+ private:
+  // One loss of a forward pass in fp32 on both sides, summed in other orders (oneDNN or our
+  // convolutions against torch's; on a GPU cuDNN's FFT/Winograd choices): 2e-4 as the GPU check above.
+  static constexpr double kPeerInferTolerance = kGpuInferTolerance;
+  std::string name_, device_;
+  int batch_;
+  std::unique_ptr<models::Model> model_;
+  std::shared_ptr<const models::Dataset> images_;
+  std::filesystem::path dir_;
+  std::unique_ptr<PeerChild> peer_;
+  std::vector<double> lat_;
+};
+
 }  // namespace
 
 std::unique_ptr<Case> make_infer_case(const std::string& model, const Sizes& s, const std::string& device, int batch,
                                       bool quick) {
   return std::make_unique<InferCase>(model, s, device, batch, quick);
+}
+
+std::unique_ptr<Case> make_image_peer_infer_case(const std::string& model, const std::string& device, int batch) {
+  return std::make_unique<ImagePeerInferCase>(model, device, batch);
 }
 
 }  // namespace dlb::bench::seq

@@ -31,4 +31,8 @@ std::shared_ptr<const models::TokenData> windows_for(const Sizes& s, int n);
 std::unique_ptr<Case> make_infer_case(const std::string& model, const Sizes& s, const std::string& device, int batch,
                                       bool quick);
 
+// op=infer, impl pytorch, of an image model of the zoo: the PyTorch peer (bench/peers/pytorch_infer.py)
+// on our weights and batch, checked by its forward loss against ours, then timed call by call.
+std::unique_ptr<Case> make_image_peer_infer_case(const std::string& model, const std::string& device, int batch);
+
 }  // namespace dlb::bench::seq

@@ -53,6 +53,8 @@
 #                     H100), the PyTorch peer (fp32): tokens/s and MFU (issue 31's GPU rows)
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
+#   infer-peer   120  op=infer of every model of the zoo on the GPU at batch 1, 4, 64, ours and the
+#                     PyTorch peer (the image models' on our weights, checked by the loss): p50 / p99
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
@@ -90,10 +92,10 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=120 [gpt2-124m]=180 [seq-peer]=240 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [attention-1024]=120 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize")
-ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -498,6 +500,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     attention-1024) echo "attention --device $dev --peer pytorch --filter seq=(1024|4096)/head_dim=64/" ;;
     gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
+    infer-peer) echo "seq --device $dev --op infer --peer pytorch" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;
