@@ -11,7 +11,8 @@
 // each call is the trainer's infer_batch, the batch's host -> device copy included), ours and the
 // peer. Verification: ours against the fp64 reference (one step's loss and
 // gradients; the inference output's loss), a GPU's inference loss against the CPU fp32 forward's,
-// the peer ran and its loss is finite.
+// the peer ran and its loss is finite (the image models' infer peer: its loss equals ours on our
+// weights and batch, bench/seq_infer.cpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -19,10 +19,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -182,8 +182,14 @@ class ImagePeerInferCase final : public Case {
           .write(reinterpret_cast<const char*>(y.data()), std::streamsize(y.size() * sizeof(std::int32_t)));
     }
     if (!pf.flush()) throw Unsupported("pytorch peer: cannot write its bundle to " + dir_.string());
-    peer_ = std::make_unique<PeerChild>("pytorch_infer.py",
-                                        std::vector<std::string>{"--serve", "--bundle", dir_.string(), "--device", device_});
+    try {
+      peer_ = std::make_unique<PeerChild>("pytorch_infer.py",
+                                          std::vector<std::string>{"--serve", "--bundle", dir_.string(), "--device", device_});
+    } catch (...) {  // no torch, or the peer refused: the case is skipped or failed; leave no bundle behind
+      std::filesystem::remove_all(dir_);
+      dir_.clear();
+      throw;
+    }
   }
   CheckResult verify() override {
     const models::Batch b{images_->images.data(), images_->labels.data(), nullptr, batch_};
