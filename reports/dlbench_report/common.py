@@ -325,6 +325,17 @@ def gpu_facts(run, dev):
     return gpus[idx] if idx < len(gpus) and isinstance(gpus[idx], dict) else {}
 
 
+def machine_key(run):
+    """What tells machines apart in a run's fingerprint: host name, CPU model and count, GPU names."""
+    c = run.context
+    gpus = tuple(sorted(str(g.get("name", "")) for g in ((c.get("cuda") or {}).get("gpus") or [])))
+    return (c.get("host_name"), (c.get("cpu") or {}).get("model"), c.get("num_cpus"), gpus)
+
+
+def same_machine(a, b):
+    return a is b or machine_key(a) == machine_key(b)
+
+
 def device_name(run, dev):
     if dev == "cpu":
         return str((run.context.get("cpu") or {}).get("model", "CPU"))

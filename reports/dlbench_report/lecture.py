@@ -1,7 +1,7 @@
 """Sections: the lecture table and bars, throughput against batch size with the CPU/GPU crossover, AMP."""
 import math
 
-from .common import LECTURE_FIGURES, LECTURE_HW, device_kind, device_name, fmt, num, series_label
+from .common import LECTURE_FIGURES, LECTURE_HW, device_kind, device_name, fmt, num, same_machine, series_label
 from .style import Cell, Table, batch_axis, case_throughput, dedupe_legend, mark_failed, plt_new, wrap_label, zero_based
 
 def sec_lecture(page, runs):
@@ -304,7 +304,8 @@ def opening_answer(page, runs):
         for x in rows:
             gname, cname = device_name(x["gpu_run"], x["gpu"]), device_name(x["cpu_run"], "cpu")
             where = "on this machine" if x["gpu_run"] is x["cpu_run"] else \
-                f"with the CPU from {x['cpu_run'].label} and the GPU from {x['gpu_run'].label} (another machine)"
+                f"with the CPU from {x['cpu_run'].label} and the GPU from {x['gpu_run'].label} " + \
+                ("(one machine, two results folders)" if same_machine(x["cpu_run"], x["gpu_run"]) else "(another machine)")
             sp = " and ".join(f"{x['sp'][b]:.2f} times as fast at batch {b}" for b in (64, 2) if b in x["sp"]) \
                 or "not measured at batch 64 or 2"
             shared = sorted(set(x["cpu_pts"]) & set(x["gpu_pts"]))
