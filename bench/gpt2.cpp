@@ -410,9 +410,10 @@ class OursInferCase final : public Case {
 
 // The peer's op=infer: one call per request, timed by the peer (its own perf_counter around it);
 // it checks its cache against its own full forward before answering ready.
-class PeerInferCase final : public Case {
+class PeerInferCase final : public PeerLatencyCase {
  public:
-  PeerInferCase(InferPoint p, std::string device, fs::path dir) : p_(std::move(p)), device_(std::move(device)), dir_(std::move(dir)) {}
+  PeerInferCase(InferPoint p, std::string device, fs::path dir)
+      : PeerLatencyCase("infer"), p_(std::move(p)), device_(std::move(device)), dir_(std::move(dir)) {}
   void setup() override;
   CheckResult verify() override {
     const double rel = peer_->ready.value("kv_check_rel", 1.0);
@@ -421,32 +422,19 @@ class PeerInferCase final : public Case {
     if (!std::isfinite(t)) return judge(1.0, 0.5, "peer latency not finite");
     return judge(rel, 1e-4, "the peer's K/V-cache logits vs its full forward (max |diff| / max |logit|)");
   }
-  double run() override {
-    const json r = peer_->request("infer", "latencies");
-    lat_.push_back(r.at("latencies").at(0).get<double>());
-    return lat_.back();
-  }
   void teardown() override {
     peer_.reset();
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
-  bool manual_time() const override { return true; }
   long iterations() const override { return p_.iterations(); }
   Work work() const override { return p_.work(); }
   Metric metric() const override { return Metric::tokens_per_s; }
-  void annotate(json& r) const override {
-    if (peer_) peer_->annotate(r);
-    put_latency(r, lat_);
-  }
 
  private:
   InferPoint p_;
   std::string device_;
   fs::path dir_;
-  std::unique_ptr<PeerChild> peer_;
-  std::vector<double> lat_;
 };
 
 // The peer's files: the same seeded weights and tokens as ours, written per case (removed after it).

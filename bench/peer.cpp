@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "bench/latency.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/safe_file.h"
 
@@ -144,6 +145,17 @@ json PeerChild::next_record(const char* key) {
   if (interrupt_requested()) throw Interrupted(who + " interrupted");
   if (WIFEXITED(st) && WEXITSTATUS(st) == 3) throw Unsupported(who + " unavailable: " + first);
   throw Unsupported(who + " failed: " + first);
+}
+
+double PeerLatencyCase::run() {
+  const json r = peer_->request(request_, "latencies");
+  lat_.push_back(r.at("latencies").at(0).get<double>());
+  return lat_.back();
+}
+
+void PeerLatencyCase::annotate(json& r) const {
+  if (peer_) peer_->annotate(r);
+  put_latency(r, lat_);
 }
 
 }  // namespace dlb::bench

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/case.h"
 #include "kernels/common/child.h"
 
 namespace dlb::bench {
@@ -53,6 +54,26 @@ class PeerChild {
   std::unique_ptr<LineChild> child_;
   std::string python_;
   PeerRunner runner_;
+};
+
+// A case whose timed calls are one request line each to a serving peer (op=infer of the seq and
+// gpt2 suites): the peer times the call itself and answers {"latencies": [seconds]}; the case keeps
+// them for p50 / p99 (manual time) and counts the peer's CPU time as its own. A subclass starts
+// peer_ in setup and checks the peer in verify.
+class PeerLatencyCase : public Case {
+ public:
+  explicit PeerLatencyCase(std::string request) : request_(std::move(request)) {}
+  double run() override;
+  bool manual_time() const override { return true; }
+  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
+  void annotate(nlohmann::json& r) const override;  // the peer's keys, p50_ms / p99_ms
+
+ protected:
+  std::unique_ptr<PeerChild> peer_;
+  std::vector<double> lat_;
+
+ private:
+  std::string request_;
 };
 
 }  // namespace dlb::bench

@@ -209,9 +209,10 @@ void add_data_args(std::vector<std::string>& args, const std::string& path, int 
 
 // op=infer: one forward per call, timed by the peer itself (manual time: the peer's own seconds).
 // op=train goes through the shared PeerCase (add_peer): an epoch per request line, as the lecture's.
-class SeqPeerInferCase final : public Case {
+class SeqPeerInferCase final : public PeerLatencyCase {
  public:
-  SeqPeerInferCase(Sizes s, std::string device, int batch) : s_(std::move(s)), device_(std::move(device)), batch_(batch) {}
+  SeqPeerInferCase(Sizes s, std::string device, int batch)
+      : PeerLatencyCase("infer 1"), s_(std::move(s)), device_(std::move(device)), batch_(batch) {}
   void setup() override {
     std::vector<std::string> args = peer_args(s_, device_, batch_);
     data_file_ = write_peer_batches(s_, batch_, 1);  // the batch ours times (windows 0 .. batch - 1)
@@ -224,33 +225,17 @@ class SeqPeerInferCase final : public Case {
     lat_.clear();
     return judge(std::isfinite(t) ? 0.0 : 1.0, 0.5, "peer latency not finite");
   }
-  double run() override {
-    const json r = peer_->request("infer 1", "latencies");
-    lat_.push_back(r.at("latencies").at(0).get<double>());
-    return lat_.back();
-  }
   void teardown() override {
     peer_.reset();
     if (!data_file_.empty()) std::filesystem::remove(data_file_);
   }
-  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
-  bool fixed_repetitions() const override { return false; }
-  bool manual_time() const override { return true; }
-  long iterations() const override { return 0; }
-  int repetitions() const override { return 0; }
   Work work() const override { return {0, 0, double(batch_) * s_.c.tokens_per_sample()}; }
   Metric metric() const override { return Metric::tokens_per_s; }
-  void annotate(json& r) const override {
-    if (peer_) peer_->annotate(r);
-    put_latency(r, lat_);
-  }
 
  private:
   Sizes s_;
   std::string device_;
   int batch_;
-  std::unique_ptr<PeerChild> peer_;
-  std::vector<double> lat_;
   std::string data_file_;
 };
 

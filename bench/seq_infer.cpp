@@ -149,10 +149,10 @@ class InferCase final : public Case {
 // seed's modules; its first record's loss (eval mode, the same batch) must equal our fp32 forward's
 // within kPeerInferTolerance (that proves it is the same model on the same input), then each timed
 // call is one "infer 1" request and its own latency, as ours.
-class ImagePeerInferCase final : public Case {
+class ImagePeerInferCase final : public PeerLatencyCase {
  public:
   ImagePeerInferCase(std::string model, std::string device, int batch)
-      : name_(std::move(model)), device_(std::move(device)), batch_(batch) {}
+      : PeerLatencyCase("infer 1"), name_(std::move(model)), device_(std::move(device)), batch_(batch) {}
 
   void setup() override {
     model_ = models::make_model(name_);
@@ -198,24 +198,12 @@ class ImagePeerInferCase final : public Case {
     lat_.clear();
     return judge(w.err, kPeerInferTolerance, "the peer's forward loss vs ours (fp32, the same weights and batch)");
   }
-  double run() override {
-    const json r = peer_->request("infer 1", "latencies");
-    lat_.push_back(r.at("latencies").at(0).get<double>());
-    return lat_.back();
-  }
   void teardown() override {
     peer_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
-  double child_cpu_seconds() const override { return peer_ ? peer_->cpu_seconds : 0; }
-  bool manual_time() const override { return true; }
-  int repetitions() const override { return 0; }
   Work work() const override { return {model_ ? model_->forward_flops(batch_) : 0, 0, double(batch_)}; }
   Metric metric() const override { return Metric::imgs_per_s; }
-  void annotate(json& r) const override {
-    if (peer_) peer_->annotate(r);
-    put_latency(r, lat_);
-  }
 
  private:
   // One loss of a forward pass in fp32 on both sides, summed in other orders (oneDNN or our
@@ -226,8 +214,6 @@ class ImagePeerInferCase final : public Case {
   std::unique_ptr<models::Model> model_;
   std::shared_ptr<const models::Dataset> images_;
   std::filesystem::path dir_;
-  std::unique_ptr<PeerChild> peer_;
-  std::vector<double> lat_;
 };
 
 }  // namespace
