@@ -27,6 +27,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means "unavailable"
     print(f"torch does not import: {e}")
     sys.exit(3)
 
+from peer_serve import fp32_math, serve_lines  # noqa: E402 - after the torch check
+
 
 def shape_of(params, name):
     for p in params:
@@ -102,12 +104,7 @@ def serve(a):
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("torch has no CUDA device")
         return 3
-    math_info = {}
-    if dev.type == "cuda":  # dlbench's fp32: no TF32; cuDNN picks by benchmarking as dlbench searches
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cudnn.benchmark = True
-        math_info = {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": True}
+    math_info = fp32_math(torch, dev)
     torch.set_num_threads(a.threads or (os.cpu_count() or 1))
     with open(os.path.join(a.bundle, "manifest.json")) as f:
         man = json.load(f)
@@ -154,11 +151,7 @@ def serve(a):
     info = {"torch": torch.__version__, "device": a.device, "batch": shape[0], "model": man["model"],
             "threads": torch.get_num_threads(), "math": math_info}
     print(json.dumps({**info, "ready": True, "loss": loss, "cpu_seconds": time.process_time()}), flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if words[:1] == ["infer"] and len(words) == 2:
-            lat = infer(int(words[1]))
-            print(json.dumps({**info, "latencies": lat, "cpu_seconds": time.process_time()}), flush=True)
+    serve_lines(info, {"infer": lambda w: {"latencies": infer(int(w[0]))} if len(w) == 1 else None})
     return 0
 
 

@@ -33,6 +33,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means "unavailable"
     print(f"torch does not import: {e}")
     sys.exit(3)
 
+from peer_serve import fp32_math, serve_lines  # noqa: E402 - after the torch check
+
 
 class RNNClassifier(nn.Module):
     """Seed 002's RNN for text classification, as written."""
@@ -204,12 +206,7 @@ def serve(a):
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("torch has no CUDA device")
         return 3
-    math_info = {}
-    if dev.type == "cuda":  # dlbench's fp32: no TF32; cuDNN picks by benchmarking as dlbench searches
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cudnn.benchmark = True
-        math_info = {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": True}
+    math_info = fp32_math(torch, dev)
     torch.set_num_threads(a.threads or (os.cpu_count() or 1))
     c = {"model": a.model, "vocab": a.vocab, "seq": a.seq, "emb": a.emb, "hidden": a.hidden, "layers": a.layers,
          "classes": a.classes, "d_model": a.d_model, "heads": a.heads, "causal": a.mask == "causal"}
@@ -278,18 +275,14 @@ def serve(a):
     info = {"torch": torch.__version__, "device": a.device, "batch": n, "seq": T, "model": a.model,
             "threads": torch.get_num_threads(), "math": math_info}
     print(json.dumps({**info, "ready": True, "cpu_seconds": time.process_time()}), flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if words[:1] == ["epoch"]:
-            t0 = time.perf_counter()
-            loss = train(steps)
-            sync()
-            s = time.perf_counter() - t0
-            print(json.dumps({**info, "seconds": s, "tokens_per_s": steps * n * T / s, "loss": loss,
-                              "loss_read": "epoch", "cpu_seconds": time.process_time()}), flush=True)
-        elif words[:1] == ["infer"] and len(words) == 2:
-            lat = infer(int(words[1]))
-            print(json.dumps({**info, "latencies": lat, "cpu_seconds": time.process_time()}), flush=True)
+    def epoch(_):
+        t0 = time.perf_counter()
+        loss = train(steps)
+        sync()
+        s = time.perf_counter() - t0
+        return {"seconds": s, "tokens_per_s": steps * n * T / s, "loss": loss, "loss_read": "epoch"}
+
+    serve_lines(info, {"epoch": epoch, "infer": lambda w: {"latencies": infer(int(w[0]))} if len(w) == 1 else None})
     return 0
 
 
