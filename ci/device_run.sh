@@ -66,6 +66,8 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
+#   call-next = env check tests seq-peer infer-peer attention-1024 matmul-4096 gpt2-124m ncu sanitize
+#               (the session after the first H100 run: what it did not reach, and the new kernel rows)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
@@ -95,7 +97,8 @@ declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [nc
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
   [gpt2]=120 [attention]=120 [attention-1024]=120 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
-  [call-c]="rerun ncu sanitize")
+  [call-c]="rerun ncu sanitize"
+  [call-next]="env check tests seq-peer infer-peer attention-1024 matmul-4096 gpt2-124m ncu sanitize")
 ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
