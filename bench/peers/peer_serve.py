@@ -1,5 +1,5 @@
 """What the serving PyTorch peers share (pytorch_seq.py, pytorch_infer.py): dlbench's fp32 on a GPU,
-and the loop that answers dlbench's request lines. Imported from the script's own folder."""
+the timed op=infer calls and the loop that answers dlbench's request lines. Imported from the script's own folder."""
 import json
 import sys
 import time
@@ -14,6 +14,29 @@ def fp32_math(torch, dev):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     return {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": True}
+
+
+def timed_calls(torch, dev, k, call):
+    """`k` calls of `call()` under torch.no_grad(), each timed from an idle device to its
+    synchronize (op=infer's latencies, in seconds)."""
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    lat = []
+    with torch.no_grad():
+        for _ in range(k):
+            sync()
+            t0 = time.perf_counter()
+            call()
+            sync()
+            lat.append(time.perf_counter() - t0)
+    return lat
+
+
+def infer_handler(infer):
+    """serve_lines' handler of "infer K": {"latencies": infer(K)}."""
+    return lambda words: {"latencies": infer(int(words[0]))} if len(words) == 1 else None
 
 
 def serve_lines(info, handlers):

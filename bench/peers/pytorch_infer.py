@@ -27,7 +27,7 @@ except Exception as e:  # noqa: BLE001 - any import failure means "unavailable"
     print(f"torch does not import: {e}")
     sys.exit(3)
 
-from peer_serve import fp32_math, serve_lines  # noqa: E402 - after the torch check
+from peer_serve import fp32_math, infer_handler, serve_lines, timed_calls  # noqa: E402 - after the torch check
 
 
 def shape_of(params, name):
@@ -126,23 +126,11 @@ def serve(a):
     if man["loss"] == "cross_entropy":
         y = torch.from_numpy(np.fromfile(os.path.join(a.bundle, "labels.i32"), dtype="<i4").astype(np.int64)).to(dev)
 
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-
     def loss_of(out, x):
         return F.cross_entropy(out, y) if y is not None else F.mse_loss(out, x)
 
-    def infer(k):
-        lat = []
-        with torch.no_grad():
-            for _ in range(k):
-                sync()
-                t0 = time.perf_counter()
-                net(x_host.to(dev))
-                sync()
-                lat.append(time.perf_counter() - t0)
-        return lat
+    def infer(k):  # the input moved from the host inside each timed call
+        return timed_calls(torch, dev, k, lambda: net(x_host.to(dev)))
 
     with torch.no_grad():  # the check (and the warm-up: cuDNN's search, the allocator's pools)
         x = x_host.to(dev)
@@ -151,7 +139,7 @@ def serve(a):
     info = {"torch": torch.__version__, "device": a.device, "batch": shape[0], "model": man["model"],
             "threads": torch.get_num_threads(), "math": math_info}
     print(json.dumps({**info, "ready": True, "loss": loss, "cpu_seconds": time.process_time()}), flush=True)
-    serve_lines(info, {"infer": lambda w: {"latencies": infer(int(w[0]))} if len(w) == 1 else None})
+    serve_lines(info, {"infer": infer_handler(infer)})
     return 0
 
 

@@ -33,7 +33,7 @@ except Exception as e:  # noqa: BLE001 - any import failure means "unavailable"
     print(f"torch does not import: {e}")
     sys.exit(3)
 
-from peer_serve import fp32_math, serve_lines  # noqa: E402 - after the torch check
+from peer_serve import fp32_math, infer_handler, serve_lines, timed_calls  # noqa: E402 - after the torch check
 
 
 class RNNClassifier(nn.Module):
@@ -254,14 +254,7 @@ def serve(a):
 
     def infer(k):
         net.eval()
-        lat = []
-        with torch.no_grad():
-            for _ in range(k):
-                sync()
-                t0 = time.perf_counter()
-                step.logits([t.to(dev) for t in ins_host], n)
-                sync()
-                lat.append(time.perf_counter() - t0)
+        lat = timed_calls(torch, dev, k, lambda: step.logits([t.to(dev) for t in ins_host], n))
         net.train()
         return lat
 
@@ -282,7 +275,7 @@ def serve(a):
         s = time.perf_counter() - t0
         return {"seconds": s, "tokens_per_s": steps * n * T / s, "loss": loss, "loss_read": "epoch"}
 
-    serve_lines(info, {"epoch": epoch, "infer": lambda w: {"latencies": infer(int(w[0]))} if len(w) == 1 else None})
+    serve_lines(info, {"epoch": epoch, "infer": infer_handler(infer)})
     return 0
 
 
