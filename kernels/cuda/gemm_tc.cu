@@ -250,9 +250,4 @@ const HgemmKernel* find_hgemm_kernel(const std::string& name) {
   return nullptr;
 }
 
-void hgemm_forward_mma(HalfType t, const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
-                       cudaStream_t stream) {
-  forward<128>(t, a, b, c, m, n, k, stream);
-}
-
 }  // namespace dlb::cuda

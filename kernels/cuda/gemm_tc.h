@@ -23,8 +23,4 @@ struct HgemmKernel {
 const std::vector<HgemmKernel>& hgemm_kernels();
 const HgemmKernel* find_hgemm_kernel(const std::string& name);  // nullptr when no row has that name
 
-// The "mma" row (128 x 128 tiles).
-void hgemm_forward_mma(HalfType t, const std::uint16_t* a, const std::uint16_t* b, float* c, int m, int n, int k,
-                       cudaStream_t stream = nullptr);
-
 }  // namespace dlb::cuda
