@@ -294,14 +294,15 @@ TEST(SeqGpu, RnnLayersMatchReference) {
 
 // Unfused (fp32, with and without dropout) and every fused kernel of the table (flash fp32, bf16;
 // flash_tc bf16 on the tensor cores) against the reference: tiles cut by T (70, 130 are not
-// multiples of 64), Tq != Tk both ways.
+// multiples of 64), Tq != Tk both ways; B < H and B > H (unfused batches over the larger).
 TEST(SeqGpu, AttentionMatchesReference) {
   SKIP_WITHOUT_GPU();
   for (int D : {64, 128, 20})
     for (bool causal : {false, true})
       for (float drop : {0.f, 0.2f}) {
         cs::Attn a;
-        a.B = 2, a.H = 3, a.Tq = 70, a.Tk = D == 20 ? 45 : D == 64 ? 130 : 70, a.D = D, a.causal = causal;
+        a.B = causal ? 5 : 2, a.H = causal ? 2 : 3;
+        a.Tq = 70, a.Tk = D == 20 ? 45 : D == 64 ? 130 : 70, a.D = D, a.causal = causal;
         a.dropout = drop;
         a.seed = 7, a.offset = 11;
         const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * D, nk = std::size_t(a.B) * a.H * a.Tk * D;
@@ -313,7 +314,8 @@ TEST(SeqGpu, AttentionMatchesReference) {
         cs::attention_forward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), mv(ro, a.Tq));
         cs::attention_backward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), cv(G, a.Tq), mv(rdq, a.Tq), mv(rdk, a.Tk),
                                    mv(rdv, a.Tk));
-        const std::string name = "D" + std::to_string(D) + (causal ? " causal" : "") + (drop > 0 ? " dropout" : "");
+        const std::string name = "B" + std::to_string(a.B) + " H" + std::to_string(a.H) + " D" + std::to_string(D) +
+                                 (causal ? " causal" : "") + (drop > 0 ? " dropout" : "");
         Dev<float> dq_(q), dk_(k), dv_(v), dg(g), o(nq), dq(nq), dk(nk), dv(nk);
         auto fc = [&](const Dev<float>& x, int T) { return cs::bhtd<const float>(x.p(), a.H, T, D); };
         auto fm = [&](Dev<float>& x, int T) { return cs::bhtd<float>(x.p(), a.H, T, D); };
