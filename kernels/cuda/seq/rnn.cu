@@ -80,6 +80,15 @@ __global__ void column_sum_k(const float* da, long rows, int GH, float* db1, flo
   if (db2) db2[k] = s;
 }
 
+// hb[(b T + t) H + j] = hs[t][b][j], t < T: the states each step read, in batch-first row order.
+__global__ void states_batch_first_k(const float* hs, int B, int T, int H, float* hb) {
+  const long n = long(B) * T * H;
+  for (long e = blockIdx.x * long(blockDim.x) + threadIdx.x; e < n; e += long(blockDim.x) * gridDim.x) {
+    const long r = e / H, b = r / T, t = r % T;
+    hb[e] = hs[(t * B + b) * H + e % H];
+  }
+}
+
 void copy_or_zero(float* dst, const float* src, std::size_t n, cudaStream_t st) {
   if (src) DLB_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, st));
   else DLB_CUDA_CHECK(cudaMemsetAsync(dst, 0, n * sizeof(float), st));
@@ -88,8 +97,10 @@ void copy_or_zero(float* dst, const float* src, std::size_t n, cudaStream_t st) 
 }  // namespace
 
 std::size_t rnn_saved_floats(const RnnShape& s) { return cpu::seq::rnn_saved_floats(s); }
+// forward's summed bias [GH]; backward's da [N GH], dh and dc [B H], batch-first states [N H].
 std::size_t rnn_scratch_floats(const RnnShape& s) {
-  return std::size_t(s.rows()) * s.gates() * s.H + 2 * std::size_t(s.B) * s.H + std::size_t(s.gates()) * s.H;
+  return std::size_t(s.rows()) * s.gates() * s.H + 2 * std::size_t(s.B) * s.H + std::size_t(s.gates()) * s.H +
+         (s.batch_first ? std::size_t(s.rows()) * s.H : 0);
 }
 
 void rnn_forward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float* x, const float* h0, const float* c0,
@@ -147,11 +158,14 @@ void rnn_backward(const RnnShape& s, const cpu::seq::RnnWeights& w, const float*
   if (dc0 && lstm) DLB_CUDA_CHECK(cudaMemcpyAsync(dc0, dc, BH * sizeof(float), cudaMemcpyDeviceToDevice, st));
   if (dx) gemm(false, false, N, s.I, GH, da, GH, w.w_ih, s.I, 0.f, dx, s.I);
   if (g.dw_ih) gemm(true, false, GH, s.I, N, da, GH, x, s.I, 0.f, g.dw_ih, s.I);
-  if (g.dw_hh) {
-    if (!s.batch_first) gemm(true, false, GH, H, N, da, GH, hs, H, 0.f, g.dw_hh, H);
-    else
-      for (int b = 0; b < B; ++b)
-        gemm(true, false, GH, H, s.T, da + long(b) * s.T * GH, GH, hs + b * H, BH, b ? 1.f : 0.f, g.dw_hh, H);
+  if (g.dw_hh) {  // dW_hh = da^T (the state each row's step read); batch-first rows pair with hs gathered
+    const float* h_in = hs;  // seq-first: row (t, b) of da pairs with hs[t][b], already in that order
+    if (s.batch_first) {     // one gather and one GEMM, not B GEMMs (64 launches a layer at batch 64)
+      float* const hb = dc + BH;
+      states_batch_first_k<<<grid_for(std::size_t(N) * H), kThreads, 0, st>>>(hs, B, s.T, H, hb);
+      h_in = hb;
+    }
+    gemm(true, false, GH, H, N, da, GH, h_in, H, 0.f, g.dw_hh, H);
   }
   if (g.db_ih || g.db_hh) column_sum_k<<<grid_for(GH), kThreads, 0, st>>>(da, N, GH, g.db_ih, g.db_hh);
   check_launch();
