@@ -46,7 +46,7 @@
 #                     forward and backward, causal and full, each verified before it is timed (in no
 #                     call yet: run it by name)
 #   matmul-4096  300  --sizes 1024,2048,4096: every impl and dtype against cuBLAS (the ratio tables)
-#   attention-1024 120 seq 1024, head dim 64, 16k tokens, forward and backward: ours, unfused, cuDNN's
+#   attention-1024 200 seq 1024, head dim 64, 16k tokens, forward and backward: ours, unfused, cuDNN's
 #                     SDPA and the PyTorch peer's SDPA (fp32, bf16): the fused-attention figure of issues
 #                     29 and 31 (with seq 4096 too it finished 28 of 56 cases in 120 s on the H100)
 #   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, attention
@@ -54,8 +54,12 @@
 #                     H100), the PyTorch peer (fp32): tokens/s and MFU (issue 31's GPU rows)
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
-#   infer-peer   120  op=infer of every model of the zoo on the GPU at batch 1, 4, 64, ours and the
+#   infer-peer   320  op=infer of every model of the zoo on the GPU at batch 1, 4, 64, ours and the
 #                     PyTorch peer (the image models' on our weights, checked by the loss): p50 / p99
+#                     (16 of its 48 cases took 100 s on the H100)
+#   seq-profile   90  ours only, the sequence models at their default sizes, train, batch 1, 8, 64,
+#                     --profile: where a GPU step's time goes per layer (ours at batch 8 took 3.8x
+#                     its batch-1 step on the H100, unexplained)
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
@@ -66,8 +70,9 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
-#   call-next = env check tests seq-peer infer-peer attention-1024 matmul-4096 gpt2-124m ncu sanitize
-#               (the session after the first H100 run: what it did not reach, and the new kernel rows)
+#   call-next = env check tests seq-profile seq-peer gpt2-124m sanitize  (~430 s: the fixes after
+#               2026-11-27's second H100 run checked, the GPU sequence rows again)
+#   call-then = infer-peer attention-1024                         (~520 s: what that run cut short)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
@@ -95,11 +100,11 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=120 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=90 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
-  [call-next]="env check tests seq-peer infer-peer attention-1024 matmul-4096 gpt2-124m ncu sanitize")
-ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+  [call-next]="env check tests seq-profile seq-peer gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
+ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -505,6 +510,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch" ;;
+    seq-profile) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --profile" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;
