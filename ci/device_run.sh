@@ -51,7 +51,8 @@
 #                     29 and 31 (with seq 4096 too it finished 28 of 56 cases in 120 s on the H100)
 #   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, attention
 #                     core flash and unfused (fp32 flash was 3-6x slower than unfused at T 1024 on the
-#                     H100), the PyTorch peer (fp32): tokens/s and MFU (issue 31's GPU rows)
+#                     H100), the PyTorch peer (fp32): tokens/s and MFU (issue 31's GPU rows); --profile
+#                     (ours per layer: where T=1024's step goes)
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
 #   infer-peer   320  op=infer of every model of the zoo on the GPU at batch 1, 4, 64, ours and the
@@ -507,7 +508,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     attention-1024) echo "attention --device $dev --peer pytorch --filter seq=1024/head_dim=64/" ;;
-    gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused" ;;
+    gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused --profile" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch" ;;
     seq-profile) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --profile" ;;
