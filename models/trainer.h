@@ -27,7 +27,9 @@ const char* input_mode_name(InputMode m);
 struct TrainOptions {
   std::string device = "cpu";  // "cpu" or "cuda:N"
   InputMode input = InputMode::pageable;
-  bool cuda_graph = false;  // capture the GPU step (zero-grad .. optimizer step) in a CUDA graph
+  // CUDA graphs (models/cuda/graph_cache.h): the image trainer's step (zero-grad .. optimizer step),
+  // and both GPU trainers' forward-only call (infer_batch); the sequence trainer trains eagerly.
+  bool cuda_graph = false;
   // Autocast dtype (models/amp.h): fp32 (off), tf32 (fp32 tensors, TF32 tensor-core matmuls/convs),
   // fp16 (with the dynamic loss scaler) or bf16. The CUDA trainer runs all four; the CPU trainer
   // runs fp32 only (CPU bf16 training is models::AmpTrainer) and refuses the others.

@@ -46,6 +46,7 @@
 #include "kernels/cuda/seq/rows.h"
 #include "models/cuda/gpu_scaler.h"
 #include "models/cuda/gpu_seq_layers.h"
+#include "models/cuda/graph_cache.h"
 #include "models/layers.h"
 
 namespace dlb::models {
@@ -69,7 +70,9 @@ class GpuSeqTrainer final : public Trainer {
       throw Unsupported(std::string("the GPU sequence trainer runs fp32, tf32, bf16 or fp16 GEMMs, not ") +
                         dtype_name(o.dtype));
     params_.gemm = o.dtype;
-    if (o.cuda_graph) throw Unsupported("the GPU sequence trainer does not capture CUDA graphs");
+    if (o.cuda_graph && (o.dtype == DType::bf16 || o.dtype == DType::fp16))
+      throw Unsupported("the GPU sequence trainer captures CUDA graphs with fp32 or tf32 GEMMs only (the 16-bit "
+                        "GEMMs' operand copies grow with the largest shape, which a captured graph cannot follow)");
     if (m.loss() != LossKind::cross_entropy) throw Unsupported("the GPU sequence trainer computes cross-entropy only");
     for (const Node& n : m.nodes()) {
       check_node(n);
@@ -106,6 +109,7 @@ class GpuSeqTrainer final : public Trainer {
 
   ~GpuSeqTrainer() override {
     if (stream_) cudaStreamSynchronize(s());  // work in flight reads the buffers freed after this body
+    infer_graphs_.clear();
   }
 
   std::string describe() const override {
@@ -116,7 +120,7 @@ class GpuSeqTrainer final : public Trainer {
                             dtype_name(o_.dtype) + " (" + cuda::gemm_f32_compute_name(o_.dtype) + ")";
     if (scaler_.enabled()) gemms += " + loss scaling";
     return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, " : " (cuBLAS + our sequence kernels, ") +
-           gemms + ")";
+           gemms + (o_.cuda_graph ? ", forward in a CUDA graph" : "") + ")";
   }
   std::size_t model_device_bytes() const override { return model_bytes_; }
   float loss_scale() override { return scaler_.read_scale(); }
@@ -156,15 +160,23 @@ class GpuSeqTrainer final : public Trainer {
   // Forward only (Trainer::infer_batch): the inputs and labels copied in (part of the call, as a
   // served request's), eval mode (Model::set_step(false): dropout off, cuDNN's inference-mode RNN),
   // forward node by node, the classifier's loss without its gradient; no gradient or weight written.
+  // With cuda_graph the forward and the loss are captured per batch size (graph_cache.h) and the
+  // capture dropped by the next training step (cuDNN's weight space is refilled per step, on the
+  // host's decision); the training step itself stays eager (its dropout masks are keyed by the
+  // host's step count, which a replay would freeze).
   float infer_batch(const Batch& b) override {
     Plan& p = plan(b.n);
     upload(b, p);
     m_.set_step(false, steps_);
-    for (std::size_t k = 0; k < m_.nodes().size(); ++k) forward_node(p, k);
-    const std::size_t out = p.shapes.size() - 1;
-    cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
-                                           p.losses.data(), nullptr, scalars_.data(),
-                                           reinterpret_cast<int*>(scalars_.data() + 2), s());
+    const auto body = [&] {
+      for (std::size_t k = 0; k < m_.nodes().size(); ++k) forward_node(p, k);
+      const std::size_t out = p.shapes.size() - 1;
+      cuda::seq::classifier_forward_backward(p.y[out], p.labels.data(), p.rows, p.classes, p.classes,
+                                             p.losses.data(), nullptr, scalars_.data(),
+                                             reinterpret_cast<int*>(scalars_.data() + 2), s());
+    };
+    if (o_.cuda_graph) infer_graphs_.run(b.n, s(), GraphCache::FirstCall::replayed, body);
+    else body();
     float loss = 0;
     DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
@@ -286,6 +298,7 @@ class GpuSeqTrainer final : public Trainer {
 
   // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
   float run(const Batch& b, bool optimize) {
+    infer_graphs_.clear();  // (above)
     Plan& p = plan(b.n);
     {
       ProfileScope r(prof_, "data copy", "copy");
@@ -448,6 +461,7 @@ class GpuSeqTrainer final : public Trainer {
   std::size_t model_bytes_ = 0;
   std::uint64_t steps_ = 0;  // train_batch calls (steps taken or skipped): the dropout masks' step number
   std::map<int, Plan> plans_;
+  GraphCache infer_graphs_;  // cuda_graph: infer_batch's forward and loss, per batch size
   Profiler* prof_ = nullptr;  // set during profile_gradients only
   std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads
 };

@@ -7,7 +7,7 @@
 // (cudaMallocHost batch), prefetch (two pinned buffers; the next batch is gathered on the host and
 // copied on a second stream while this one trains), resident (the dataset uploaded once, batches
 // gathered on the device). With cuda_graph the step from the device batch to the optimizer update
-// is captured once per batch size and replayed.
+// is captured once per batch size and replayed (graph_cache.h), as is infer_batch's forward and loss.
 //
 // Gradients are written (not accumulated) by backward: one backward per step after zero-grad is
 // what PyTorch's loop computes, so zero-grad needs no kernel here.
@@ -42,6 +42,7 @@
 #include "kernels/cuda/handles.h"
 #include "kernels/cuda/nn_ops.h"
 #include "models/cuda/gpu_scaler.h"
+#include "models/cuda/graph_cache.h"
 #include "models/cuda/gpu_seq_trainer.h"
 #include "models/half.h"
 #include "models/loader/device_feed.h"
@@ -110,7 +111,8 @@ class GpuTrainer final : public Trainer {
     // Work in flight reads the buffers freed after this body. (The shared cuBLAS/cuDNN handles may
     // keep pointing at the streams destroyed after it: every call site binds its own stream first.)
     cudaStreamSynchronize(stream_);
-    for (auto& [n, g] : graphs_) cudaGraphExecDestroy(g);
+    graphs_.clear();
+    infer_graphs_.clear();
   }
 
   std::string describe() const override {
@@ -159,9 +161,13 @@ class GpuTrainer final : public Trainer {
   float infer_batch(const Batch& b) override {
     plan(b.n);
     copy_in(b.x, b.labels ? b.labels : zeros(b.n), b.n, shapes_[0].per_item(), stream_);
-    zero_loss();
-    forward(b.n);
-    loss(b.n);
+    const auto body = [&] {
+      zero_loss();
+      forward(b.n);
+      loss(b.n);
+    };
+    if (o_.cuda_graph) infer_graphs_.run(b.n, stream_, GraphCache::FirstCall::replayed, body);
+    else body();
     return read_loss();
   }
 
@@ -351,7 +357,7 @@ class GpuTrainer final : public Trainer {
   std::map<std::pair<int, int>, std::unique_ptr<cuda::CudnnConv2d>> convs_;  // (layer, n)
   DeviceBuffer<float> x_, xs_[2];
   DeviceBuffer<std::int32_t> y_, ys_[2];
-  std::map<int, cudaGraphExec_t> graphs_;
+  GraphCache graphs_, infer_graphs_;  // cuda_graph: the training step's, the forward's (per n)
   // Input pipelines.
   std::vector<float> host_x_;
   std::vector<std::int32_t> host_y_;
@@ -444,8 +450,8 @@ class GpuTrainer final : public Trainer {
       x_ = DeviceBuffer<float>(shapes_[0].size());
       y_ = DeviceBuffer<std::int32_t>(n);
       if (half_) xh_ = DeviceBuffer<std::uint16_t>(shapes_[0].size());
-      for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
       graphs_.clear();
+      infer_graphs_.clear();
     }
     planned_n_ = n;
   }
@@ -513,31 +519,11 @@ class GpuTrainer final : public Trainer {
     DLB_CUDA_CHECK(cudaEventRecord(consumed_[k], stream_));
   }
 
-  // One training step from x_/y_: forward, loss, backward, optimizer; captured once per n in graph mode.
+  // One training step from x_/y_: forward, loss, backward, optimizer; captured once per n in graph
+  // mode (the first call's eager warm-up is that step).
   void step(int n) {
-    if (!o_.cuda_graph) {
-      step_body(n);
-      return;
-    }
-    auto it = graphs_.find(n);
-    if (it == graphs_.end()) {
-      step_body(n);  // warm-up outside the capture: cuDNN's algorithm search and workspaces happen here
-      cudaGraph_t g;
-      DLB_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        step_body(n);
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &g);
-        throw;
-      }
-      DLB_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
-      cudaGraphExec_t exec;
-      DLB_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-      cudaGraphDestroy(g);
-      it = graphs_.emplace(n, exec).first;
-      return;  // the warm-up already trained this batch
-    }
-    DLB_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    if (!o_.cuda_graph) return step_body(n);
+    graphs_.run(n, stream_, GraphCache::FirstCall::eager, [&] { step_body(n); });
   }
 
   void step_body(int n) {
