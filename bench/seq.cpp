@@ -291,6 +291,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
     if (std::find(datasets.begin(), datasets.end(), d) != datasets.end()) throw UsageError("--dataset " + d + ": given twice");
     datasets.push_back(d);
   }
+  const bool graph = o.extra.value("cuda_graph", false);
+  if (graph && std::find(ops.begin(), ops.end(), "train") != ops.end())
+    throw UsageError("--cuda-graph: op=infer only (the GPU sequence trainer's training step is not captured): add --op infer");
   for (const auto& op : ops) {
     if (op != "train" && op != "infer") throw UsageError("--op " + op + ": expected train or infer");
     const bool train = op == "train";
@@ -318,10 +321,14 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 Sizes si = s;
                 if (seq_model) si.c.impl = models::parse_rnn_impl(impl);
                 const bool quick = o.quick;
-                if (train)
+                if (train) {
                   cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
-                else
-                  cases.push_back({id, [=] { return seq::make_infer_case(model, si, dev, int(b), quick); }});
+                  continue;
+                }
+                cases.push_back({id, [=] { return seq::make_infer_case(model, si, dev, int(b), quick, false); }});
+                if (graph && dev != "cpu")  // --cuda-graph: the same forward replayed from a CUDA graph, beside it
+                  cases.push_back({CaseId(id).with("cuda_graph", true),
+                                   [=] { return seq::make_infer_case(model, si, dev, int(b), quick, true); }});
               }
               if (peer && !seq_model) {  // (image models: op=infer only, as ours)
                 CaseId id{"seq", op, dev, "fp32", {{"model", model}, {"impl", "pytorch"}}};
@@ -380,7 +387,8 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     if (r.value("op", "") == "train" && r.contains("tokens_per_s"))
       train[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}][impl] =
           r.at("tokens_per_s").get<double>();
-    if (r.value("op", "") == "infer" && r.contains("p50_ms")) infer[{model, r.value("device", ""), b}][impl] = r;
+    if (r.value("op", "") == "infer" && r.contains("p50_ms"))
+      infer[{model, r.value("device", ""), b}][impl + (r.value("cuda_graph", false) ? "+graph" : "")] = r;
   }
   if (!train.empty()) {
     out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
@@ -414,8 +422,12 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
   }
   if (!infer.empty()) {
     out << "\n### Forward-only latency (ms), eval mode\n\n";
+    const bool graphs = std::any_of(infer.begin(), infer.end(), [](const auto& kv) {
+      return kv.second.count("ours+graph") || kv.second.count("cudnn+graph");
+    });
     std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "p50", "p99", "oneDNN / cuDNN p50",
                                                 "PyTorch p50", "PyTorch p99"}};
+    if (graphs) rows[0].insert(rows[0].begin() + 6, {"CUDA graph p50", "cuDNN graph p50"});
     for (const auto& kv : infer) {
       const auto& k = kv.first;
       const auto& v = kv.second;
@@ -424,6 +436,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
       rows.push_back({std::get<0>(k), dev == "cpu" ? "CPU" : "GPU (" + dev + ")", std::to_string(std::get<2>(k)),
                       get("ours", "p50_ms"), get("ours", "p99_ms"), get(dev == "cpu" ? "onednn" : "cudnn", "p50_ms"),
                       get("pytorch", "p50_ms"), get("pytorch", "p99_ms")});
+      if (graphs) rows.back().insert(rows.back().begin() + 6, {get("ours+graph", "p50_ms"), get("cudnn+graph", "p50_ms")});
     }
     print_markdown(out, rows);
   }
@@ -448,7 +461,7 @@ DLB_SUITE(seq)
     .axis("heads", {4}, {2})
     .axis("layers", {0})  // 0: the seed's (rnn 1, lstm 2, transformer 2 + 2)
     .axis("mask", {"none"})
-    .takes({flag::batch(), flag::peer(), flag::profile(),
+    .takes({flag::batch(), flag::peer(), flag::profile(), flag::cuda_graph(),
             FlagSpec{"--op", "train, infer or both", "op", true, FlagSpec::Parse::words, 0, {"train", "infer"}},
             FlagSpec{"--model", "models (rnn, lstm, transformer; infer: net128, mlp, convnet, autoencoder)", "model", true,
                      FlagSpec::Parse::words, 0, {"rnn", "lstm", "transformer", "net128", "mlp", "convnet", "autoencoder"}},

@@ -12,7 +12,10 @@
 //    weight space is refilled from our flat parameters only when the optimizer's step count changed
 //    since the last fill (gpu_seq_layers.cu: a refill is 16 small copies a layer, more than a
 //    batch-1 forward), so the timed calls do not copy weights.
-//    Ran on an H100 (2026-11-27), verified.
+//    Ran on an H100 (2026-11-27), verified. --cuda-graph adds, per GPU case, the same call with the
+//    forward and loss replayed from a CUDA graph (TrainOptions::cuda_graph, `cuda_graph: true`):
+//    the copies in and the loss read stay outside it; verified as the eager one (the first call's
+//    loss is the graph's). Not yet run on a GPU.
 #include "bench/seq_infer.h"
 
 #include <unistd.h>
@@ -45,8 +48,9 @@ constexpr double kGpuInferTolerance = 2e-4;
 
 class InferCase final : public Case {
  public:
-  InferCase(std::string model, Sizes s, std::string device, int batch, bool quick)
-      : name_(std::move(model)), s_(std::move(s)), device_(std::move(device)), batch_(batch), quick_(quick) {}
+  InferCase(std::string model, Sizes s, std::string device, int batch, bool quick, bool cuda_graph)
+      : name_(std::move(model)), s_(std::move(s)), device_(std::move(device)), batch_(batch), quick_(quick),
+        cuda_graph_(cuda_graph) {}
 
   void setup() override {
     model_ = make_host_model();
@@ -68,6 +72,7 @@ class InferCase final : public Case {
     if (device_ == "cpu") return;
     models::TrainOptions o;
     o.device = device_;
+    o.cuda_graph = cuda_graph_;
     try {
       trainer_ = models::make_trainer(*model_, models::default_optimizer(name_), o);
     } catch (const std::exception& e) {
@@ -133,7 +138,7 @@ class InferCase final : public Case {
   Sizes s_;
   std::string device_;
   int batch_;
-  bool quick_;
+  bool quick_, cuda_graph_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Trainer> trainer_;  // cuda:N only
   std::shared_ptr<const models::TokenData> data_;
@@ -219,8 +224,8 @@ class ImagePeerInferCase final : public PeerLatencyCase {
 }  // namespace
 
 std::unique_ptr<Case> make_infer_case(const std::string& model, const Sizes& s, const std::string& device, int batch,
-                                      bool quick) {
-  return std::make_unique<InferCase>(model, s, device, batch, quick);
+                                      bool quick, bool cuda_graph) {
+  return std::make_unique<InferCase>(model, s, device, batch, quick, cuda_graph);
 }
 
 std::unique_ptr<Case> make_image_peer_infer_case(const std::string& model, const std::string& device, int batch) {

@@ -27,9 +27,10 @@ struct Sizes {
 std::shared_ptr<const models::TokenData> windows_for(const Sizes& s, int n);
 
 // op=infer, impl ours (or onednn / cudnn, through s.c.impl): forward-only latency of one batch of
-// `model` (a sequence model with sizes `s`, or an image model of the zoo) on `device` (cpu or cuda:N).
+// `model` (a sequence model with sizes `s`, or an image model of the zoo) on `device` (cpu or cuda:N);
+// `cuda_graph` (cuda:N): the trainer's forward captured once and replayed (TrainOptions::cuda_graph).
 std::unique_ptr<Case> make_infer_case(const std::string& model, const Sizes& s, const std::string& device, int batch,
-                                      bool quick);
+                                      bool quick, bool cuda_graph);
 
 // op=infer, impl pytorch, of an image model of the zoo: the PyTorch peer (bench/peers/pytorch_infer.py)
 // on our weights and batch, checked by its forward loss against ours, then timed call by call.

@@ -55,9 +55,10 @@
 #                     (ours per layer: where T=1024's step goes)
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
-#   infer-peer   320  op=infer of every model of the zoo on the GPU at batch 1, 4, 64, ours and the
-#                     PyTorch peer (the image models' on our weights, checked by the loss): p50 / p99
-#                     (16 of its 48 cases took 100 s on the H100)
+#   infer-peer   320  op=infer of every model of the zoo on the GPU at batch 1 and 64, ours eager and
+#                     from a CUDA graph (--cuda-graph), cuDNN's RNN, and the PyTorch peer (the image
+#                     models' on our weights, checked by the loss): p50 / p99 (~50 cases; 16 took
+#                     100 s on the H100)
 #   seq-profile   90  ours only, the sequence models at their default sizes, train, batch 1, 8, 64,
 #                     --profile: where a GPU step's time goes per layer (ours at batch 8 took 3.8x
 #                     its batch-1 step on the H100, unexplained)
@@ -510,7 +511,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     attention-1024) echo "attention --device $dev --peer pytorch --filter seq=1024/head_dim=64/" ;;
     gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused --profile" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
-    infer-peer) echo "seq --device $dev --op infer --peer pytorch" ;;
+    infer-peer) echo "seq --device $dev --op infer --peer pytorch --infer-batch 1,64 --cuda-graph" ;;
     seq-profile) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --profile" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
