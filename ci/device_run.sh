@@ -24,6 +24,9 @@
 #   ncu          180  one Nsight Compute profile each of warptile (fp32), mma and mma_256 (bf16) at n=4096
 #                     (DLB_NCU_SIZE), --clock-control none, sections SpeedOfLight, Occupancy,
 #                     MemoryWorkloadAnalysis, WarpStateStats, LaunchStats
+#   ncu-seq       90  ncu, one metric (gpu__time_duration.sum) over the first 800 launches of our
+#                     rnn training at batch 1 and 8: the kernels by total device time (ours at batch
+#                     8 took 3.8x its batch-1 step on the H100; which kernel)
 #   matmul       240  --quick: 128, 512 and one DeepBench shape; every impl and dtype vs cuBLAS
 #   conv         240  --quick: the lecture's layers and one DeepBench layer, cuDNN vs implicit GEMM
 #   transfer     180  --quick: 1 KiB, 1 MiB, 64 MiB; pageable/pinned/write-combined, sync/async, overlap
@@ -72,7 +75,7 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
-#   call-next = env check tests seq-profile seq-peer gpt2-124m sanitize  (~430 s: the fixes after
+#   call-next = env check tests seq-profile ncu-seq seq-peer gpt2-124m sanitize  (~480 s: the fixes after
 #               2026-11-27's second H100 run checked, the GPU sequence rows again)
 #   call-then = infer-peer attention-1024                         (~520 s: what that run cut short)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
@@ -100,13 +103,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180
+declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
   [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=90 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
-  [call-next]="env check tests seq-profile seq-peer gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
-ORDER="env check tests rerun sanitize ncu matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+  [call-next]="env check tests seq-profile ncu-seq seq-peer gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
+ORDER="env check tests rerun sanitize ncu ncu-seq matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -496,6 +499,28 @@ step_ncu() {
   return $rc
 }
 
+# Per-kernel device time of our GPU rnn training step at batch 1 and 8 (ours at 8 took 3.8x its
+# batch-1 step on the H100, 2026-11-27; cuDNN's did not): one metric, every launch of a short run.
+step_ncu_seq() {
+  local log=$1 ncu rc=0 b parts="" one
+  if ! ncu=$(find_tool ncu); then
+    FACTS="ncu not found"
+    [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
+    return 1
+  fi
+  mkdir -p "$work/ncu-seq"
+  for b in 1 8; do
+    local csv="$work/ncu-seq/rnn-b$b.csv"
+    run_cmd "$log" "$ncu" --clock-control none --target-processes all --metrics gpu__time_duration.sum --csv \
+      --launch-count 800 --log-file "$csv" "$bin/dlbench" run --suite seq --device "$dev" --op train --model rnn \
+      --impl ours --batch "$b" --samples 16 --repetitions 1 --no-report --out "$work/ncu-seq/run-b$b" || rc=1
+    one=$(facts ncu_kernels "$csv") || rc=1
+    parts+="${parts:+; }b$b: $one"
+  done
+  FACTS=$parts
+  return $rc
+}
+
 suite_args() {  # suite_args STEP: the suite and its flags
   case "$1" in
     matmul) echo "matmul --device $dev --quick" ;;
@@ -563,6 +588,7 @@ for s in "${steps[@]}"; do
   step_t0=$SECONDS step_deadline=$((SECONDS + lim)) STEP_TIMED_OUT=0 STEP_LIMIT_HIT=$lim FACTS="" cur_step=$s
   case "$s" in
     env|check|tests|rerun|sanitize|ncu) "step_$s" "$log" ;;
+    ncu-seq) step_ncu_seq "$log" ;;
     *) step_suite "$log" "$s" ;;
   esac
   rc=$?

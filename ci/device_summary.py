@@ -7,6 +7,8 @@ fine) or 1 (it is a failure, e.g. a skipped GPU test or an unavailable PyTorch p
   device_summary.py gtest DIR MODE                 DIR/*.json (--gtest_output) + DIR/rc.txt ("binary rc")
   device_summary.py results RUN_DIR MODE           a suite's results.jsonl (or results.json)
   device_summary.py sanitizer LOG MODE             compute-sanitizer's summary lines
+  device_summary.py ncu_kernels CSV MODE           ncu --csv (gpu__time_duration.sum per kernel): the
+                                                   kernels by total time, count and mean
 MODE: gpu (a GPU machine: skips are failures) or dry (no GPU here: GPU skips are expected).
 """
 import json
@@ -238,8 +240,41 @@ def sanitizer(log, mode):
     return out("; ".join(s.strip() for _, s in m), n == 0)
 
 
+def ncu_kernels(csv_path, mode):
+    """The top kernels of one `ncu --csv --metrics gpu__time_duration.sum` run by total device time."""
+    import csv
+    total, count = {}, {}
+    try:
+        with open(csv_path, newline="", errors="replace") as f:
+            rows = [r for r in csv.reader(f) if r]
+    except OSError as e:
+        return out(f"no csv ({e})", False)
+    head = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
+    if head is None:
+        return out("no kernel rows (did ncu profile anything?)", False)
+    cols = rows[head]
+    k, unit, val = cols.index("Kernel Name"), cols.index("Metric Unit"), cols.index("Metric Value")
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+    for r in rows[head + 1:]:
+        if len(r) <= val:
+            continue
+        try:
+            us = float(r[val].replace(",", "")) * scale.get(r[unit], float("nan"))
+        except ValueError:
+            continue
+        name = re.sub(r"\(.*", "", r[k]).strip()[:64]  # the name without its argument list
+        total[name] = total.get(name, 0.0) + us
+        count[name] = count.get(name, 0) + 1
+    if not total:
+        return out("no kernel durations", False)
+    top = sorted(total, key=total.get, reverse=True)[:8]
+    n = sum(count.values())
+    return out(f"{n} kernels, {sum(total.values()) / 1e3:.2f} ms: " +
+               "; ".join(f"{t} {count[t]}x {total[t] / count[t]:.1f} us" for t in top), True)
+
+
 def main(argv):
-    cmds = {"info": info, "gtest": gtest, "results": results, "sanitizer": sanitizer}
+    cmds = {"info": info, "gtest": gtest, "results": results, "sanitizer": sanitizer, "ncu_kernels": ncu_kernels}
     if len(argv) != 4 or argv[1] not in cmds:
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2

@@ -3,7 +3,7 @@
 # In a fresh git clone of SRC (its tracked files as they are in SRC, no .devbundle yet, BUILD's bin/
 # linked in as build/bin): ci/device_bundle.sh with no arguments packs one archive under the carry
 # margin (and refuses a margin it passes); ci/device_run.sh there with its default bundle, as the
-# device tool runs it: the dry run of every call (a-c) exits 0 with every library resolved, every gpu
+# device tool runs it: the dry run of every call exits 0 with every library resolved, every gpu
 # test SKIPPED and every suite's flags accepted,
 # leaves exactly 2 files in $OUT and prints summary.txt last; forced GPU mode (DLB_DRY_RUN=0) turns
 # those skips into failures, as it does an unavailable PyTorch peer; a step past its limit is
@@ -122,6 +122,11 @@ two_files term
 has term '^matmul-full +INTERRUPTED'
 n=$(wc -l <"$out/term/summary.txt")
 [ "$(tail -n "$n" "$out/term.stdout")" = "$(cat "$out/term/summary.txt")" ] && ok "SIGTERM: summary.txt still last" || fail "SIGTERM: summary not last"
+
+# The ncu-seq step's facts from a recorded ncu CSV (ns and us rows, thousands separators, ==PROF== lines).
+line=$(python3 "$src/ci/device_summary.py" ncu_kernels "$src/tests/data/device/ncu_kernels.csv" gpu)
+[ "$line" = "3 kernels, 0.05 ms: sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3 1x 41.0 us; void dlb::cuda::seq::cell_fwd_k 2x 3.0 us" ] &&
+  ok "ncu_kernels: $line" || fail "ncu_kernels: '$line'"
 
 rm -rf "$clone" "$out/bundle-small"
 [ $bad = 0 ] && echo "device dry run: all checks passed" || echo "device dry run: $bad checks FAILED"
