@@ -6,6 +6,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "kernels/cuda/handles.h"
+
 namespace dlb::cuda {
 
 void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line) {
@@ -111,7 +113,9 @@ void PinnedBuffer::release() noexcept {
 
 Stream::Stream() { DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
 Stream::~Stream() {
-  if (s_) cudaStreamDestroy(s_);
+  if (!s_) return;
+  release_cublas_workspace(s_);  // (handles.cpp: a workspace per stream)
+  cudaStreamDestroy(s_);
 }
 
 Event::Event(bool timing) { DLB_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming)); }

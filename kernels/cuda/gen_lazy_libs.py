@@ -18,7 +18,7 @@ import sys
 # library enum value in lazy_libs.h -> (headers to read, exported names we call)
 NAMES = {
     "cublas": (["cublas_api.h"], """
-        cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSetMathMode cublasGetProperty
+        cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSetMathMode cublasSetWorkspace_v2 cublasGetProperty
         cublasGetStatusName cublasSgemm_v2 cublasGemmEx cublasSgemmStridedBatched cublasSgeam cublasSaxpy_v2"""),
     "cublaslt": (["cublasLt.h"], "cublasLtCreate cublasLtDestroy"),
     "cudnn": (["cudnn_graph.h", "cudnn_ops.h", "cudnn_cnn.h", "cudnn_adv.h"], """

@@ -34,6 +34,12 @@ extern "C" cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t 
       dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasSetMathMode"));
   return real(handle, mode);
 }
+extern "C" cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes) {
+  using Fn = cublasStatus_t(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes);
+  static const auto real = reinterpret_cast<Fn*>(
+      dlb::cuda::lazy_symbol(dlb::cuda::LazyLib::cublas, "cublasSetWorkspace_v2"));
+  return real(handle, workspace, workspaceSizeInBytes);
+}
 extern "C" cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
   using Fn = cublasStatus_t(libraryPropertyType type, int* value);
   static const auto real = reinterpret_cast<Fn*>(
@@ -499,6 +505,7 @@ const std::vector<LazySymbolEntry>& lazy_symbols() {
     {dlb::cuda::LazyLib::cublas, "cublasDestroy_v2"},
     {dlb::cuda::LazyLib::cublas, "cublasSetStream_v2"},
     {dlb::cuda::LazyLib::cublas, "cublasSetMathMode"},
+    {dlb::cuda::LazyLib::cublas, "cublasSetWorkspace_v2"},
     {dlb::cuda::LazyLib::cublas, "cublasGetProperty"},
     {dlb::cuda::LazyLib::cublas, "cublasGetStatusName"},
     {dlb::cuda::LazyLib::cublas, "cublasSgemm_v2"},

@@ -1,10 +1,15 @@
 // The GPU memory tracker in kernels/cuda/cuda_util (our own device bytes, current and peak, the
-// equivalent of torch.cuda.max_memory_allocated) and the driver's cudaMemGetInfo view. Skips
-// without a device.
+// equivalent of torch.cuda.max_memory_allocated) and the driver's cudaMemGetInfo view; the cuBLAS
+// workspaces of kernels/cuda/handles.cpp, which it counts. Skips without a device.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "kernels/common/errors.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/handles.h"
 #include "tests/gpu_test.h"
 
 using namespace dlb;
@@ -135,4 +140,28 @@ TEST(CudaRaii, StreamAndEventsTimeACopy) {
   float ms = 0;
   EXPECT_EQ(cudaEventElapsedTime(&ms, a, order), cudaErrorInvalidResourceHandle);
   (void)cudaGetLastError();
+}
+
+// cublas_handle_on gives each stream its own workspace (allocated once, counted by the tracker) and
+// keeps at most 4: a fifth stream frees the others first. Not yet run on a GPU.
+TEST(MemTrack, CublasWorkspaceOncePerStreamAtMostFour) {
+  SKIP_WITHOUT_GPU();
+  if (const char* v = std::getenv("DLB_CUBLAS_WORKSPACE"); v && std::string(v) == "0")
+    GTEST_SKIP() << "DLB_CUBLAS_WORKSPACE=0: cuBLAS's default pool";
+  int dev = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  const std::size_t ws = std::size_t(major >= 9 ? 32 : 4) << 20;
+  std::vector<cuda::Stream> streams(6);
+  const std::size_t c0 = cuda::current_device_bytes();  // (may hold earlier tests' workspaces)
+  cuda::cublas_handle_on(streams[0]);
+  const std::size_t c1 = cuda::current_device_bytes();
+  EXPECT_LE(c1, c0 + ws);  // one new workspace at most
+  cuda::cublas_handle_on(streams[0]);
+  EXPECT_EQ(cuda::current_device_bytes(), c1);  // the same stream: not a second one
+  for (cuda::Stream& s : streams) cuda::cublas_handle_on(s);
+  const std::size_t c2 = cuda::current_device_bytes();
+  EXPECT_LE(c2, c0 + 4 * ws);  // six streams, four workspaces at most
+  cuda::cublas_handle_on(streams.back());
+  EXPECT_EQ(cuda::current_device_bytes(), c2);  // the last stream's is held
 }
