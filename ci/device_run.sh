@@ -62,9 +62,10 @@
 #                     from a CUDA graph (--cuda-graph), cuDNN's RNN, and the PyTorch peer (the image
 #                     models' on our weights, checked by the loss): p50 / p99 (~50 cases; 16 took
 #                     100 s on the H100)
-#   seq-profile   90  ours only, the sequence models at their default sizes, train, batch 1, 8, 64,
-#                     --profile: where a GPU step's time goes per layer (ours at batch 8 took 3.8x
-#                     its batch-1 step on the H100, unexplained)
+#   seq-profile  150  ours only, the sequence models at their default sizes, train, batch 1, 8, 64, on
+#                     that machine's CPU and the GPU (the GPU-vs-CPU crossover per model), --profile:
+#                     where a step's time goes per layer (ours at batch 8 took 3.8x its batch-1 step
+#                     on the H100, unexplained)
 #   seq-default-ws 60 rnn and lstm as seq-profile times them, under DLB_CUBLAS_WORKSPACE=0 (cuBLAS's default
 #                     workspace pool, as before 3306f5b): the ablation of our cuBLAS workspace
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
@@ -77,7 +78,7 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
-#   call-next = env check tests seq-profile seq-default-ws ncu-seq seq-peer gpt2-124m sanitize  (~500 s: the fixes after
+#   call-next = env check tests seq-profile seq-default-ws seq-peer ncu-seq gpt2-124m sanitize  (~560 s: the fixes after
 #               2026-11-27's second H100 run checked, the GPU sequence rows again)
 #   call-then = infer-peer attention-1024                         (~520 s: what that run cut short)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
@@ -107,11 +108,11 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=90 [seq-default-ws]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-default-ws]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A STEP_ENV=([seq-default-ws]="DLB_CUBLAS_WORKSPACE=0")  # a suite step's environment
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
-  [call-next]="env check tests seq-profile seq-default-ws ncu-seq seq-peer gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
+  [call-next]="env check tests seq-profile seq-default-ws seq-peer ncu-seq gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
 ORDER="env check tests rerun sanitize ncu ncu-seq matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile seq-default-ws matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
@@ -540,7 +541,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused --profile" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch --infer-batch 1,64 --cuda-graph" ;;
-    seq-profile) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --profile" ;;
+    seq-profile) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --batch 1,8,64 --impl ours --profile" ;;
     seq-default-ws) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
