@@ -23,8 +23,10 @@ Otherwise timed steps: --steps per repetition, --reps repetitions (or, with --se
 per line "steps" on stdin after a {"ready": true} line), each printed as one JSON line {"seconds",
 "steps", "tokens_per_s", "loss", "cpu_seconds", ...}. The loss is read once per repetition.
 The loss is the mean cross-entropy over the V real classes (the padded logits take no part), as in
-llm.c. AdamW is torch.optim.AdamW(lr, betas (0.9, 0.999), eps 1e-8, weight_decay) with foreach=False
-(the single-tensor formula dlbench's adamw_step follows); llm.c's defaults: lr 1e-4, no decay.
+llm.c. AdamW is torch.optim.AdamW(lr, betas (0.9, 0.999), eps 1e-8, weight_decay): with foreach=False
+in the parity run (the single-tensor formula dlbench's adamw_step follows), with PyTorch's default in
+the timed steps (the multi-tensor path on CUDA, single-tensor on the CPU: what a user's eager loop
+gets; the records' torch_adamw); llm.c's defaults: lr 1e-4, no decay.
 Exit 3 (one line) when torch does not import; 2 for bad arguments or files."""
 import argparse
 import json
@@ -284,8 +286,12 @@ def main() -> int:
     x = torch.from_numpy(toks[:n]).view(a.batch, a.seq).to(dev)
     y = torch.from_numpy(toks[1:n + 1]).view(a.batch, a.seq).to(dev)
     step_fn = torch.compile(model) if a.mode == "compile" else model
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=a.weight_decay, foreach=False)
+
+    def adamw(parity):
+        return torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
+                                 weight_decay=a.weight_decay, foreach=False if parity else None)
+
+    opt = adamw(bool(a.parity))
 
     def step():
         opt.zero_grad(set_to_none=False)
@@ -316,10 +322,10 @@ def main() -> int:
     if dev.type == "cuda":
         torch.cuda.synchronize()
     model.load_state_dict(init)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=a.weight_decay, foreach=False)
+    opt = adamw(False)
     info = {"torch": torch.__version__, "device": a.device, "mode": a.mode, "batch": a.batch, "seq": a.seq,
-            "threads": torch.get_num_threads(), "math": math, "params": sum(t.numel() for t in tensors)}
+            "threads": torch.get_num_threads(), "math": math, "params": sum(t.numel() for t in tensors),
+            "keys": {"torch_adamw": "default: " + ("foreach" if dev.type == "cuda" else "single-tensor")}}
 
     def rep():
         t0 = time.perf_counter()
