@@ -12,7 +12,9 @@
 // unscaled before the check, `loss_scale` recorded), verified against the CPU fp32 step by relative
 // L2 per tensor within kernels/common/autocast_tolerance.h's, MFU (pct_of_peak) against the dtype's
 // dense tensor-core peak (the harness's harness/gpu_peaks.h, by the record's dtype); the CPU's and
-// the peers' other dtypes are skipped with the reason (the CPU) or not made (the peers).
+// the peers' other dtypes are skipped with the reason (the CPU) or not made (the peers), but for
+// PyTorch's bf16 AMP on a GPU (pytorch_gpt2.py --autocast bf16: torch.autocast around the forward,
+// matmuls and SDPA in bf16), made beside ours' bf16 rows; its loss must be finite, as the fp32 peer's.
 // Ours on a GPU trains in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h: cuBLAS fp32 GEMMs,
 // our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
@@ -608,35 +610,44 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                   }
                 continue;
               }
-              if (!fp32) continue;  // the peers run fp32 only
+              // The peers run fp32; PyTorch also bf16 AMP on a GPU (torch.autocast: matmuls and SDPA in
+              // bf16) beside ours' bf16 GEMMs, what a user's mixed-precision loop runs.
+              std::vector<DType> peer_dtypes;
+              if (fp32) peer_dtypes.push_back(DType::fp32);
+              if (impl == "pytorch" && is_gpu(dev) && std::find(dtypes.begin(), dtypes.end(), DType::bf16) != dtypes.end())
+                peer_dtypes.push_back(DType::bf16);
+              if (peer_dtypes.empty()) continue;
               if (impl == "llmc") {
                 add_llmc(cases, id("llmc"), p, dev, o.repetitions > 0 ? o.repetitions : 5);
                 continue;
               }
               if (impl != "pytorch") throw UsageError("gpt2: impl '" + impl + "' (expected ours, pytorch or llmc)");
               const int steps = is_gpu(dev) ? 10 : 1;
-              for (const auto& mode : modes) {
-                const fs::path dir = peer_dir(config + "-" + std::to_string(B) + "x" + std::to_string(T) + (p.ckpt ? "-ckpt" : ""));
-                PeerSpec s;
-                s.script = "pytorch_gpt2.py";
-                s.args = {"--checkpoint", (dir / "model.bin").string(), "--tokens", (dir / "tokens.bin").string(),
-                          "--batch", std::to_string(B), "--seq", std::to_string(T), "--device", dev == "cpu" ? "cpu" : dev,
-                          "--mode", mode, "--steps", std::to_string(steps)};
-                if (p.ckpt) s.args.push_back("--checkpoint-activations");
-                s.request = "steps";
-                s.work = {step_flops(p) * steps, 0, 0};
-                s.metric = Metric::gflops;
-                annotate_point(s.keys, p, steps);
-                s.keys["peer_mode"] = mode;
-                s.prepare = [p, dir](PeerSpec&) { write_peer_files(p, dir); };
-                s.cleanup = [dir] {
-                  std::error_code ec;
-                  fs::remove_all(dir, ec);
-                };
-                CaseId c = id("pytorch");
-                if (mode != "eager") c = id("pytorch-" + mode);
-                add_peer(cases, c, s, o.repetitions > 0 ? o.repetitions : 5);
-              }
+              for (const auto& mode : modes)
+                for (const DType t : peer_dtypes) {
+                  const bool amp = t == DType::bf16;
+                  const fs::path dir = peer_dir(config + "-" + std::to_string(B) + "x" + std::to_string(T) +
+                                                (p.ckpt ? "-ckpt" : "") + (amp ? "-bf16" : ""));
+                  PeerSpec s;
+                  s.script = "pytorch_gpt2.py";
+                  s.args = {"--checkpoint", (dir / "model.bin").string(), "--tokens", (dir / "tokens.bin").string(),
+                            "--batch", std::to_string(B), "--seq", std::to_string(T), "--device", dev == "cpu" ? "cpu" : dev,
+                            "--mode", mode, "--steps", std::to_string(steps)};
+                  if (p.ckpt) s.args.push_back("--checkpoint-activations");
+                  if (amp) s.args.insert(s.args.end(), {"--autocast", "bf16"});
+                  s.request = "steps";
+                  s.work = {step_flops(p) * steps, 0, 0};
+                  s.metric = Metric::gflops;
+                  annotate_point(s.keys, p, steps);
+                  s.keys["peer_mode"] = mode;
+                  s.prepare = [p, dir](PeerSpec&) { write_peer_files(p, dir); };
+                  s.cleanup = [dir] {
+                    std::error_code ec;
+                    fs::remove_all(dir, ec);
+                  };
+                  CaseId c = id(mode == "eager" ? "pytorch" : "pytorch-" + mode, t);
+                  add_peer(cases, c, s, o.repetitions > 0 ? o.repetitions : 5);
+                }
             }
     }
   }
@@ -671,7 +682,8 @@ DLB_SUITE(gpt2)
             FlagSpec{"--checkpoint-activations", "off, on or both: recompute each block's activations in backward", "ckpt",
                      true, FlagSpec::Parse::words, 0, {"off", "on"}},
             FlagSpec{"--dtype", "ours on a GPU: fp32, tf32, bf16, fp16 (its GEMMs autocast, fp16 with loss scaling; the "
-                     "rest fp32); the CPU and the peers run fp32 only (other dtypes there: skipped)", "dtype", true,
+                     "rest fp32); the CPU runs fp32 only (other dtypes there: skipped), the peers fp32 and (PyTorch on a GPU) "
+                     "bf16 autocast", "dtype", true,
                      FlagSpec::Parse::words, 0, {"fp32", "tf32", "bf16", "fp16"}},
             FlagSpec{"--attn", "ours' attention core: flash (fused, the default), unfused (the T x T probabilities kept), "
                      "or both", "attn", true, FlagSpec::Parse::words, 0, {"flash", "unfused"}}})

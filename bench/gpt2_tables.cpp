@@ -66,8 +66,10 @@ void gpt2_summarize(const std::vector<json>& records, std::ostream& out) {
     const double tps = r.at("gflops").get<double>() * 1e9 / r.at("flops_per_token").get<double>();
     const std::string dev = r.value("device", "");
     const std::string dt = r.value("dtype", "fp32");
-    const std::string impl = r.value("impl", "") + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "") +
-                             (dt != "fp32" ? " " + dt + " GEMMs" : "");
+    const std::string im = r.value("impl", "");
+    const bool peer = im.rfind("pytorch", 0) == 0;  // its other dtype is torch.autocast's, not GEMMs alone
+    const std::string impl = im + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "") +
+                             (dt != "fp32" ? " " + dt + (peer ? " autocast" : " GEMMs") : "");
     rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
                     r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",

@@ -5,8 +5,10 @@ head, AdamW), loading the llm.c checkpoint dlbench writes (models/gpt2_files.h: 
 16 fp32 tensors in llm.c's order) and training on an llm.c token file, batches as llm.c's loader
 cuts them (x = tokens[p : p + B T], y = the same shifted by one).
 
-Modes (--mode): eager, or compile (torch.compile of the model). --checkpoint-activations: each block
-through torch.utils.checkpoint (its activations recomputed in backward).
+Modes (--mode): eager, or compile (torch.compile of the model). --autocast bf16: the timed steps'
+forward under torch.autocast(bfloat16), PyTorch's AMP (the parity run stays fp32).
+--checkpoint-activations: each block through torch.utils.checkpoint (its activations recomputed in
+backward).
 --infer prefill|decode (with --serve): batch 1 inference with a per-layer K/V cache, eval, no_grad:
 one call per line "infer" on stdin, answered {"latencies": [seconds]}: prefill = the --seq-token
 prompt into an empty cache (the last position's logits), decode = one token after it (the cache
@@ -249,6 +251,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0: every core)")
     ap.add_argument("--serve", action="store_true", help="one repetition per line 'steps' on stdin")
     ap.add_argument("--checkpoint-activations", action="store_true", help="torch.utils.checkpoint per block")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="timed steps under torch.autocast(bfloat16): matmuls and SDPA in bf16, as AMP runs them")
     ap.add_argument("--infer", choices=["prefill", "decode"], help="K/V-cache inference at batch 1 (with --serve)")
     ap.add_argument("--decode-steps", type=int, default=64, help="--infer: tokens decoded after the prompt")
     a = ap.parse_args()
@@ -293,9 +297,12 @@ def main() -> int:
 
     opt = adamw(bool(a.parity))
 
+    amp = a.autocast == "bf16" and not a.parity  # (the parity run is fp32: it checks the model, not AMP)
+
     def step():
         opt.zero_grad(set_to_none=False)
-        logits, loss = step_fn(x, y)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+            logits, loss = step_fn(x, y)
         loss.backward()
         return logits, loss
 
@@ -325,7 +332,8 @@ def main() -> int:
     opt = adamw(False)
     info = {"torch": torch.__version__, "device": a.device, "mode": a.mode, "batch": a.batch, "seq": a.seq,
             "threads": torch.get_num_threads(), "math": math, "params": sum(t.numel() for t in tensors),
-            "keys": {"torch_adamw": "default: " + ("foreach" if dev.type == "cuda" else "single-tensor")}}
+            "keys": {"torch_adamw": "default: " + ("foreach" if dev.type == "cuda" else "single-tensor"),
+                     "torch_autocast": "bf16" if amp else "none"}}
 
     def rep():
         t0 = time.perf_counter()
