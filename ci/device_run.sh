@@ -54,7 +54,7 @@
 #                     29 and 31 (with seq 4096 too it finished 28 of 56 cases in 120 s on the H100)
 #   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, attention
 #                     core flash and unfused (fp32 flash was 3-6x slower than unfused at T 1024 on the
-#                     H100), the PyTorch peer (fp32): tokens/s and MFU (issue 31's GPU rows); --profile
+#                     H100), the PyTorch peer (fp32, bf16 autocast): tokens/s and MFU (issue 31's GPU rows); --profile
 #                     (ours per layer: where T=1024's step goes)
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
