@@ -1,7 +1,7 @@
 // Attention on the GPU, the twin of kernels/cpu/seq/attention.h (same Attn, same strided views, here
 // over device memory), checked against its fp64 reference:
-//   unfused  cuBLAS strided-batched GEMMs (min(B, H) batches of the larger) + our row softmax, P kept; Philox
-//            dropout on P as the CPU draws it; fp32
+//   unfused  cuBLAS strided-batched GEMMs (min(B, H) batches of the larger; causal: query blocks against
+//            the keys they see) + our row softmax, P kept; Philox dropout on P as the CPU draws it; fp32
 //   flash    ours fused: one warp per query (or key) row, key (or query) tiles of 32 in shared memory,
 //            online softmax forward; backward as two kernels (dQ per query row, dK/dV per key row,
 //            each recomputing P from the row log-sum-exp: deterministic, no atomics); fp32 or bf16

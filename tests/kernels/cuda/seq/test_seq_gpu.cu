@@ -292,6 +292,43 @@ TEST(SeqGpu, RnnLayersMatchReference) {
     }
 }
 
+// The unfused core's causal query blocks (attention.cu: rows in blocks of 256 from Tq 512 on, each
+// against the keys it sees; dV and dK summed over the blocks): Tq 600 in three blocks (the last one
+// short), Tk equal, longer (keys no query sees: their dV, dK rows zero) and shorter, with and
+// without dropout, against the fp64 reference. Not yet run on a GPU.
+TEST(SeqGpu, UnfusedCausalBlocksMatchReference) {
+  SKIP_WITHOUT_GPU();
+  for (int Tk : {600, 700, 530})
+    for (float drop : {0.f, 0.2f}) {
+      cs::Attn a;
+      a.B = 1, a.H = 2, a.Tq = 600, a.Tk = Tk, a.D = 20, a.causal = true;
+      a.dropout = drop, a.seed = 5, a.offset = 3;
+      const int D = a.D;
+      const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * D, nk = std::size_t(a.B) * a.H * a.Tk * D;
+      const auto q = rand_f(nq, 1), k = rand_f(nk, 2), v = rand_f(nk, 3), g = rand_f(nq, 4);
+      std::vector<double> ro(nq), rdq(nq), rdk(nk), rdv(nk);
+      const auto Q = to_d(q), K = to_d(k), Vv = to_d(v), G = to_d(g);
+      auto cv = [&](const std::vector<double>& x, int T) { return cs::bhtd<const double>(x.data(), a.H, T, D); };
+      auto mv = [&](std::vector<double>& x, int T) { return cs::bhtd<double>(x.data(), a.H, T, D); };
+      cs::attention_forward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), mv(ro, a.Tq));
+      cs::attention_backward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), cv(G, a.Tq), mv(rdq, a.Tq), mv(rdk, a.Tk),
+                                 mv(rdv, a.Tk));
+      Dev<float> dq_(q), dk_(k), dv_(v), dg(g), o(nq), dq(nq), dk(nk), dv(nk);
+      auto fc = [&](const Dev<float>& x, int T) { return cs::bhtd<const float>(x.p(), a.H, T, D); };
+      auto fm = [&](Dev<float>& x, int T) { return cs::bhtd<float>(x.p(), a.H, T, D); };
+      const std::size_t TT = std::size_t(a.B) * a.H * a.Tq * a.Tk;
+      Dev<float> probs(2 * TT), scratch(TT);
+      gs::attention_forward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fm(o, a.Tq), probs.p(), nullptr);
+      gs::attention_backward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fc(dg, a.Tq), probs.p(),
+                                     fm(dq, a.Tq), fm(dk, a.Tk), fm(dv, a.Tk), scratch.p(), nullptr);
+      SCOPED_TRACE("Tk " + std::to_string(Tk) + (drop > 0 ? " dropout" : ""));
+      EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
+      EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
+      EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
+      EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+    }
+}
+
 // Unfused (fp32, with and without dropout) and every fused kernel of the table (flash fp32, bf16;
 // flash_tc bf16 on the tensor cores) against the reference: tiles cut by T (70, 130 are not
 // multiples of 64), Tq != Tk both ways; B < H and B > H (unfused batches over the larger).
