@@ -163,7 +163,9 @@ const FlagSpec& input() {
   return f;
 }
 const FlagSpec& cuda_graph() {
-  static const FlagSpec f{"--cuda-graph", "Capture the GPU training step in a CUDA graph", "cuda_graph", false, P::on, 0, {}};
+  static const FlagSpec f{"--cuda-graph",
+                          "Replay GPU work from a CUDA graph: the training step (train, lecture), the forward (seq --op infer)",
+                          "cuda_graph", false, P::on, 0, {}};
   return f;
 }
 const FlagSpec& peer() {
