@@ -292,6 +292,48 @@ TEST(SeqGpu, RnnLayersMatchReference) {
     }
 }
 
+// Attention inputs of `a` ([B, H, T, D] contiguous, seeded) and the fp64 reference's O, dQ, dK, dV on
+// them (or on other inputs: the bf16-rounded ones).
+struct AttnRef {
+  std::vector<double> o, dq, dk, dv;
+};
+AttnRef attn_ref(const cs::Attn& a, const std::vector<float>& q, const std::vector<float>& k,
+                 const std::vector<float>& v, const std::vector<float>& g) {
+  const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * a.D, nk = std::size_t(a.B) * a.H * a.Tk * a.D;
+  AttnRef r{std::vector<double>(nq), std::vector<double>(nq), std::vector<double>(nk), std::vector<double>(nk)};
+  const auto Q = to_d(q), K = to_d(k), V = to_d(v), G = to_d(g);
+  auto cv = [&](const std::vector<double>& x, int T) { return cs::bhtd<const double>(x.data(), a.H, T, a.D); };
+  auto mv = [&](std::vector<double>& x, int T) { return cs::bhtd<double>(x.data(), a.H, T, a.D); };
+  cs::attention_forward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(V, a.Tk), mv(r.o, a.Tq));
+  cs::attention_backward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(V, a.Tk), cv(G, a.Tq), mv(r.dq, a.Tq), mv(r.dk, a.Tk),
+                             mv(r.dv, a.Tk));
+  return r;
+}
+struct AttnData {
+  std::size_t nq, nk;
+  std::vector<float> q, k, v, g;
+  AttnRef ref;
+  explicit AttnData(const cs::Attn& a)
+      : nq(std::size_t(a.B) * a.H * a.Tq * a.D), nk(std::size_t(a.B) * a.H * a.Tk * a.D), q(rand_f(nq, 1)),
+        k(rand_f(nk, 2)), v(rand_f(nk, 3)), g(rand_f(nq, 4)), ref(attn_ref(a, q, k, v, g)) {}
+};
+
+// The unfused core (fp32, dropout as `a` says) forward and backward against the reference.
+void check_unfused(const cs::Attn& a, const AttnData& d) {
+  Dev<float> q(d.q), k(d.k), v(d.v), g(d.g), o(d.nq), dq(d.nq), dk(d.nk), dv(d.nk);
+  auto fc = [&](const Dev<float>& x, int T) { return cs::bhtd<const float>(x.p(), a.H, T, a.D); };
+  auto fm = [&](Dev<float>& x, int T) { return cs::bhtd<float>(x.p(), a.H, T, a.D); };
+  const std::size_t TT = std::size_t(a.B) * a.H * a.Tq * a.Tk;
+  Dev<float> probs(2 * TT), scratch(TT);
+  gs::attention_forward_unfused(a, fc(q, a.Tq), fc(k, a.Tk), fc(v, a.Tk), fm(o, a.Tq), probs.p(), nullptr);
+  gs::attention_backward_unfused(a, fc(q, a.Tq), fc(k, a.Tk), fc(v, a.Tk), fc(g, a.Tq), probs.p(), fm(dq, a.Tq),
+                                 fm(dk, a.Tk), fm(dv, a.Tk), scratch.p(), nullptr);
+  EXPECT_LT(max_rel_err(o.get().data(), d.ref.o.data(), d.nq), kTol);
+  EXPECT_LT(max_rel_err(dq.get().data(), d.ref.dq.data(), d.nq), kTol);
+  EXPECT_LT(max_rel_err(dk.get().data(), d.ref.dk.data(), d.nk), kTol);
+  EXPECT_LT(max_rel_err(dv.get().data(), d.ref.dv.data(), d.nk), kTol);
+}
+
 // The unfused core's causal query blocks (attention.cu: rows in blocks of 256 from Tq 512 on, each
 // against the keys it sees; dV and dK summed over the blocks): Tq 600 in three blocks (the last one
 // short), Tk equal, longer (keys no query sees: their dV, dK rows zero) and shorter, with and
@@ -303,29 +345,8 @@ TEST(SeqGpu, UnfusedCausalBlocksMatchReference) {
       cs::Attn a;
       a.B = 1, a.H = 2, a.Tq = 600, a.Tk = Tk, a.D = 20, a.causal = true;
       a.dropout = drop, a.seed = 5, a.offset = 3;
-      const int D = a.D;
-      const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * D, nk = std::size_t(a.B) * a.H * a.Tk * D;
-      const auto q = rand_f(nq, 1), k = rand_f(nk, 2), v = rand_f(nk, 3), g = rand_f(nq, 4);
-      std::vector<double> ro(nq), rdq(nq), rdk(nk), rdv(nk);
-      const auto Q = to_d(q), K = to_d(k), Vv = to_d(v), G = to_d(g);
-      auto cv = [&](const std::vector<double>& x, int T) { return cs::bhtd<const double>(x.data(), a.H, T, D); };
-      auto mv = [&](std::vector<double>& x, int T) { return cs::bhtd<double>(x.data(), a.H, T, D); };
-      cs::attention_forward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), mv(ro, a.Tq));
-      cs::attention_backward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), cv(G, a.Tq), mv(rdq, a.Tq), mv(rdk, a.Tk),
-                                 mv(rdv, a.Tk));
-      Dev<float> dq_(q), dk_(k), dv_(v), dg(g), o(nq), dq(nq), dk(nk), dv(nk);
-      auto fc = [&](const Dev<float>& x, int T) { return cs::bhtd<const float>(x.p(), a.H, T, D); };
-      auto fm = [&](Dev<float>& x, int T) { return cs::bhtd<float>(x.p(), a.H, T, D); };
-      const std::size_t TT = std::size_t(a.B) * a.H * a.Tq * a.Tk;
-      Dev<float> probs(2 * TT), scratch(TT);
-      gs::attention_forward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fm(o, a.Tq), probs.p(), nullptr);
-      gs::attention_backward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fc(dg, a.Tq), probs.p(),
-                                     fm(dq, a.Tq), fm(dk, a.Tk), fm(dv, a.Tk), scratch.p(), nullptr);
       SCOPED_TRACE("Tk " + std::to_string(Tk) + (drop > 0 ? " dropout" : ""));
-      EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
-      EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
-      EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
-      EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+      check_unfused(a, AttnData(a));
     }
 }
 
@@ -342,47 +363,24 @@ TEST(SeqGpu, AttentionMatchesReference) {
         a.Tq = 70, a.Tk = D == 20 ? 45 : D == 64 ? 130 : 70, a.D = D, a.causal = causal;
         a.dropout = drop;
         a.seed = 7, a.offset = 11;
-        const std::size_t nq = std::size_t(a.B) * a.H * a.Tq * D, nk = std::size_t(a.B) * a.H * a.Tk * D;
-        const auto q = rand_f(nq, 1), k = rand_f(nk, 2), v = rand_f(nk, 3), g = rand_f(nq, 4);
-        std::vector<double> ro(nq), rdq(nq), rdk(nk), rdv(nk);
-        const auto Q = to_d(q), K = to_d(k), Vv = to_d(v), G = to_d(g);
-        auto cv = [&](const std::vector<double>& x, int T) { return cs::bhtd<const double>(x.data(), a.H, T, D); };
-        auto mv = [&](std::vector<double>& x, int T) { return cs::bhtd<double>(x.data(), a.H, T, D); };
-        cs::attention_forward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), mv(ro, a.Tq));
-        cs::attention_backward_ref(a, cv(Q, a.Tq), cv(K, a.Tk), cv(Vv, a.Tk), cv(G, a.Tq), mv(rdq, a.Tq), mv(rdk, a.Tk),
-                                   mv(rdv, a.Tk));
+        const AttnData d(a);
+        const std::size_t nq = d.nq, nk = d.nk;
         const std::string name = "B" + std::to_string(a.B) + " H" + std::to_string(a.H) + " D" + std::to_string(D) +
                                  (causal ? " causal" : "") + (drop > 0 ? " dropout" : "");
-        Dev<float> dq_(q), dk_(k), dv_(v), dg(g), o(nq), dq(nq), dk(nk), dv(nk);
-        auto fc = [&](const Dev<float>& x, int T) { return cs::bhtd<const float>(x.p(), a.H, T, D); };
-        auto fm = [&](Dev<float>& x, int T) { return cs::bhtd<float>(x.p(), a.H, T, D); };
         {
-          const std::size_t TT = std::size_t(a.B) * a.H * a.Tq * a.Tk;
-          Dev<float> probs(2 * TT), scratch(TT);
-          gs::attention_forward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fm(o, a.Tq), probs.p(),
-                                        nullptr);
-          gs::attention_backward_unfused(a, fc(dq_, a.Tq), fc(dk_, a.Tk), fc(dv_, a.Tk), fc(dg, a.Tq), probs.p(),
-                                         fm(dq, a.Tq), fm(dk, a.Tk), fm(dv, a.Tk), scratch.p(), nullptr);
           SCOPED_TRACE("unfused " + name);
-          EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
-          EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
-          EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
-          EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+          check_unfused(a, d);
         }
         if (drop > 0) continue;  // the fused kernels have no dropout
         auto av = [&](const void* p, int T) {
           return gs::AnyView{p, long(a.H) * T * D, long(T) * D, D};
         };
         auto am = [&](void* p, int T) { return gs::AnyMView{p, long(a.H) * T * D, long(T) * D, D}; };
+        Dev<float> dq_(d.q), dk_(d.k), dv_(d.v), dg(d.g), o(nq), dq(nq), dk(nk), dv(nk);
         Dev<float> lse(std::size_t(a.B) * a.H * a.Tq), scratch(std::size_t(a.B) * a.H * a.Tq);
         // bf16 storage: inputs rounded; the reference runs on the rounded inputs.
-        const auto qb = to_bf16(q), kb = to_bf16(k), vb = to_bf16(v), gb = to_bf16(g);
-        const auto Qr = to_d(from_bf16(qb)), Kr = to_d(from_bf16(kb)), Vr = to_d(from_bf16(vb)),
-                   Gr = to_d(from_bf16(gb));
-        std::vector<double> bro(nq), brdq(nq), brdk(nk), brdv(nk);
-        cs::attention_forward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), mv(bro, a.Tq));
-        cs::attention_backward_ref(a, cv(Qr, a.Tq), cv(Kr, a.Tk), cv(Vr, a.Tk), cv(Gr, a.Tq), mv(brdq, a.Tq),
-                                   mv(brdk, a.Tk), mv(brdv, a.Tk));
+        const auto qb = to_bf16(d.q), kb = to_bf16(d.k), vb = to_bf16(d.v), gb = to_bf16(d.g);
+        const AttnRef br = attn_ref(a, from_bf16(qb), from_bf16(kb), from_bf16(vb), from_bf16(gb));
         Dev<std::uint16_t> bq(qb), bk(kb), bv(vb), bg(gb), bo(nq), bdq(nq), bdk(nk), bdv(nk);
         for (const gs::FlashKernel& f : gs::flash_kernels()) {
           if (!f.takes(D)) continue;
@@ -392,10 +390,10 @@ TEST(SeqGpu, AttentionMatchesReference) {
                       nullptr);
             f.backward(a, av(dq_.p(), a.Tq), av(dk_.p(), a.Tk), av(dv_.p(), a.Tk), av(o.p(), a.Tq), av(dg.p(), a.Tq),
                        lse.p(), am(dq.p(), a.Tq), am(dk.p(), a.Tk), am(dv.p(), a.Tk), scratch.p(), DType::fp32, nullptr);
-            EXPECT_LT(max_rel_err(o.get().data(), ro.data(), nq), kTol);
-            EXPECT_LT(max_rel_err(dq.get().data(), rdq.data(), nq), kTol);
-            EXPECT_LT(max_rel_err(dk.get().data(), rdk.data(), nk), kTol);
-            EXPECT_LT(max_rel_err(dv.get().data(), rdv.data(), nk), kTol);
+            EXPECT_LT(max_rel_err(o.get().data(), d.ref.o.data(), nq), kTol);
+            EXPECT_LT(max_rel_err(dq.get().data(), d.ref.dq.data(), nq), kTol);
+            EXPECT_LT(max_rel_err(dk.get().data(), d.ref.dk.data(), nk), kTol);
+            EXPECT_LT(max_rel_err(dv.get().data(), d.ref.dv.data(), nk), kTol);
             continue;
           }
           f.forward(a, av(bq.p(), a.Tq), av(bk.p(), a.Tk), av(bv.p(), a.Tk), am(bo.p(), a.Tq), lse.p(), DType::bf16,
@@ -405,10 +403,10 @@ TEST(SeqGpu, AttentionMatchesReference) {
                      nullptr);
           // O rounded to bf16 feeds rowdot; the tensor-core rows also round P and dS to bf16 for their GEMMs.
           const double tb = (f.tensor_cores ? 3 : 2) * default_tolerance(DType::bf16);
-          EXPECT_LT(max_rel_err(from_bf16(bo.get()).data(), bro.data(), nq), tb);
-          EXPECT_LT(max_rel_err(from_bf16(bdq.get()).data(), brdq.data(), nq), tb);
-          EXPECT_LT(max_rel_err(from_bf16(bdk.get()).data(), brdk.data(), nk), tb);
-          EXPECT_LT(max_rel_err(from_bf16(bdv.get()).data(), brdv.data(), nk), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bo.get()).data(), br.o.data(), nq), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bdq.get()).data(), br.dq.data(), nq), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bdk.get()).data(), br.dk.data(), nk), tb);
+          EXPECT_LT(max_rel_err(from_bf16(bdv.get()).data(), br.dv.data(), nk), tb);
         }
       }
 }
