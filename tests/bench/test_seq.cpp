@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "bench/suite.h"
@@ -88,6 +89,32 @@ TEST(SeqSuite, InferRowsOnAGpuSkipWithTheReasonWithoutOne) {
     }
   }
   EXPECT_TRUE(skipped == 0 || skipped == int(cs.size())) << skipped << " of " << cs.size() << " skipped";
+}
+
+// --cuda-graph (op=infer only): beside each GPU case of ours and cuDNN's, the same call from a CUDA
+// graph (cuda_graph=true); none on the CPU; op=train with it is bad usage. The latency table gets the
+// graph's p50 columns from such records.
+TEST(SeqSuite, CudaGraphRowsBesideTheGpuInferCases) {
+  const bench::Suite& s = *bench::find_suite("seq");
+  bench::SuiteOptions o = s.options(true, {{"op", {"infer"}}, {"infer_batch", {1}}, {"model", {"rnn", "mlp"}}});
+  o.devices = {"cpu", "cuda:0"};
+  o.extra["cuda_graph"] = true;
+  const auto cs = s.expand(o);
+  EXPECT_EQ(count(cs, "/cuda_graph=true"), 3);  // rnn ours and cudnn, mlp ours, on cuda:0
+  EXPECT_EQ(count(cs, "infer/cpu/"), 3);         // rnn ours, onednn; mlp: no graph rows
+  EXPECT_EQ(count(cs, "infer/cpu/fp32/model=rnn/impl=ours/batch=1/seq=8/vocab=32/emb=16/hidden=32/layers=1/cuda_graph"), 0);
+  bench::SuiteOptions t = s.options(true, {{"op", {"train", "infer"}}});
+  t.devices = {"cuda:0"};
+  t.extra["cuda_graph"] = true;
+  EXPECT_THROW(s.expand(t), UsageError);
+  const json eager{{"op", "infer"}, {"model", "rnn"}, {"impl", "ours"}, {"device", "cuda:0"}, {"batch", 1}, {"p50_ms", 0.5}};
+  json graph = eager;
+  graph["cuda_graph"] = true, graph["p50_ms"] = 0.125;
+  std::ostringstream out;
+  s.summarize({eager, graph}, out);
+  EXPECT_NE(out.str().find("CUDA graph p50"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("0.125"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("0.500"), std::string::npos) << out.str();
 }
 
 TEST(SeqSuite, SizesThatDoNotFitAreBadUsage) {
