@@ -66,8 +66,8 @@
 #                     that machine's CPU and the GPU (the GPU-vs-CPU crossover per model), --profile:
 #                     where a step's time goes per layer (ours at batch 8 took 3.8x its batch-1 step
 #                     on the H100, unexplained)
-#   seq-default-ws 60 rnn and lstm as seq-profile times them, under DLB_CUBLAS_WORKSPACE=0 (cuBLAS's default
-#                     workspace pool, as before 3306f5b): the ablation of our cuBLAS workspace
+#   seq-own-ws    60  rnn and lstm as seq-profile times them, under DLB_CUBLAS_WORKSPACE=1 (our own cuBLAS
+#                     workspace per stream instead of cuBLAS's default pool): the ablation
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
@@ -78,7 +78,7 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
-#   call-next = env check tests seq-profile seq-default-ws seq-peer ncu-seq gpt2-124m sanitize  (~560 s: the fixes after
+#   call-next = env check tests seq-profile seq-own-ws seq-peer ncu-seq gpt2-124m sanitize  (~560 s: the fixes after
 #               2026-11-27's second H100 run checked, the GPU sequence rows again)
 #   call-then = infer-peer attention-1024                         (~520 s: what that run cut short)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
@@ -108,12 +108,12 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-default-ws]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
-declare -A STEP_ENV=([seq-default-ws]="DLB_CUBLAS_WORKSPACE=0")  # a suite step's environment
+  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+declare -A STEP_ENV=([seq-own-ws]="DLB_CUBLAS_WORKSPACE=1")  # a suite step's environment
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
-  [call-next]="env check tests seq-profile seq-default-ws seq-peer ncu-seq gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
-ORDER="env check tests rerun sanitize ncu ncu-seq matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile seq-default-ws matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+  [call-next]="env check tests seq-profile seq-own-ws seq-peer ncu-seq gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
+ORDER="env check tests rerun sanitize ncu ncu-seq matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile seq-own-ws matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -542,7 +542,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch --infer-batch 1,64 --cuda-graph" ;;
     seq-profile) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --batch 1,8,64 --impl ours --profile" ;;
-    seq-default-ws) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
+    seq-own-ws) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;

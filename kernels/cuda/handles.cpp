@@ -59,17 +59,19 @@ static cublasHandle_t cublas_handle() {
 }
 
 namespace {
-// Our cuBLAS workspace, one per (device, stream) as cuBLAS requires (kernels on two streams must not
-// share one), of NVIDIA's recommended size: 32 MiB on Hopper (cc 9.x) and later, 4 MiB before
-// (cublasSetWorkspace). cublasSetStream puts the handle back on cuBLAS's default pool, so every
-// binding sets it again, as PyTorch does with its caching allocator. Why ours: the buffer is
+// DLB_CUBLAS_WORKSPACE=1: our own cuBLAS workspace, one per (device, stream) as cuBLAS requires
+// (kernels on two streams must not share one), of NVIDIA's recommended size: 32 MiB on Hopper
+// (cc 9.x) and later, 4 MiB before (cublasSetWorkspace). cublasSetStream puts the handle back on
+// cuBLAS's default pool, so every binding sets it again, as PyTorch does with its caching
+// allocator. Off by default until it has run on a GPU: the default pool is what every gpu test
+// passed with on an H100 (2026-11-27), where the seq suite's batch-8 steps ran 3.8x slower than
+// batch 1 (cause unmeasured; the workspace is one suspect, ci/device_run.sh seq-own-ws the
+// ablation). Why ours at all: the buffer is
 // allocated once, before any capture (a CUDA graph replays the pointer it saw), and its size is
 // known and counted (current_device_bytes). A cuda::Stream frees its own when destroyed
 // (release_cublas_workspace: a trainer's peak does not carry the previous trainer's); at most
 // kMaxStreams streams keep one (raw streams are not released): a new one past that waits for the
 // device and frees the others.
-// DLB_CUBLAS_WORKSPACE=0 leaves cuBLAS on its default pool (an ablation: the seq suite's batch-8
-// GPU steps ran 3.8x slower than batch 1 on an H100 with it, 2026-11-27, cause unmeasured).
 constexpr std::size_t kMaxStreams = 4;
 struct Workspace {
   void* p = nullptr;
@@ -78,7 +80,7 @@ struct Workspace {
 bool own_workspace() {
   static const bool on = [] {
     const char* v = std::getenv("DLB_CUBLAS_WORKSPACE");
-    return !(v && std::string(v) == "0");
+    return v && std::string(v) == "1";
   }();
   return on;
 }

@@ -142,12 +142,13 @@ TEST(CudaRaii, StreamAndEventsTimeACopy) {
   (void)cudaGetLastError();
 }
 
-// cublas_handle_on gives each stream its own workspace (allocated once, counted by the tracker) and
-// keeps at most 4: a fifth stream frees the others first. Not yet run on a GPU.
+// Under DLB_CUBLAS_WORKSPACE=1 cublas_handle_on gives each stream its own workspace (allocated
+// once, counted by the tracker) and keeps at most 4: a fifth stream frees the others first. The
+// switch is read once, at the process's first cuBLAS binding: this test sets it, and no test before
+// it in this binary binds cuBLAS. Not yet run on a GPU.
 TEST(MemTrack, CublasWorkspaceOncePerStreamAtMostFour) {
   SKIP_WITHOUT_GPU();
-  if (const char* v = std::getenv("DLB_CUBLAS_WORKSPACE"); v && std::string(v) == "0")
-    GTEST_SKIP() << "DLB_CUBLAS_WORKSPACE=0: cuBLAS's default pool";
+  setenv("DLB_CUBLAS_WORKSPACE", "1", 1);
   int dev = 0, major = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
