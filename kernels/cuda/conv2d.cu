@@ -139,11 +139,8 @@ struct CudnnConv2d::Impl {
     if (have[d]) return;
     cudaStream_t st = nullptr;
     DLB_CUDNN_CHECK(cudnnGetStream(h, &st));
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    DLB_CUDA_CHECK(cudaStreamIsCapturing(st, &cap));
-    if (cap != cudaStreamCaptureStatusNone)
-      throw std::runtime_error("CudnnConv2d: a direction's first call (algorithm choice and workspace allocation) "
-                               "cannot run inside CUDA graph capture; call each direction once before capturing");
+    refuse_inside_capture(st, "CudnnConv2d: a direction's first call (algorithm choice and workspace allocation) "
+                              "cannot run inside CUDA graph capture; call each direction once before capturing");
     const CacheKey k{device, key, int(dtype), d};
     {
       std::lock_guard<std::mutex> lock(g_cache_mu);

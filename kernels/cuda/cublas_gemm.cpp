@@ -78,11 +78,8 @@ HalfOperands& half_operands(cudaStream_t s) {
 std::uint16_t* operand_space(HalfOperands& h, int i, std::size_t elems, cudaStream_t s) {
   const std::size_t need = std::max<std::size_t>(elems, 1) * 2;
   if (need > h.bytes[i]) {
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    DLB_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
-    if (cap != cudaStreamCaptureStatusNone)
-      throw std::runtime_error("gemm_f32: its 16-bit operand space grows (an allocation) inside CUDA graph capture; "
-                               "run the largest GEMM once before capturing");
+    refuse_inside_capture(s, "gemm_f32: its 16-bit operand space grows (an allocation) inside CUDA graph capture; "
+                             "run the largest GEMM once before capturing");
     device_free(h.p[i]);  // cudaFree waits for the device: no GEMM still reads it
     h.p[i] = nullptr, h.bytes[i] = 0;
     h.p[i] = device_alloc(need);

@@ -111,6 +111,12 @@ void PinnedBuffer::release() noexcept {
   p_ = nullptr, bytes_ = 0;
 }
 
+void refuse_inside_capture(cudaStream_t s, const std::string& why) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  DLB_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
+  if (cap != cudaStreamCaptureStatusNone) throw std::runtime_error(why);
+}
+
 Stream::Stream() { DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
 Stream::~Stream() {
   if (!s_) return;

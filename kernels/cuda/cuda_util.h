@@ -24,6 +24,9 @@ namespace dlb::cuda {
 // Tracked device allocation: throws OutOfMemory when cudaMalloc says so.
 void* device_alloc(std::size_t bytes);
 void device_free(void* p) noexcept;
+// Throws std::runtime_error(why) when `s` is being captured into a CUDA graph: for callers about to
+// allocate (or search) on their first use, which a capture cannot record.
+void refuse_inside_capture(cudaStream_t s, const std::string& why);
 
 // Bytes we currently hold through device_alloc, and the high-water mark since the last reset.
 std::size_t current_device_bytes();

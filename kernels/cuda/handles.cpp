@@ -97,11 +97,8 @@ const Workspace& workspace_for(int device, cudaStream_t stream) {
   auto& m = workspaces();
   const auto key = std::make_pair(device, stream);
   if (auto it = m.find(key); it != m.end()) return it->second;
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  DLB_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
-  if (cap != cudaStreamCaptureStatusNone)
-    throw std::runtime_error(
-        "cuBLAS: a stream's first GEMM inside CUDA graph capture (its workspace is an allocation); run one before");
+  refuse_inside_capture(
+      stream, "cuBLAS: a stream's first GEMM inside CUDA graph capture (its workspace is an allocation); run one before");
   if (m.size() >= kMaxStreams) {
     DLB_CUDA_CHECK(cudaDeviceSynchronize());  // no kernel still uses the workspaces freed here
     for (auto& [k, w] : m) device_free(w.p);
