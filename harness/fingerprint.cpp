@@ -75,7 +75,7 @@ std::string iso_now() {
 
 bool result_changing_env(const std::string& name) {
   static const char* prefixes[] = {"OPENBLAS_", "OMP_", "GOTO_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "DLBENCH_",
-                                   "DLB_CPU_THREADS", "DLB_CPU_ISA", "DLB_CUBLAS_WORKSPACE", "ONEDNN_", "DNNL_", "MKL_"};
+                                   "DLB_CPU_THREADS", "DLB_CPU_ISA", "DLB_CUBLAS_WORKSPACE", "DLB_RNN_STEP", "ONEDNN_", "DNNL_", "MKL_"};
   for (const char* p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;

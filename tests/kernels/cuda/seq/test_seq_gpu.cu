@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -232,64 +233,104 @@ TEST(SeqGpu, SoftmaxClassifierLayerNormMatchReferences) {
   }
 }
 
-// Our GPU layer and cuDNN's against the CPU reference, both cells and layouts.
+namespace {
+// One recurrent layer on the GPU against the CPU's fp64 reference: ours with each step path, or
+// cuDNN's. `full`: h0, c0, dL/dhn, dL/dcn given and dh0, dc0 asked for; else all of them null.
+enum class RnnImpl { ours_cublas, ours_fused, cudnn };
+void check_rnn_layer(const cs::RnnShape& s, RnnImpl impl, bool full = true) {
+  const std::size_t GH = std::size_t(s.gates()) * s.H, BH = std::size_t(s.B) * s.H;
+  const auto x = rand_f(s.rows() * s.I, 1), h0 = rand_f(BH, 2, 0.5f), c0 = rand_f(BH, 3, 0.5f);
+  const auto wih = rand_f(GH * s.I, 4, 0.5f), whh = rand_f(GH * s.H, 5, 0.5f), bih = rand_f(GH, 6, 0.3f),
+             bhh = rand_f(GH, 7, 0.3f), dy = rand_f(s.rows() * s.H, 8), dhn = rand_f(BH, 9), dcn = rand_f(BH, 10);
+  std::vector<double> ry(s.rows() * s.H), rhn(BH), rcn(BH), rdx(s.rows() * s.I), rdh0(BH), rdc0(BH),
+      rdwih(GH * s.I), rdwhh(GH * s.H), rdb(GH), rdb2(GH);
+  const std::vector<double> zero(BH, 0.0);
+  const auto X = to_d(x), H0 = full ? to_d(h0) : zero, C0 = full ? to_d(c0) : zero, WIH = to_d(wih), WHH = to_d(whh),
+             BIH = to_d(bih), BHH = to_d(bhh), DHN = full ? to_d(dhn) : zero, DCN = full ? to_d(dcn) : zero;
+  const cs::RnnWeightsRef wr{WIH.data(), WHH.data(), BIH.data(), BHH.data()};
+  cs::rnn_forward_ref(s, wr, X.data(), H0.data(), C0.data(), ry.data(), rhn.data(), rcn.data());
+  cs::rnn_backward_ref(s, wr, X.data(), H0.data(), C0.data(), to_d(dy).data(), DHN.data(), DCN.data(), rdx.data(),
+                       rdh0.data(), rdc0.data(), {rdwih.data(), rdwhh.data(), rdb.data(), rdb2.data()});
+  Dev<float> dx_(x), dh0_(h0), dc0_(c0), dwih_(wih), dwhh_(whh), dbih_(bih), dbhh_(bhh), ddy(dy), ddhn(dhn), ddcn(dcn);
+  const cs::RnnWeights w{dwih_.p(), dwhh_.p(), dbih_.p(), dbhh_.p()};
+  Dev<float> y(ry.size()), hn(BH), cn(BH), dx(rdx.size()), dh0(BH), dc0(BH), gwih(GH * s.I), gwhh(GH * s.H), gbih(GH),
+      gbhh(GH);
+  const cs::RnnGrads g{gwih.p(), gwhh.p(), gbih.p(), gbhh.p()};
+  const auto in = [full](const Dev<float>& d) { return full ? d.p() : nullptr; };
+  if (impl != RnnImpl::cudnn) {
+    const auto step = impl == RnnImpl::ours_fused ? gs::RnnStep::fused : gs::RnnStep::cublas;
+    ASSERT_EQ(gs::rnn_step_path(s, DType::fp32, step), step);
+    Dev<float> saved(gs::rnn_saved_floats(s)), scratch(gs::rnn_scratch_floats(s));
+    gs::rnn_forward(s, w, dx_.p(), in(dh0_), in(dc0_), y.p(), hn.p(), cn.p(), saved.p(), scratch.p(), nullptr,
+                    DType::fp32, step);
+    gs::rnn_backward(s, w, dx_.p(), ddy.p(), in(ddhn), in(ddcn), saved.p(), dx.p(), in(dh0), in(dc0), g, scratch.p(),
+                     nullptr, DType::fp32, step);
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    gs::CudnnRnn rnn(s);
+    rnn.set_weights(w, nullptr);
+    rnn.forward(dx_.p(), in(dh0_), in(dc0_), y.p(), hn.p(), cn.p(), true, nullptr);
+    rnn.backward(dx_.p(), in(dh0_), in(dc0_), y.p(), ddy.p(), in(ddhn), in(ddcn), dx.p(), in(dh0), in(dc0), g, nullptr);
+  }
+  SCOPED_TRACE(std::string(impl == RnnImpl::cudnn ? "cudnn " : impl == RnnImpl::ours_fused ? "ours fused " : "ours ") +
+               (s.cell == cs::RnnCell::lstm ? "lstm" : "tanh") + (s.batch_first ? " batch_first" : "") +
+               " T " + std::to_string(s.T) + " B " + std::to_string(s.B) + " H " + std::to_string(s.H) +
+               (full ? "" : " no states"));
+  // cuDNN's cell math and GEMM order are its own: PyTorch checks its cuDNN RNNs against its CPU ones
+  // at 5e-5 (fp32, FMA math); a gate or layout mistake is off by O(0.1) either way.
+  const double tol = impl == RnnImpl::cudnn ? 5e-5 : kTol;
+  EXPECT_LT(max_rel_err(y.get().data(), ry.data(), ry.size()), tol);
+  EXPECT_LT(max_rel_err(hn.get().data(), rhn.data(), BH), tol);
+  EXPECT_LT(max_rel_err(dx.get().data(), rdx.data(), rdx.size()), tol);
+  EXPECT_LT(max_rel_err(gwih.get().data(), rdwih.data(), rdwih.size()), tol);
+  EXPECT_LT(max_rel_err(gwhh.get().data(), rdwhh.data(), rdwhh.size()), tol);
+  EXPECT_LT(max_rel_err(gbih.get().data(), rdb.data(), GH), tol);
+  EXPECT_LT(max_rel_err(gbhh.get().data(), rdb.data(), GH), tol);
+  if (full) EXPECT_LT(max_rel_err(dh0.get().data(), rdh0.data(), BH), tol);
+  if (s.cell == cs::RnnCell::lstm) {
+    EXPECT_LT(max_rel_err(cn.get().data(), rcn.data(), BH), tol);
+    if (full) EXPECT_LT(max_rel_err(dc0.get().data(), rdc0.data(), BH), tol);
+  }
+}
+cs::RnnShape rnn_shape(cs::RnnCell cell, int T, int B, int I, int H, bool batch_first) {
+  cs::RnnShape s;
+  s.cell = cell, s.T = T, s.B = B, s.I = I, s.H = H, s.batch_first = batch_first;
+  return s;
+}
+}  // namespace
+
+// Our GPU layer (both step paths) and cuDNN's against the CPU reference, both cells and layouts.
 TEST(SeqGpu, RnnLayersMatchReference) {
   SKIP_WITHOUT_GPU();
   for (cs::RnnCell cell : {cs::RnnCell::tanh, cs::RnnCell::lstm})
+    for (bool bf : {false, true})
+      for (RnnImpl impl : {RnnImpl::ours_cublas, RnnImpl::ours_fused, RnnImpl::cudnn})
+        check_rnn_layer(rnn_shape(cell, 7, 3, 10, 24, bf), impl);
+}
+
+// The fused step at its edges: one step, batch 1 and its largest batch, hidden sizes that leave a
+// block's units or a warp's lanes partly idle (37: neither 16, 4 nor 32 divides it; 130 > 128
+// lanes' stride), and no initial states nor dh0 / dc0 asked for (its last launch skipped).
+TEST(SeqGpu, RnnFusedStepMatchesReferenceAtItsEdges) {
+  SKIP_WITHOUT_GPU();
+  for (cs::RnnCell cell : {cs::RnnCell::tanh, cs::RnnCell::lstm})
     for (bool bf : {false, true}) {
-      cs::RnnShape s;
-      s.cell = cell, s.T = 7, s.B = 3, s.I = 10, s.H = 24, s.batch_first = bf;
-      const std::size_t GH = std::size_t(s.gates()) * s.H, BH = std::size_t(s.B) * s.H;
-      const auto x = rand_f(s.rows() * s.I, 1), h0 = rand_f(BH, 2, 0.5f), c0 = rand_f(BH, 3, 0.5f);
-      const auto wih = rand_f(GH * s.I, 4, 0.5f), whh = rand_f(GH * s.H, 5, 0.5f), bih = rand_f(GH, 6, 0.3f),
-                 bhh = rand_f(GH, 7, 0.3f), dy = rand_f(s.rows() * s.H, 8), dhn = rand_f(BH, 9), dcn = rand_f(BH, 10);
-      std::vector<double> ry(s.rows() * s.H), rhn(BH), rcn(BH), rdx(s.rows() * s.I), rdh0(BH), rdc0(BH),
-          rdwih(GH * s.I), rdwhh(GH * s.H), rdb(GH), rdb2(GH);
-      const auto X = to_d(x), H0 = to_d(h0), C0 = to_d(c0), WIH = to_d(wih), WHH = to_d(whh), BIH = to_d(bih),
-                 BHH = to_d(bhh);
-      const cs::RnnWeightsRef wr{WIH.data(), WHH.data(), BIH.data(), BHH.data()};
-      cs::rnn_forward_ref(s, wr, X.data(), H0.data(), C0.data(), ry.data(), rhn.data(), rcn.data());
-      cs::rnn_backward_ref(s, wr, X.data(), H0.data(), C0.data(), to_d(dy).data(), to_d(dhn).data(), to_d(dcn).data(),
-                           rdx.data(), rdh0.data(), rdc0.data(), {rdwih.data(), rdwhh.data(), rdb.data(), rdb2.data()});
-      Dev<float> dx_(x), dh0_(h0), dc0_(c0), dwih_(wih), dwhh_(whh), dbih_(bih), dbhh_(bhh), ddy(dy), ddhn(dhn),
-          ddcn(dcn);
-      const cs::RnnWeights w{dwih_.p(), dwhh_.p(), dbih_.p(), dbhh_.p()};
-      for (int impl = 0; impl < 2; ++impl) {  // 0 ours, 1 cuDNN
-        Dev<float> y(ry.size()), hn(BH), cn(BH), dx(rdx.size()), dh0(BH), dc0(BH), gwih(GH * s.I), gwhh(GH * s.H),
-            gbih(GH), gbhh(GH);
-        const cs::RnnGrads g{gwih.p(), gwhh.p(), gbih.p(), gbhh.p()};
-        if (impl == 0) {
-          Dev<float> saved(gs::rnn_saved_floats(s)), scratch(gs::rnn_scratch_floats(s));
-          gs::rnn_forward(s, w, dx_.p(), dh0_.p(), dc0_.p(), y.p(), hn.p(), cn.p(), saved.p(), scratch.p(), nullptr);
-          gs::rnn_backward(s, w, dx_.p(), ddy.p(), ddhn.p(), ddcn.p(), saved.p(), dx.p(), dh0.p(), dc0.p(), g,
-                           scratch.p(), nullptr);
-          DLB_CUDA_CHECK(cudaDeviceSynchronize());
-        } else {
-          gs::CudnnRnn rnn(s);
-          rnn.set_weights(w, nullptr);
-          rnn.forward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), hn.p(), cn.p(), true, nullptr);
-          rnn.backward(dx_.p(), dh0_.p(), dc0_.p(), y.p(), ddy.p(), ddhn.p(), ddcn.p(), dx.p(), dh0.p(), dc0.p(), g,
-                       nullptr);
-        }
-        SCOPED_TRACE(std::string(impl ? "cudnn " : "ours ") + (cell == cs::RnnCell::lstm ? "lstm" : "tanh") +
-                     (bf ? " batch_first" : ""));
-        // cuDNN's cell math and GEMM order are its own: PyTorch checks its cuDNN RNNs against its CPU ones
-        // at 5e-5 (fp32, FMA math); a gate or layout mistake is off by O(0.1) either way.
-        const double tol = impl ? 5e-5 : kTol;
-        EXPECT_LT(max_rel_err(y.get().data(), ry.data(), ry.size()), tol);
-        EXPECT_LT(max_rel_err(hn.get().data(), rhn.data(), BH), tol);
-        EXPECT_LT(max_rel_err(dx.get().data(), rdx.data(), rdx.size()), tol);
-        EXPECT_LT(max_rel_err(dh0.get().data(), rdh0.data(), BH), tol);
-        EXPECT_LT(max_rel_err(gwih.get().data(), rdwih.data(), rdwih.size()), tol);
-        EXPECT_LT(max_rel_err(gwhh.get().data(), rdwhh.data(), rdwhh.size()), tol);
-        EXPECT_LT(max_rel_err(gbih.get().data(), rdb.data(), GH), tol);
-        EXPECT_LT(max_rel_err(gbhh.get().data(), rdb.data(), GH), tol);
-        if (cell == cs::RnnCell::lstm) {
-          EXPECT_LT(max_rel_err(cn.get().data(), rcn.data(), BH), tol);
-          EXPECT_LT(max_rel_err(dc0.get().data(), rdc0.data(), BH), tol);
-        }
-      }
+      check_rnn_layer(rnn_shape(cell, 1, 1, 5, 37, bf), RnnImpl::ours_fused);
+      check_rnn_layer(rnn_shape(cell, 6, gs::kFusedMaxBatch, 9, 37, bf), RnnImpl::ours_fused);
+      check_rnn_layer(rnn_shape(cell, 4, 5, 8, 130, bf), RnnImpl::ours_fused, false);
     }
+}
+
+// Where each path runs (no GPU needed): fused only for fp32 GEMMs up to kFusedMaxBatch rows; automatic
+// is cuBLAS unless DLB_RNN_STEP=fused (ctest sets none).
+TEST(SeqGpu, RnnStepPathFusedOnlyWhereItApplies) {
+  const auto s = [](int B) { return rnn_shape(cs::RnnCell::lstm, 4, B, 8, 32, false); };
+  EXPECT_EQ(gs::rnn_step_path(s(1), DType::fp32, gs::RnnStep::fused), gs::RnnStep::fused);
+  EXPECT_EQ(gs::rnn_step_path(s(gs::kFusedMaxBatch), DType::fp32, gs::RnnStep::fused), gs::RnnStep::fused);
+  EXPECT_EQ(gs::rnn_step_path(s(gs::kFusedMaxBatch + 1), DType::fp32, gs::RnnStep::fused), gs::RnnStep::cublas);
+  EXPECT_EQ(gs::rnn_step_path(s(8), DType::bf16, gs::RnnStep::fused), gs::RnnStep::cublas);
+  EXPECT_EQ(gs::rnn_step_path(s(8), DType::fp32, gs::RnnStep::cublas), gs::RnnStep::cublas);
+  if (!std::getenv("DLB_RNN_STEP")) EXPECT_EQ(gs::rnn_step_path(s(8), DType::fp32), gs::RnnStep::cublas);
 }
 
 // Attention inputs of `a` ([B, H, T, D] contiguous, seeded) and the fp64 reference's O, dQ, dK, dV on
