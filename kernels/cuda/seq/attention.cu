@@ -377,6 +377,7 @@ const std::vector<FlashKernel>& flash_kernels() {
       {"flash", DType::fp32, false, kMaxD, attention_forward_flash, attention_backward_flash},
       {"flash", DType::bf16, false, kMaxD, attention_forward_flash, attention_backward_flash},
       {"flash_tc", DType::bf16, true, 128, attention_forward_flash_tc, attention_backward_flash_tc},
+      {"flash_tc_pipe", DType::bf16, true, 128, attention_forward_flash_tc_pipe, attention_backward_flash_tc},
   };
   return rows;
 }

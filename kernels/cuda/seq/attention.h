@@ -53,6 +53,10 @@ void attention_forward_flash_tc(const Attn& a, AnyView q, AnyView k, AnyView v, 
 void attention_backward_flash_tc(const Attn& a, AnyView q, AnyView k, AnyView v, AnyView o, AnyView dout,
                                  const float* lse, AnyMView dq, AnyMView dk, AnyMView dv, float* scratch, DType t,
                                  cudaStream_t s);
+// flash_tc's forward with the next K/V tile's copy (cp.async) overlapping this tile's math and K's
+// fragments by ldmatrix; the same contract, results and backward (an ablation row, flash_tc.cu).
+void attention_forward_flash_tc_pipe(const Attn& a, AnyView q, AnyView k, AnyView v, AnyMView o, float* lse, DType t,
+                                     cudaStream_t s);
 
 // The fused kernels, a row per kernel and storage dtype: tests/test_seq_gpu.cu and the attention
 // suite iterate it, so a new row is tested and timed without another edit.

@@ -9,6 +9,7 @@
 //            over query blocks (S, dP = dO V^T, dQ += dS K: 3 tile GEMMs) and a dK/dV kernel over key
 //            blocks (S^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q: 4), so 7 tile GEMMs against the
 //            5 of FlashAttention-2's atomic dQ.
+// flash_tc_pipe: the same forward with the next K/V tile copied (cp.async) while this one is used.
 // Napkin math (gpt2-124m, B=16 T=1024 H=12 D=64, causal): forward 4 B H T^2 D / 2 = 206 GFLOP, 0.26 ms
 // at an H100's ~800 dense bf16 TFLOP/s; bytes: Q, K, V, O once (4 x 25 MB) plus each K/V tile re-read
 // by T/64 query blocks from L2. Shared memory per block: 2 tiles (forward) or 4 tiles (backward) of
@@ -90,6 +91,30 @@ __device__ __forceinline__ void load_b2(std::uint32_t* b, const bf16* t, int k0,
                : "r"(addr));
 }
 
+// B = t^T for two n8 tiles (n0, n0 + 8) at k columns k0..k0+15 by one ldmatrix (not .trans): b[0],
+// b[1] tile n0's, b[2], b[3] tile n0 + 8's -- load_bt's fragments, a quarter of the instructions. Lane
+// l addresses row l & 7 of matrix l >> 3: (n0, k0), (n0, k0 + 8), (n0 + 8, k0), (n0 + 8, k0 + 8).
+template <int Ld>
+__device__ __forceinline__ void load_bt2(std::uint32_t* b, const bf16* t, int n0, int k0) {
+  const int lane = threadIdx.x % 32, m = lane >> 3;
+  const auto addr =
+      static_cast<std::uint32_t>(__cvta_generic_to_shared(t + (n0 + (m >> 1) * 8 + (lane & 7)) * Ld + k0 + (m & 1) * 8));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(addr));
+}
+
+// 16 bytes global -> shared without the registers (sm_80 cp.async; zero-filled when !valid, src unread).
+__device__ __forceinline__ void cp_async16(bf16* dst, const bf16* src, bool valid) {
+  const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>  // until at most N of this thread's groups are in flight
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 // Rows [r0, r0 + 64) of a head (zero past `rows`) into a padded tile, 16 bytes a thread a step.
 template <int D>
 __device__ void load_tile(const bf16* src, long st, int r0, int rows, bf16* t) {
@@ -101,6 +126,16 @@ __device__ void load_tile(const bf16* src, long st, int r0, int rows, bf16* t) {
     *reinterpret_cast<uint4*>(t + r * Tile<D>::kLd + c * 8) = v;
   }
 }
+// load_tile's copy issued as cp.async (one group per call site's commit), for the pipelined forward.
+template <int D>
+__device__ void load_tile_async(const bf16* src, long st, int r0, int rows, bf16* t) {
+  constexpr int kChunks = D / 8;
+  for (int e = threadIdx.x; e < kTileTc * kChunks; e += blockDim.x) {
+    const int r = e / kChunks, c = e % kChunks;
+    const bool ok = r0 + r < rows;
+    cp_async16(t + r * Tile<D>::kLd + c * 8, src + std::size_t(ok ? r0 + r : 0) * st + c * 8, ok);
+  }
+}
 template <class T>
 __device__ __forceinline__ T* head_of(T* p, TcStrides s, int b, int h) {
   return p + b * s.sb + h * s.sh;
@@ -109,7 +144,11 @@ __device__ __forceinline__ T* head_of(T* p, TcStrides s, int b, int h) {
 __device__ __forceinline__ bool visible(const TcArgs& a, int i, int j) { return j < a.Tk && (!a.causal || j <= i); }
 
 // ---- forward ----
-template <int D>
+// kPipe false: each K/V tile loaded, then used (two barriers a tile; other blocks on the SM hide the
+// load). kPipe true ("flash_tc_pipe", an ablation row): tile j + 1's K and V copied by cp.async
+// while tile j is used (two stages, 4 tiles of shared memory: 36 KB at D 64), and K's fragments by
+// ldmatrix (load_bt2: 16 instructions a tile, not 64).
+template <int D, bool kPipe>
 __global__ void __launch_bounds__(128) flash_tc_fwd_k(TcArgs a, const bf16* q, const bf16* k, const bf16* v, bf16* o,
                                                       float* lse) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -130,17 +169,23 @@ __global__ void __launch_bounds__(128) flash_tc_fwd_k(TcArgs a, const bf16* q, c
   float acc[D / 8][4] = {};
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;  // l: this thread's partial sums
   const int kend = a.causal ? min(a.Tk, q0 + kRows) : a.Tk;
-  for (int j0 = 0; j0 < kend; j0 += kTileTc) {
-    __syncthreads();  // every warp is done with the previous tile (and with Q in ks)
-    load_tile<D>(k, a.k.st, j0, a.Tk, ks);
-    load_tile<D>(v, a.v.st, j0, a.Tk, vs);
-    __syncthreads();
+  // Key tile j0 (in kt, vt) into the running max, sums and O.
+  const auto tile = [&](int j0, const bf16* kt, const bf16* vt) {
     float s[kTileTc / 8][4] = {};
     for (int kk = 0; kk < D / 16; ++kk)
-      for (int n = 0; n < kTileTc / 8; ++n) {
-        std::uint32_t b0, b1;
-        load_bt<Ld>(b0, b1, ks, n * 8, kk * 16);
-        mma(s[n], qa[kk], b0, b1);
+      if constexpr (kPipe) {
+        for (int n = 0; n < kTileTc / 8; n += 2) {
+          std::uint32_t bk[4];
+          load_bt2<Ld>(bk, kt, n * 8, kk * 16);
+          mma(s[n], qa[kk], bk[0], bk[1]);
+          mma(s[n + 1], qa[kk], bk[2], bk[3]);
+        }
+      } else {
+        for (int n = 0; n < kTileTc / 8; ++n) {
+          std::uint32_t b0, b1;
+          load_bt<Ld>(b0, b1, kt, n * 8, kk * 16);
+          mma(s[n], qa[kk], b0, b1);
+        }
       }
     const bool edge = j0 + kTileTc > a.Tk || (a.causal && j0 + kTileTc - 1 > q0 + warp * 16);
     float mx_lo = m_lo, mx_hi = m_hi;
@@ -173,10 +218,42 @@ __global__ void __launch_bounds__(128) flash_tc_fwd_k(TcArgs a, const bf16* q, c
       pa[2] = pack(p[1][0], p[1][1]), pa[3] = pack(p[1][2], p[1][3]);
       for (int n = 0; n < D / 8; n += 2) {
         std::uint32_t bv[4];
-        load_b2<Ld>(bv, vs, kk * 16, n * 8);
+        load_b2<Ld>(bv, vt, kk * 16, n * 8);
         mma(acc[n], pa, bv[0], bv[1]);
         mma(acc[n + 1], pa, bv[2], bv[3]);
       }
+    }
+  };
+  if constexpr (kPipe) {
+    // Stage st holds K at ks + 2 st kElems and V after it; tile it + 1 is in flight while tile it is used.
+    constexpr int kStage = 2 * Tile<D>::kElems;
+    const int ntiles = (kend + kTileTc - 1) / kTileTc;
+    __syncthreads();  // every warp holds its Q fragments before stage 0 is overwritten
+    load_tile_async<D>(k, a.k.st, 0, a.Tk, ks);
+    load_tile_async<D>(v, a.v.st, 0, a.Tk, vs);
+    cp_async_commit();
+    for (int it = 0; it < ntiles; ++it) {
+      if (it + 1 < ntiles) {  // its stage was last read in iteration it - 1, behind that one's last barrier
+        bf16* const kn = ks + ((it + 1) & 1) * kStage;
+        load_tile_async<D>(k, a.k.st, (it + 1) * kTileTc, a.Tk, kn);
+        load_tile_async<D>(v, a.v.st, (it + 1) * kTileTc, a.Tk, kn + Tile<D>::kElems);
+        cp_async_commit();
+        cp_async_wait<1>();  // this thread's copies of tile it have landed
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // and every thread's
+      const bf16* const kc = ks + (it & 1) * kStage;
+      tile(it * kTileTc, kc, kc + Tile<D>::kElems);
+      __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+  } else {
+    for (int j0 = 0; j0 < kend; j0 += kTileTc) {
+      __syncthreads();  // every warp is done with the previous tile (and with Q in ks)
+      load_tile<D>(k, a.k.st, j0, a.Tk, ks);
+      load_tile<D>(v, a.v.st, j0, a.Tk, vs);
+      __syncthreads();
+      tile(j0, ks, vs);
     }
   }
   for (int o_ = 1; o_ < 4; o_ <<= 1) {
@@ -395,20 +472,29 @@ bf16* mb(const T& v) {
   return static_cast<bf16*>(v.p);
 }
 
-}  // namespace
-
-void attention_forward_flash_tc(const Attn& a, AnyView q, AnyView k, AnyView v, AnyMView o, float* lse, DType t,
-                                cudaStream_t s) {
+template <bool kPipe>
+void forward_tc(const Attn& a, AnyView q, AnyView k, AnyView v, AnyMView o, float* lse, DType t, cudaStream_t s) {
   TcArgs f = tc_args(a, t);
   f.q = checked(q, "q"), f.k = checked(k, "k"), f.v = checked(v, "v"), f.o = checked(o, "o");
   const dim3 grid((a.Tq + kRows - 1) / kRows, a.B * a.H);
   with_head_dim(a.D, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    const std::size_t smem = 2 * Tile<D>::kElems * sizeof(bf16);
-    set_smem(flash_tc_fwd_k<D>, smem);
-    flash_tc_fwd_k<D><<<grid, 32 * kWarpsTc, smem, s>>>(f, cb(q), cb(k), cb(v), mb(o), lse);
+    const std::size_t smem = (kPipe ? 4 : 2) * Tile<D>::kElems * sizeof(bf16);
+    set_smem(flash_tc_fwd_k<D, kPipe>, smem);
+    flash_tc_fwd_k<D, kPipe><<<grid, 32 * kWarpsTc, smem, s>>>(f, cb(q), cb(k), cb(v), mb(o), lse);
   });
   check_launch();
+}
+
+}  // namespace
+
+void attention_forward_flash_tc(const Attn& a, AnyView q, AnyView k, AnyView v, AnyMView o, float* lse, DType t,
+                                cudaStream_t s) {
+  forward_tc<false>(a, q, k, v, o, lse, t, s);
+}
+void attention_forward_flash_tc_pipe(const Attn& a, AnyView q, AnyView k, AnyView v, AnyMView o, float* lse, DType t,
+                                     cudaStream_t s) {
+  forward_tc<true>(a, q, k, v, o, lse, t, s);
 }
 
 void attention_backward_flash_tc(const Attn& a, AnyView q, AnyView k, AnyView v, AnyView o, AnyView dout,
