@@ -27,6 +27,8 @@
 #   ncu-seq       90  ncu, one metric (gpu__time_duration.sum) over the first 800 launches of our
 #                     rnn training at batch 1 and 8: the kernels by total device time (ours at batch
 #                     8 took 3.8x its batch-1 step on the H100; which kernel)
+#   ncu-attn      90  ncu sections (as ncu's) of our tensor-core attention forward, flash_tc and
+#                     flash_tc_pipe, at seq 1024, head dim 64, causal (flash_tc: 40% of PyTorch's SDPA)
 #   matmul       240  --quick: 128, 512 and one DeepBench shape; every impl and dtype vs cuBLAS
 #   conv         240  --quick: the lecture's layers and one DeepBench layer, cuDNN vs implicit GEMM
 #   transfer     180  --quick: 1 KiB, 1 MiB, 64 MiB; pageable/pinned/write-combined, sync/async, overlap
@@ -68,6 +70,9 @@
 #                     on the H100, unexplained)
 #   seq-own-ws    60  rnn and lstm as seq-profile times them, under DLB_CUBLAS_WORKSPACE=1 (our own cuBLAS
 #                     workspace per stream instead of cuBLAS's default pool): the ablation
+#   seq-fused     60  rnn and lstm as seq-own-ws times them, under DLB_RNN_STEP=fused (one kernel a step for
+#                     the recurrent product and the cell at batch <= 16, kernels/cuda/seq/rnn.h): its first
+#                     timing, beside seq-profile's cuBLAS steps
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
@@ -78,9 +83,9 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
-#   call-next = env check tests seq-profile seq-own-ws seq-peer ncu-seq gpt2-124m sanitize  (~560 s: the fixes after
+#   call-next = env check tests seq-profile seq-own-ws seq-fused seq-peer ncu-seq gpt2-124m sanitize  (~600 s: the fixes after
 #               2026-11-27's second H100 run checked, the GPU sequence rows again)
-#   call-then = infer-peer attention-1024                         (~520 s: what that run cut short)
+#   call-then = infer-peer attention-1024 ncu-attn                (~560 s: what that run cut short)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
@@ -106,14 +111,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90
+declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90 [ncu-attn]=90
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
-declare -A STEP_ENV=([seq-own-ws]="DLB_CUBLAS_WORKSPACE=1")  # a suite step's environment
+  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [seq-fused]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+declare -A STEP_ENV=([seq-own-ws]="DLB_CUBLAS_WORKSPACE=1" [seq-fused]="DLB_RNN_STEP=fused")  # a suite step's environment
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
-  [call-next]="env check tests seq-profile seq-own-ws seq-peer ncu-seq gpt2-124m sanitize" [call-then]="infer-peer attention-1024")
-ORDER="env check tests rerun sanitize ncu ncu-seq matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile seq-own-ws matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+  [call-next]="env check tests seq-profile seq-own-ws seq-fused seq-peer ncu-seq gpt2-124m sanitize" [call-then]="infer-peer attention-1024 ncu-attn")
+ORDER="env check tests rerun sanitize ncu ncu-seq ncu-attn matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile seq-own-ws seq-fused matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -453,10 +458,11 @@ step_sanitize() {
   fi
   mkdir -p "$work/sanitize"
   # Only our kernels' tests, small shapes: the matmul rows named <impl>_<m>x<n>x<k> less cuBLAS's
-  # and the three largest shapes, the implicit-GEMM conv, the amp kernels. Not the trainer (every
+  # and the three largest shapes, the implicit-GEMM conv, the amp kernels, the fused RNN step (memcheck
+  # only: its test runs cuBLAS too, whose hazards racecheck flags). Not the trainer (every
   # cuDNN algorithm search under memcheck) nor cuBLAS's kernels (racecheck flags their hazards).
   local mm='Impls/GpuSgemm.*:Impls/GpuHalf.*:GpuGemmOffsetPointers.*:GpuGemmF32.*-*cublas*:*_1000x1000x1000:*_512x1024x27:*_300x70x1001'
-  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:$mm racecheck:test_matmul_gpu:$mm memcheck:test_conv_gpu:ConvGpu.ImplicitGemmForward racecheck:test_conv_gpu:ConvGpu.ImplicitGemmForward memcheck:test_amp_gpu:AmpGpu.* racecheck:test_amp_gpu:AmpGpu.*"}
+  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:$mm racecheck:test_matmul_gpu:$mm memcheck:test_conv_gpu:ConvGpu.ImplicitGemmForward racecheck:test_conv_gpu:ConvGpu.ImplicitGemmForward memcheck:test_amp_gpu:AmpGpu.* racecheck:test_amp_gpu:AmpGpu.* memcheck:test_seq_gpu:SeqGpu.RnnFused*"}
   local -a specs; read -r -a specs <<<"$list"  # (read: no pathname expansion of the filters)
   for spec in "${specs[@]}"; do
     tool=${spec%%:*}; spec=${spec#*:}; b=${spec%%:*}; filter=${spec#*:}
@@ -473,8 +479,20 @@ step_sanitize() {
   return $rc
 }
 
+# One kernel's ncu report ($1.ncu-rep) as text beside it, and its facts: time, SM and memory
+# throughput, registers, occupancy.
+ncu_facts() {
+  local ncu=$1 rep=$2
+  [ -f "$rep.ncu-rep" ] || { echo "no report"; return 1; }
+  "$ncu" --import "$rep.ncu-rep" --page details >"$rep.txt" 2>&1
+  awk '/^ *Duration /{v["time"]=$NF" "$(NF-1)} /Compute \(SM\) Throughput/{v["sm"]=$NF"%"} /^ *Memory Throughput .*%/{v["mem"]=$NF"%"}
+       /Registers Per Thread/{v["regs"]=$NF} /Achieved Occupancy/{v["occ"]=$NF"%"}
+       END {printf "%s, SM %s, mem %s, %s regs, occupancy %s", v["time"], v["sm"], v["mem"], v["regs"], v["occ"]}' "$rep.txt"
+}
+NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats)
+
 step_ncu() {
-  local log=$1 ncu rc=0 impl dt k parts=""
+  local log=$1 ncu rc=0 impl dt k parts="" d
   if ! ncu=$(find_tool ncu); then
     FACTS="ncu not found"
     [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
@@ -484,20 +502,34 @@ step_ncu() {
   for spec in "warptile fp32 sgemm_forward_warptile" "mma bf16 hgemm_forward_mma" "mma_256 bf16 hgemm_forward_mma"; do
     read -r impl dt k <<<"$spec"
     local rep="$work/ncu/$impl-$ncu_n"
-    run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:$k" -c 1 \
-      --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+    run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:$k" -c 1 "${NCU_SECTIONS[@]}" \
       -f -o "$rep" "$bin/dlbench" run --suite matmul --device "$dev" --sizes "$ncu_n" --dtype "$dt" \
       --filter "impl=$impl/size=$ncu_n\$" --repetitions 1 --no-report --out "$work/ncu/$impl-run" || rc=1
-    if [ -f "$rep.ncu-rep" ]; then
-      "$ncu" --import "$rep.ncu-rep" --page details >"$rep.txt" 2>&1
-      local d
-      d=$(awk '/^ *Duration /{v["time"]=$NF" "$(NF-1)} /Compute \(SM\) Throughput/{v["sm"]=$NF"%"} /^ *Memory Throughput .*%/{v["mem"]=$NF"%"}
-               /Registers Per Thread/{v["regs"]=$NF} /Achieved Occupancy/{v["occ"]=$NF"%"}
-               END {printf "%s, SM %s, mem %s, %s regs, occupancy %s", v["time"], v["sm"], v["mem"], v["regs"], v["occ"]}' "$rep.txt")
-      parts+="${parts:+; }$impl $ncu_n: $d"
-    else
-      parts+="${parts:+; }$impl: no report"; rc=1
-    fi
+    d=$(ncu_facts "$ncu" "$rep") || rc=1
+    parts+="${parts:+; }$impl $ncu_n: $d"
+  done
+  FACTS=$parts
+  return $rc
+}
+
+# Our tensor-core attention forward at seq 1024, head dim 64, causal (flash_tc: 40% of PyTorch's SDPA
+# on the H100, 2026-11-27; issues 29 and 31 ask 50%), and its pipelined twin: what bounds them.
+step_ncu_attn() {
+  local log=$1 ncu rc=0 impl parts="" d
+  if ! ncu=$(find_tool ncu); then
+    FACTS="ncu not found"
+    [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
+    return 1
+  fi
+  mkdir -p "$work/ncu-attn"
+  for impl in flash_tc flash_tc_pipe; do
+    local rep="$work/ncu-attn/$impl"
+    run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:flash_tc_fwd_k" -c 1 "${NCU_SECTIONS[@]}" \
+      -f -o "$rep" "$bin/dlbench" run --suite attention --device "$dev" \
+      --filter "forward/.*impl=$impl/causal=true/seq=1024/head_dim=64/" --repetitions 1 --no-report \
+      --out "$work/ncu-attn/$impl-run" || rc=1
+    d=$(ncu_facts "$ncu" "$rep") || rc=1
+    parts+="${parts:+; }$impl: $d"
   done
   FACTS=$parts
   return $rc
@@ -542,7 +574,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch --infer-batch 1,64 --cuda-graph" ;;
     seq-profile) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --batch 1,8,64 --impl ours --profile" ;;
-    seq-own-ws) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
+    seq-own-ws|seq-fused) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;
@@ -595,6 +627,7 @@ for s in "${steps[@]}"; do
   case "$s" in
     env|check|tests|rerun|sanitize|ncu) "step_$s" "$log" ;;
     ncu-seq) step_ncu_seq "$log" ;;
+    ncu-attn) step_ncu_attn "$log" ;;
     *) step_suite "$log" "$s" ;;
   esac
   rc=$?
