@@ -110,6 +110,7 @@ class GpuSeqTrainer final : public Trainer {
   ~GpuSeqTrainer() override {
     if (stream_) cudaStreamSynchronize(s());  // work in flight reads the buffers freed after this body
     infer_graphs_.clear();
+    step_graphs_.clear();
   }
 
   std::string describe() const override {
@@ -119,8 +120,11 @@ class GpuSeqTrainer final : public Trainer {
     std::string gemms = o_.dtype == DType::fp32 ? "fp32" : std::string("fp32, GEMM operands ") +
                             dtype_name(o_.dtype) + " (" + cuda::gemm_f32_compute_name(o_.dtype) + ")";
     if (scaler_.enabled()) gemms += " + loss scaling";
+    const char* graphs = !o_.cuda_graph                 ? ""
+                         : step_graph_refusal().empty() ? ", forward and training step in CUDA graphs"
+                                                        : ", forward in a CUDA graph";
     return o_.device + (cudnn ? " (cuDNN RNN + cuBLAS + our sequence kernels, " : " (cuBLAS + our sequence kernels, ") +
-           gemms + (o_.cuda_graph ? ", forward in a CUDA graph" : "") + ")";
+           gemms + graphs + ")";
   }
   std::size_t model_device_bytes() const override { return model_bytes_; }
   float loss_scale() override { return scaler_.read_scale(); }
@@ -162,8 +166,7 @@ class GpuSeqTrainer final : public Trainer {
   // forward node by node, the classifier's loss without its gradient; no gradient or weight written.
   // With cuda_graph the forward and the loss are captured per batch size (graph_cache.h) and the
   // capture dropped by the next training step (cuDNN's weight space is refilled per step, on the
-  // host's decision); the training step itself stays eager (its dropout masks are keyed by the
-  // host's step count, which a replay would freeze).
+  // host's decision); the training step is captured too where it can be (run, step_graph_refusal).
   float infer_batch(const Batch& b) override {
     Plan& p = plan(b.n);
     upload(b, p);
@@ -296,7 +299,27 @@ class GpuSeqTrainer final : public Trainer {
     DLB_CUDA_CHECK(cudaMemcpyAsync(p.labels.data(), b.labels, std::size_t(p.rows) * 4, cudaMemcpyHostToDevice, s()));
   }
 
+  // Why the training step cannot be captured in a CUDA graph ("" when it can): a replay repeats the
+  // captured launches with their arguments, so nothing in the step may depend on the host's step
+  // count. Dropout masks are keyed by it (Model::draws_masks_in_training: the transformer's at a
+  // dropout above 0); cuDNN's RNN refills its weight space on the host's decision; the fp16 loss scaler
+  // and 16-bit GEMM operands are refused with cuda_graph at construction. Adam's step count is on the
+  // device (`scalars_`), so it advances in a replay.
+  std::string step_graph_refusal() const {
+    if (m_.draws_masks_in_training())
+      return m_.name() + " draws dropout masks keyed by the host's step count (a replay would repeat one "
+                         "step's masks)";
+    for (const Node& n : m_.nodes())
+      if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get()); r && r->impl == RnnImpl::cudnn)
+        return r->p[0].name + ": cuDNN's RNN is not captured (its weight space is refilled per step): impl ours";
+    return "";
+  }
+
   // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
+  // With cuda_graph a training step (optimize, not profiled) from the copied batch to the optimizer
+  // update is captured once per batch size and replayed (GraphCache::FirstCall::eager: the first
+  // call is the step, run eagerly, then captured), the inputs copied in before it and the loss read
+  // after it, outside the graph.
   float run(const Batch& b, bool optimize) {
     infer_graphs_.clear();  // (above)
     Plan& p = plan(b.n);
@@ -305,6 +328,22 @@ class GpuSeqTrainer final : public Trainer {
       upload(b, p);
     }
     m_.set_step(true, steps_);  // the dropout masks of this optimizer step, as the CPU trainer draws them
+    if (optimize && o_.cuda_graph && !prof_) {
+      if (const std::string why = step_graph_refusal(); !why.empty()) throw Unsupported("--cuda-graph training: " + why);
+      step_graphs_.run(b.n, s(), GraphCache::FirstCall::eager, [&] { step_body(p, true); });
+    } else {
+      step_body(p, optimize);
+    }
+    if (optimize) ++steps_;  // taken or skipped: the dropout masks' step number moves on (a new batch draws new masks)
+    ProfileScope r(prof_, "sync", "sync");
+    float loss = 0;
+    DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
+    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return loss;
+  }
+
+  // The device work of one step from the copied batch: what a training step's graph holds.
+  void step_body(Plan& p, bool optimize) {
     {
       ProfileScope r(prof_, "zero_grad", "optimizer");
       DLB_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s()));
@@ -332,11 +371,6 @@ class GpuSeqTrainer final : public Trainer {
     } else {
       scaler_.clear();  // no step follows: the gradients stay unscaled, the scale as it was
     }
-    ProfileScope r(prof_, "sync", "sync");
-    float loss = 0;
-    DLB_CUDA_CHECK(cudaMemcpyAsync(&loss, scalars_.data(), sizeof loss, cudaMemcpyDeviceToHost, s()));
-    DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
-    return loss;
   }
 
   // Node k's forward (`again`: a checkpoint segment's recompute, named so in a profile).
@@ -448,7 +482,6 @@ class GpuSeqTrainer final : public Trainer {
       cuda::adam(values_.data(), grads_.data(), state1_.data(), state2_.data(), values_.size(), cfg_.lr, cfg_.beta1,
                  cfg_.beta2, cfg_.eps, t, s(), skip);
     }
-    ++steps_;  // taken or skipped: the dropout masks' step number moves on (a new batch draws new masks)
   }
 
   Model& m_;
@@ -462,6 +495,7 @@ class GpuSeqTrainer final : public Trainer {
   std::uint64_t steps_ = 0;  // train_batch calls (steps taken or skipped): the dropout masks' step number
   std::map<int, Plan> plans_;
   GraphCache infer_graphs_;  // cuda_graph: infer_batch's forward and loss, per batch size
+  GraphCache step_graphs_;   // cuda_graph: the training step's device work (step_body), per batch size
   Profiler* prof_ = nullptr;  // set during profile_gradients only
   std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads
 };
