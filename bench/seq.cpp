@@ -60,17 +60,23 @@ std::size_t first_window(int k, int batch, std::size_t windows) {
 
 class SeqTrainCase final : public Case {
  public:
-  SeqTrainCase(Sizes s, std::string device, int batch, bool quick) : s_(std::move(s)), device_(std::move(device)), batch_(batch), quick_(quick) {}
+  // graph (a GPU): the training step replayed from a CUDA graph (TrainOptions::cuda_graph), verified
+  // against the same steps run eagerly.
+  SeqTrainCase(Sizes s, std::string device, int batch, bool quick, bool graph = false)
+      : s_(std::move(s)), device_(std::move(device)), batch_(batch), quick_(quick), graph_(graph) {}
 
   void setup() override {
     model_ = models::make_seq_model(s_.c);
     model_->init(0);
+    if (graph_ && model_->draws_masks_in_training())
+      throw Unsupported("--cuda-graph: " + s_.c.model + " draws dropout masks keyed by the host's step count, so its "
+                        "training step is not captured (its eager row stands)");
     data_ = windows_for(s_, batch_);
     order_.resize(data_->size());
     std::iota(order_.begin(), order_.end(), 0u);
     batcher_ = std::make_unique<models::SeqBatcher>(s_.c);
     models::TrainOptions o;
-    o.device = device_;
+    o.device = device_, o.cuda_graph = graph_;
     try {
       trainer_ = models::make_trainer(*model_, models::default_optimizer(s_.c.model), o);
     } catch (const std::exception& e) {
@@ -90,7 +96,29 @@ class SeqTrainCase final : public Case {
     WorstError w;
     w.loss(loss, ref);
     for (auto* p : model_->params()) w.add(max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()), p->name + "'s gradient");
-    return judge(w.err, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)" + w.said());
+    CheckResult r = judge(w.err, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)" + w.said());
+    if (graph_ && r.ok) r = verify_graph_steps();
+    return r;
+  }
+  // The timed batch's training steps from the graph (the first eager, then captured; then replays)
+  // against the same steps on a twin of the model trained eagerly: the losses and the weights after.
+  CheckResult verify_graph_steps() {
+    auto twin = models::make_seq_model(s_.c);
+    twin->copy_params_from(*model_);
+    models::TrainOptions o;
+    o.device = device_;
+    auto eager = models::make_trainer(*twin, models::default_optimizer(s_.c.model), o);
+    double worst = 0;
+    for (int k = 0; k < 3; ++k) {
+      const models::Batch& b = batcher_->gather(*data_, order_, first_window(k, batch_, data_->size()), batch_);
+      const float want = eager->train_batch(b);
+      const float got = trainer_->train_batch(b);
+      worst = std::max(worst, double(std::abs(got - want)) / std::max(1e-30, double(std::abs(want))));
+    }
+    eager->sync_to_host(), trainer_->sync_to_host();
+    const auto a = model_->params(), e = twin->params();
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->value.data(), e[i]->value.data(), a[i]->size()));
+    return judge(worst, 1e-5, "3 training steps replayed from a CUDA graph vs the same steps eager (losses, weights)");
   }
 
   double run() override {
@@ -161,7 +189,7 @@ class SeqTrainCase final : public Case {
   Sizes s_;
   std::string device_;
   int batch_;
-  bool quick_;
+  bool quick_, graph_;
   std::unique_ptr<models::Model> model_;
   std::shared_ptr<const models::TokenData> data_;
   std::vector<std::uint32_t> order_;
@@ -292,8 +320,6 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
     datasets.push_back(d);
   }
   const bool graph = o.extra.value("cuda_graph", false);
-  if (graph && std::find(ops.begin(), ops.end(), "train") != ops.end())
-    throw UsageError("--cuda-graph: op=infer only (the GPU sequence trainer's training step is not captured): add --op infer");
   for (const auto& op : ops) {
     if (op != "train" && op != "infer") throw UsageError("--op " + op + ": expected train or infer");
     const bool train = op == "train";
@@ -323,6 +349,9 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                 const bool quick = o.quick;
                 if (train) {
                   cases.push_back({id, [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick); }});
+                  if (graph && is_gpu(dev) && impl == "ours")  // --cuda-graph: the training step replayed, beside it
+                    cases.push_back({CaseId(id).with("cuda_graph", true),
+                                     [=] { return std::make_unique<SeqTrainCase>(si, dev, int(b), quick, true); }});
                   continue;
                 }
                 cases.push_back({id, [=] { return seq::make_infer_case(model, si, dev, int(b), quick, false); }});
@@ -385,16 +414,18 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     const std::string model = r.value("model", ""), impl = r.value("impl", "ours");
     const long long b = r.value("batch", 0LL);
     if (r.value("op", "") == "train" && r.contains("tokens_per_s"))
-      train[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}][impl] =
-          r.at("tokens_per_s").get<double>();
+      train[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}]
+           [impl + (r.value("cuda_graph", false) ? "+graph" : "")] = r.at("tokens_per_s").get<double>();
     if (r.value("op", "") == "infer" && r.contains("p50_ms"))
       infer[{model, r.value("device", ""), b}][impl + (r.value("cuda_graph", false) ? "+graph" : "")] = r;
   }
   if (!train.empty()) {
     out << "\n### Training throughput (tokens/s), Adam(1e-3), fp32\n\n";
+    const bool graphs = std::any_of(train.begin(), train.end(), [](const auto& kv) { return kv.second.count("ours+graph"); });
     std::vector<std::vector<std::string>> rows{{"Model", "Device", "Batchsize", "Seq len", "Dataset",
                                                 "Train throughput (tokens/s)", "oneDNN RNN", "cuDNN RNN", "PyTorch",
                                                 "ours / PyTorch"}};
+    if (graphs) rows[0].insert(rows[0].begin() + 6, "CUDA graph");
     for (const auto& kv : train) {
       const auto& k = kv.first;
       const auto& v = kv.second;  // named, not a structured binding: the lambda captures it (clang)
@@ -403,6 +434,7 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
       rows.push_back({std::get<0>(k), std::get<1>(k) == "cpu" ? "CPU" : "GPU (" + std::get<1>(k) + ")",
                       std::to_string(std::get<2>(k)), std::to_string(std::get<3>(k)), std::get<4>(k), get("ours"), get("onednn"),
                       get("cudnn"), get("pytorch"), both ? num(v.at("ours") / v.at("pytorch"), "%.2fx") : "-"});
+      if (graphs) rows.back().insert(rows.back().begin() + 6, get("ours+graph"));
     }
     print_markdown(out, rows);
     // The GPU-vs-CPU crossover per model: the smallest batch at which a GPU's tokens/s beats the CPU's (ours).

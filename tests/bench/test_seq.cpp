@@ -91,10 +91,11 @@ TEST(SeqSuite, InferRowsOnAGpuSkipWithTheReasonWithoutOne) {
   EXPECT_TRUE(skipped == 0 || skipped == int(cs.size())) << skipped << " of " << cs.size() << " skipped";
 }
 
-// --cuda-graph (op=infer only): beside each GPU case of ours and cuDNN's, the same call from a CUDA
-// graph (cuda_graph=true); none on the CPU; op=train with it is bad usage. The latency table gets the
-// graph's p50 columns from such records.
-TEST(SeqSuite, CudaGraphRowsBesideTheGpuInferCases) {
+// --cuda-graph, op=infer: beside each GPU case of ours and cuDNN's, the same call from a CUDA graph
+// (cuda_graph=true); none on the CPU. op=train: beside each GPU case of ours (not cuDNN's RNN, whose
+// weight space the host refills per step), the same epoch with its steps replayed. The tables get
+// the graph's p50 and tokens/s columns from such records.
+TEST(SeqSuite, CudaGraphRowsBesideTheGpuCases) {
   const bench::Suite& s = *bench::find_suite("seq");
   bench::SuiteOptions o = s.options(true, {{"op", {"infer"}}, {"infer_batch", {1}}, {"model", {"rnn", "mlp"}}});
   o.devices = {"cpu", "cuda:0"};
@@ -103,18 +104,28 @@ TEST(SeqSuite, CudaGraphRowsBesideTheGpuInferCases) {
   EXPECT_EQ(count(cs, "/cuda_graph=true"), 3);  // rnn ours and cudnn, mlp ours, on cuda:0
   EXPECT_EQ(count(cs, "infer/cpu/"), 3);         // rnn ours, onednn; mlp: no graph rows
   EXPECT_EQ(count(cs, "infer/cpu/fp32/model=rnn/impl=ours/batch=1/seq=8/vocab=32/emb=16/hidden=32/layers=1/cuda_graph"), 0);
-  bench::SuiteOptions t = s.options(true, {{"op", {"train", "infer"}}});
-  t.devices = {"cuda:0"};
+  bench::SuiteOptions t = s.options(true, {{"op", {"train"}}, {"batch", {8}}, {"model", {"rnn", "lstm", "transformer"}}});
+  t.devices = {"cpu", "cuda:0"};
   t.extra["cuda_graph"] = true;
-  EXPECT_THROW(s.expand(t), UsageError);
+  const auto ct = s.expand(t);
+  EXPECT_EQ(count(ct, "/cuda_graph=true"), 3);  // ours of each model on cuda:0 (the transformer's skips in setup)
+  EXPECT_EQ(count(ct, "impl=cudnn/"), 2);      // rnn, lstm, eager only
+  EXPECT_EQ(count(ct, "train/cpu/"), 5);         // ours x 3, onednn x 2: no graph rows
   const json eager{{"op", "infer"}, {"model", "rnn"}, {"impl", "ours"}, {"device", "cuda:0"}, {"batch", 1}, {"p50_ms", 0.5}};
   json graph = eager;
   graph["cuda_graph"] = true, graph["p50_ms"] = 0.125;
+  const json teager{{"op", "train"}, {"model", "lstm"}, {"impl", "ours"}, {"device", "cuda:0"}, {"batch", 8},
+                    {"seq", 32}, {"tokens_per_s", 1000.0}};
+  json tgraph = teager;
+  tgraph["cuda_graph"] = true, tgraph["tokens_per_s"] = 4321.0;
   std::ostringstream out;
-  s.summarize({eager, graph}, out);
+  s.summarize({eager, graph, teager, tgraph}, out);
   EXPECT_NE(out.str().find("CUDA graph p50"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("0.125"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("0.500"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("| CUDA graph "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("4321"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("1000"), std::string::npos) << out.str();
 }
 
 TEST(SeqSuite, SizesThatDoNotFitAreBadUsage) {
