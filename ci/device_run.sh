@@ -54,6 +54,9 @@
 #   attention-1024 200 seq 1024, head dim 64, 16k tokens, forward and backward: ours, unfused, cuDNN's
 #                     SDPA and the PyTorch peer's SDPA (fp32, bf16): the fused-attention figure of issues
 #                     29 and 31 (with seq 4096 too it finished 28 of 56 cases in 120 s on the H100)
+#   attention-fwd 90  attention-1024's forward causal cases only (issues 29 and 31's targets: our fused forward
+#                     >= 50% of PyTorch's SDPA / cuDNN's at seq 1024, head dim 64, bf16), flash_tc_pipe's first
+#                     timing
 #   gpt2-124m    180  gpt2-124m at B=4, T=64 and 1024 on the GPU: ours fp32 and bf16 GEMMs, attention
 #                     core flash and unfused (fp32 flash was 3-6x slower than unfused at T 1024 on the
 #                     H100), the PyTorch peer (fp32, bf16 autocast): tokens/s and MFU (issue 31's GPU rows); --profile
@@ -70,9 +73,10 @@
 #                     on the H100, unexplained)
 #   seq-own-ws    60  rnn and lstm as seq-profile times them, under DLB_CUBLAS_WORKSPACE=1 (our own cuBLAS
 #                     workspace per stream instead of cuBLAS's default pool): the ablation
-#   seq-fused     60  rnn and lstm as seq-own-ws times them, under DLB_RNN_STEP=fused (one kernel a step for
-#                     the recurrent product and the cell at batch <= 16, kernels/cuda/seq/rnn.h): its first
-#                     timing, beside seq-profile's cuBLAS steps
+#   seq-fused    120  rnn and lstm at batch 1, 8, 64 under DLB_RNN_STEP=fused (one kernel a step for the
+#                     recurrent product and the cell at batch <= 16, kernels/cuda/seq/rnn.h), eager and with
+#                     every training step replayed from a CUDA graph (--cuda-graph), beside the PyTorch peer
+#                     in the same run: their first timing
 #   matmul-full  480  --sizes 1024,2048,4096,8192 (the issue-3 sizes): every impl and dtype
 #   conv-full    480  every seed layer and DeepBench layer, the batch sweep
 #   transfer-full 480 1 KiB .. 1 GiB
@@ -83,9 +87,10 @@
 #   call-a = env check tests train transfer amp     (correctness first, then three quick baselines)
 #   call-b = lecture gpt2 conv matmul-4096          (the comparison tables: PyTorch peer, GPT-2, cuDNN, cuBLAS)
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
-#   call-next = env check tests seq-profile seq-own-ws seq-fused seq-peer ncu-seq gpt2-124m sanitize  (~600 s: the fixes after
-#               2026-11-27's second H100 run checked, the GPU sequence rows again)
-#   call-then = infer-peer attention-1024 ncu-attn                (~560 s: what that run cut short)
+#   call-next = env check tests seq-fused seq-peer attention-fwd gpt2-124m sanitize  (~500 s: the fixes since
+#               2026-11-27's second H100 run checked, then issues 29's and 31's GPU rows)
+#   call-then = infer-peer ncu-attn seq-profile ncu-seq attention-1024 seq-own-ws  (~700 s: what a second call's
+#               time allows, most wanted first)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
 # Environment:
@@ -113,12 +118,13 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90 [ncu-attn]=90
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=200 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [seq-fused]=60 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [attention-1024]=200 [attention-fwd]=90 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [seq-fused]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A STEP_ENV=([seq-own-ws]="DLB_CUBLAS_WORKSPACE=1" [seq-fused]="DLB_RNN_STEP=fused")  # a suite step's environment
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
-  [call-next]="env check tests seq-profile seq-own-ws seq-fused seq-peer ncu-seq gpt2-124m sanitize" [call-then]="infer-peer attention-1024 ncu-attn")
-ORDER="env check tests rerun sanitize ncu ncu-seq ncu-attn matmul conv transfer lecture amp train seq gpt2 attention attention-1024 gpt2-124m seq-peer infer-peer seq-profile seq-own-ws seq-fused matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+  [call-next]="env check tests seq-fused seq-peer attention-fwd gpt2-124m sanitize"
+  [call-then]="infer-peer ncu-attn seq-profile ncu-seq attention-1024 seq-own-ws")
+ORDER="env check tests rerun sanitize ncu ncu-seq ncu-attn matmul conv transfer lecture amp train seq gpt2 attention attention-1024 attention-fwd gpt2-124m seq-peer infer-peer seq-profile seq-own-ws seq-fused matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -570,11 +576,13 @@ suite_args() {  # suite_args STEP: the suite and its flags
     attention) echo "attention --device $dev --quick" ;;
     matmul-4096) echo "matmul --device $dev --sizes 1024,2048,4096" ;;
     attention-1024) echo "attention --device $dev --peer pytorch --filter seq=1024/head_dim=64/" ;;
+    attention-fwd) echo "attention --device $dev --peer pytorch --filter forward/.*causal=true/seq=1024/head_dim=64/" ;;
     gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused --profile" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch --infer-batch 1,64 --cuda-graph" ;;
     seq-profile) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --batch 1,8,64 --impl ours --profile" ;;
-    seq-own-ws|seq-fused) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
+    seq-own-ws) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm" ;;
+    seq-fused) echo "seq --device $dev --op train --batch 1,8,64 --impl ours --model rnn,lstm --peer pytorch --cuda-graph" ;;
     matmul-full) echo "matmul --device $dev --sizes 1024,2048,4096,8192" ;;
     conv-full) echo "conv --device $dev" ;;
     transfer-full) echo "transfer --device $dev" ;;
