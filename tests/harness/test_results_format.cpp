@@ -128,12 +128,15 @@ void check_entries(const json& doc) {
       {"iterations", T::integer}, {"real_time", T::number}, {"cpu_time", T::number}, {"time_unit", T::str},
       {"suite", T::str}, {"op", T::str}, {"device", T::str}, {"dtype", T::str}, {"cpu_isa", T::str},
       {"verified", T::boolean}, {"max_rel_err", T::number}, {"tolerance", T::number}, {"size", T::integer},
+      {"setup_s", T::number}, {"verify_s", T::number},
       {"host_peak_rss_bytes", T::integer}, {"host_peak_rss_scope", T::str}, {"energy_note", T::str}};
   for (const auto& e : doc.at("benchmarks")) {
     const std::string where = e.value("name", "?");
     expect_keys(e, every, where);
     EXPECT_EQ(e.value("time_unit", ""), "us") << where;
     EXPECT_FALSE(e.value("error_occurred", false)) << where;
+    EXPECT_GE(e.value("setup_s", -1.0), 0.0) << where;  // apart from the timing
+    EXPECT_GE(e.value("verify_s", -1.0), 0.0) << where;
     const bool agg = e.value("run_type", "") == "aggregate";
     if (agg) {
       expect_keys(e, {{"aggregate_name", T::str}, {"aggregate_unit", T::str}}, where);
