@@ -485,6 +485,13 @@ step_sanitize() {
   return $rc
 }
 
+# ncu into $ncu (the caller's local), else FACTS and the step's code: 77 (a dry run's skip) or 1.
+need_ncu() {
+  ncu=$(find_tool ncu) && return 0
+  FACTS="ncu not found"
+  [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
+  return 1
+}
 # One kernel's ncu report ($1.ncu-rep) as text beside it, and its facts: time, SM and memory
 # throughput, registers, occupancy.
 ncu_facts() {
@@ -495,24 +502,29 @@ ncu_facts() {
        /Registers Per Thread/{v["regs"]=$NF} /Achieved Occupancy/{v["occ"]=$NF"%"}
        END {printf "%s, SM %s, mem %s, %s regs, occupancy %s", v["time"], v["sm"], v["mem"], v["regs"], v["occ"]}' "$rep.txt"
 }
-NCU_SECTIONS=(--section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats)
+# ncu_kernel LOG REP KERNEL_REGEX RUN_ARGS...: the first launch of the kernel in `dlbench run
+# RUN_ARGS` profiled (SpeedOfLight, Occupancy, MemoryWorkloadAnalysis, WarpStateStats, LaunchStats)
+# into REP.ncu-rep; NCU_FACT = its facts. In this shell, not a subshell: run_cmd keeps the step's
+# deadline and the pid the traps stop.
+ncu_kernel() {
+  local log=$1 rep=$2 k=$3 rc=0
+  shift 3
+  run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:$k" -c 1 --section SpeedOfLight \
+    --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+    -f -o "$rep" "$bin/dlbench" run "$@" --repetitions 1 --no-report --out "$rep-run" || rc=1
+  NCU_FACT=$(ncu_facts "$ncu" "$rep") || rc=1
+  return $rc
+}
 
 step_ncu() {
-  local log=$1 ncu rc=0 impl dt k parts="" d
-  if ! ncu=$(find_tool ncu); then
-    FACTS="ncu not found"
-    [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
-    return 1
-  fi
+  local log=$1 ncu rc=0 impl dt k parts=""
+  need_ncu || return $?
   mkdir -p "$work/ncu"
   for spec in "warptile fp32 sgemm_forward_warptile" "mma bf16 hgemm_forward_mma" "mma_256 bf16 hgemm_forward_mma"; do
     read -r impl dt k <<<"$spec"
-    local rep="$work/ncu/$impl-$ncu_n"
-    run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:$k" -c 1 "${NCU_SECTIONS[@]}" \
-      -f -o "$rep" "$bin/dlbench" run --suite matmul --device "$dev" --sizes "$ncu_n" --dtype "$dt" \
-      --filter "impl=$impl/size=$ncu_n\$" --repetitions 1 --no-report --out "$work/ncu/$impl-run" || rc=1
-    d=$(ncu_facts "$ncu" "$rep") || rc=1
-    parts+="${parts:+; }$impl $ncu_n: $d"
+    ncu_kernel "$log" "$work/ncu/$impl-$ncu_n" "$k" --suite matmul --device "$dev" --sizes "$ncu_n" --dtype "$dt" \
+      --filter "impl=$impl/size=$ncu_n\$" || rc=1
+    parts+="${parts:+; }$impl $ncu_n: $NCU_FACT"
   done
   FACTS=$parts
   return $rc
@@ -521,21 +533,13 @@ step_ncu() {
 # Our tensor-core attention forward at seq 1024, head dim 64, causal (flash_tc: 40% of PyTorch's SDPA
 # on the H100, 2026-11-27; issues 29 and 31 ask 50%), and its pipelined twin: what bounds them.
 step_ncu_attn() {
-  local log=$1 ncu rc=0 impl parts="" d
-  if ! ncu=$(find_tool ncu); then
-    FACTS="ncu not found"
-    [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
-    return 1
-  fi
+  local log=$1 ncu rc=0 impl parts=""
+  need_ncu || return $?
   mkdir -p "$work/ncu-attn"
   for impl in flash_tc flash_tc_pipe; do
-    local rep="$work/ncu-attn/$impl"
-    run_cmd "$log" "$ncu" --clock-control none --target-processes all -k "regex:flash_tc_fwd_k" -c 1 "${NCU_SECTIONS[@]}" \
-      -f -o "$rep" "$bin/dlbench" run --suite attention --device "$dev" \
-      --filter "forward/.*impl=$impl/causal=true/seq=1024/head_dim=64/" --repetitions 1 --no-report \
-      --out "$work/ncu-attn/$impl-run" || rc=1
-    d=$(ncu_facts "$ncu" "$rep") || rc=1
-    parts+="${parts:+; }$impl: $d"
+    ncu_kernel "$log" "$work/ncu-attn/$impl" flash_tc_fwd_k --suite attention --device "$dev" \
+      --filter "forward/.*impl=$impl/causal=true/seq=1024/head_dim=64/" || rc=1
+    parts+="${parts:+; }$impl: $NCU_FACT"
   done
   FACTS=$parts
   return $rc
@@ -545,11 +549,7 @@ step_ncu_attn() {
 # batch-1 step on the H100, 2026-11-27; cuDNN's did not): one metric, every launch of a short run.
 step_ncu_seq() {
   local log=$1 ncu rc=0 b parts="" one
-  if ! ncu=$(find_tool ncu); then
-    FACTS="ncu not found"
-    [ $dry = 1 ] && { FACTS+=" (dry run)"; return 77; }
-    return 1
-  fi
+  need_ncu || return $?
   mkdir -p "$work/ncu-seq"
   for b in 1 8; do
     local csv="$work/ncu-seq/rnn-b$b.csv"
