@@ -68,9 +68,6 @@ class SeqTrainCase final : public Case {
   void setup() override {
     model_ = models::make_seq_model(s_.c);
     model_->init(0);
-    if (graph_ && model_->draws_masks_in_training())
-      throw Unsupported("--cuda-graph: " + s_.c.model + " draws dropout masks keyed by the host's step count, so its "
-                        "training step is not captured (its eager row stands)");
     data_ = windows_for(s_, batch_);
     order_.resize(data_->size());
     std::iota(order_.begin(), order_.end(), 0u);

@@ -144,10 +144,6 @@ class Layer {
   // a layer drawing random numbers keys them by (Dropout's Philox mask: the same step gives the same
   // mask in the fp32 path and the reference, the next step another). Model::set_step calls it.
   virtual void set_step(bool training, std::uint64_t step) { (void)training, (void)step; }
-  // Whether a training forward draws random numbers keyed by set_step's step (Dropout's mask,
-  // attention's dropout on P): such a step cannot be captured in a CUDA graph and replayed, which
-  // would draw one step's masks every time.
-  virtual bool draws_masks_in_training() const { return false; }
 };
 
 // Deterministic uniform(-bound, bound) fill (splitmix64), so runs and devices agree.

@@ -152,10 +152,6 @@ void Model::set_step(bool training, std::uint64_t step) {
   for (const Node& nd : nodes_) nd.layer->set_step(training, step);
 }
 
-bool Model::draws_masks_in_training() const {
-  return std::any_of(nodes_.begin(), nodes_.end(), [](const Node& nd) { return nd.layer->draws_masks_in_training(); });
-}
-
 std::string Model::layer_name(std::size_t i) const {
   const auto ps = nodes_.at(i).layer->params();
   // The module's path: the parameter's name less its last part ("conv1", "lstm",

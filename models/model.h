@@ -103,9 +103,6 @@ class Model {
   // Training mode and step number for every layer (Layer::set_step: Dropout's mask, eval mode).
   // The trainers call it before each step; a fresh model trains at step 0.
   void set_step(bool training, std::uint64_t step);
-  // Some layer draws random masks in training (Layer::draws_masks_in_training): its training step
-  // is not capturable in a CUDA graph.
-  bool draws_masks_in_training() const;
   // Activation checkpointing (torch.utils.checkpoint per segment): a segment is the nodes [first,
   // end); with checkpointing on, the values its nodes make (all but the last node's) are not kept
   // from forward to backward: the executor gives every segment one shared set of buffers and, in

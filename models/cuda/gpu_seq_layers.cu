@@ -84,7 +84,8 @@ class EmbeddingOps final : public NodeOps {
 // The ops without parameters or scratch of their own.
 class PointwiseOps final : public NodeOps {
  public:
-  PointwiseOps(Layer& l, const Shape& in, cudaStream_t s) : l_(l), in_(in), n_(in.size()), s_(s) {
+  PointwiseOps(Layer& l, const Shape& in, const DeviceParams& p, cudaStream_t s)
+      : l_(l), in_(in), n_(in.size()), s_(s), offset_add_(p.dropout_offset) {
     if (l.op() == Op::positional_encoding) {  // the table's first T rows, uploaded once
       auto& pe = static_cast<PositionalEncoding&>(l);
       pe_ = DeviceBuffer<float>(std::size_t(in[1]) * pe.C);
@@ -106,7 +107,7 @@ class PointwiseOps final : public NodeOps {
         const auto& d = static_cast<Dropout&>(l_);
         if (!d.active()) return copy(io.y, io.x(), n_, s_);
         const DropoutKey k = dropout_key(d.stream, d.step);
-        return gs::dropout_forward(io.x(), io.y, nullptr, n_, d.p, k.seed, k.offset, DType::fp32, s_);
+        return gs::dropout_forward(io.x(), io.y, nullptr, n_, d.p, k.seed, k.offset, DType::fp32, s_, offset_add_);
       }
       case Op::select_step: return select(io.x(), io.y, false);
       default: throw Unsupported(std::string("layer ") + op_name(l_.op()) + " has no CUDA sequence implementation");
@@ -133,7 +134,7 @@ class PointwiseOps final : public NodeOps {
         const auto& d = static_cast<Dropout&>(l_);
         if (!d.active()) return copy(dx, io.dy, n_, s_);
         const DropoutKey k = dropout_key(d.stream, d.step);
-        return gs::dropout_backward(io.dy, dx, n_, d.p, k.seed, k.offset, DType::fp32, s_);
+        return gs::dropout_backward(io.dy, dx, n_, d.p, k.seed, k.offset, DType::fp32, s_, offset_add_);
       }
       case Op::select_step:
         if (!dx) return;
@@ -161,6 +162,7 @@ class PointwiseOps final : public NodeOps {
   Shape in_;
   std::size_t n_;
   cudaStream_t s_;
+  const std::uint64_t* offset_add_;  // DeviceParams::dropout_offset
   DeviceBuffer<float> pe_;
 };
 
@@ -214,7 +216,7 @@ class LayerNormOps final : public NodeOps {
 class AttentionOps final : public NodeOps {
  public:
   AttentionOps(MultiheadAttention& l, const std::vector<Shape>& in, const DeviceParams& p, cudaStream_t s)
-      : l_(l), in_(in), s_(s) {
+      : l_(l), in_(in), s_(s), offset_add_(p.dropout_offset) {
     const cs::Attn a = l.attn(Shapes(in_.data(), int(in_.size())));
     const std::size_t rows = std::size_t(a.B) * a.H * a.Tq;
     cs::Attn no_drop = a;
@@ -285,7 +287,7 @@ class AttentionOps final : public NodeOps {
     if (flash(a))
       return gs::attention_forward_flash(a, any(v.q), any(v.k), any(v.v), anym(v.o), lse_.data(), DType::fp32, s_);
     if (!probs_.size()) unfused_room(a);  // the host layer's algo changed to unfused after the plan was made
-    gs::attention_forward_unfused(a, v.q, v.k, v.v, v.o, probs_.data(), s_);
+    gs::attention_forward_unfused(a, v.q, v.k, v.v, v.o, probs_.data(), s_, offset_add_);
   }
   // dctx: the gradient of the context [rows, E].
   void core_backward(const cs::Attn& a, const V& v, const float* dctx) {
@@ -294,7 +296,8 @@ class AttentionOps final : public NodeOps {
       gs::attention_backward_flash(a, any(v.q), any(v.k), any(v.v), any(cview(v.o)), any(dout), lse_.data(), anym(v.dq),
                                    anym(v.dk), anym(v.dv), rows_.data(), DType::fp32, s_);
     else
-      gs::attention_backward_unfused(a, v.q, v.k, v.v, dout, probs_.data(), v.dq, v.dk, v.dv, scratch_.data(), s_);
+      gs::attention_backward_unfused(a, v.q, v.k, v.v, dout, probs_.data(), v.dq, v.dk, v.dv, scratch_.data(), s_,
+                                     offset_add_);
   }
   bool flash(const cs::Attn& a) const {
     return a.dropout == 0.f && std::string(l_.algorithm(a).name) == "flash" && a.D <= 128;
@@ -306,6 +309,7 @@ class AttentionOps final : public NodeOps {
   MultiheadAttention& l_;
   std::vector<Shape> in_;
   cudaStream_t s_;
+  const std::uint64_t* offset_add_;  // DeviceParams::dropout_offset
   int mq_ = 0, mk_ = 0;
   Proj q_{}, kv_{}, out_{};
   DeviceBuffer<float> qkv_, dqkv_, kvb_, dkvb_, ctx_, dctx_, probs_, scratch_, lse_, rows_;
@@ -450,7 +454,7 @@ std::unique_ptr<NodeOps> make_node_ops(Layer& l, const std::vector<Shape>& in, c
     case Op::multihead_attention:
       return std::make_unique<AttentionOps>(static_cast<MultiheadAttention&>(l), in, p, s);
     case Op::position_embedding: case Op::lm_head: return make_gpt2_ops(l, in, p, s);
-    default: return std::make_unique<PointwiseOps>(l, in[0], s);
+    default: return std::make_unique<PointwiseOps>(l, in[0], p, s);
   }
 }
 

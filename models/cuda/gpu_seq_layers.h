@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
@@ -33,6 +34,9 @@ struct DeviceParams {
   float* values = nullptr;
   float* grads = nullptr;
   DType gemm = DType::fp32;
+  // Non-null (the trainer's, with cuda_graph): the dropout ops add this device value to their
+  // offsets, the host layers keyed at step 0, so a replayed step draws the step's masks.
+  const std::uint64_t* dropout_offset = nullptr;
   float* value(const Param* p) const { return values + offset.at(p); }
   float* grad(const Param* p) const { return grads + offset.at(p); }
 };

@@ -15,7 +15,8 @@
 //
 // One step (train_batch): the batch's inputs (token ids, initial states) and labels copied in,
 // the dropout step number set on the host layers (Model::set_step: the same Philox masks as the CPU
-// step, which keys them by the optimizer's step count), the gradients zeroed (one memset: Embedding,
+// step, which keys them by the optimizer's step count; with cuda_graph the host keys at step 0 and the
+// step's offset is added on the device, so a replayed step draws its own masks), the gradients zeroed (one memset: Embedding,
 // the tied LM head and PositionEmbedding add into their weights' gradients), forward node by node,
 // the fused softmax cross-entropy (mean over the rows) writing the logits' gradient, backward in
 // reverse node order, (fp16) the unscale pass, then Adam, AdamW (decoupled weight decay: GPT-2's)
@@ -104,6 +105,11 @@ class GpuSeqTrainer final : public Trainer {
     DLB_CUDA_CHECK(cudaMemsetAsync(scalars_.data(), 0, scalars_.bytes(), s()));
     scaler_ = GpuGradScaler(o.dtype == DType::fp16 && o.scaler.enabled, o.scaler, s());
     params_.values = values_.data(), params_.grads = grads_.data();
+    if (o.cuda_graph) {  // (run)
+      dropout_offset_ = DeviceBuffer<std::uint64_t>(1);
+      DLB_CUDA_CHECK(cudaMemsetAsync(dropout_offset_.data(), 0, sizeof(std::uint64_t), s()));
+      params_.dropout_offset = dropout_offset_.data();
+    }
     DLB_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
 
@@ -301,14 +307,10 @@ class GpuSeqTrainer final : public Trainer {
 
   // Why the training step cannot be captured in a CUDA graph ("" when it can): a replay repeats the
   // captured launches with their arguments, so nothing in the step may depend on the host's step
-  // count. Dropout masks are keyed by it (Model::draws_masks_in_training: the transformer's at a
-  // dropout above 0); cuDNN's RNN refills its weight space on the host's decision; the fp16 loss scaler
-  // and 16-bit GEMM operands are refused with cuda_graph at construction. Adam's step count is on the
-  // device (`scalars_`), so it advances in a replay.
+  // count. Adam's count is on the device (`scalars_`) and, with cuda_graph, so is the dropout masks'
+  // offset (dropout_offset_); cuDNN's RNN refills its weight space on the host's decision; the fp16
+  // loss scaler and 16-bit GEMM operands are refused with cuda_graph at construction.
   std::string step_graph_refusal() const {
-    if (m_.draws_masks_in_training())
-      return m_.name() + " draws dropout masks keyed by the host's step count (a replay would repeat one "
-                         "step's masks)";
     for (const Node& n : m_.nodes())
       if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get()); r && r->impl == RnnImpl::cudnn)
         return r->p[0].name + ": cuDNN's RNN is not captured (its weight space is refilled per step): impl ours";
@@ -318,8 +320,8 @@ class GpuSeqTrainer final : public Trainer {
   // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
   // With cuda_graph a training step (optimize, not profiled) from the copied batch to the optimizer
   // update is captured once per batch size and replayed (GraphCache::FirstCall::eager: the first
-  // call is the step, run eagerly, then captured), the inputs copied in before it and the loss read
-  // after it, outside the graph.
+  // call is the step, run eagerly, then captured), the inputs copied in before it, the dropout
+  // offset set and the loss read after it, outside the graph.
   float run(const Batch& b, bool optimize) {
     infer_graphs_.clear();  // (above)
     Plan& p = plan(b.n);
@@ -327,7 +329,15 @@ class GpuSeqTrainer final : public Trainer {
       ProfileScope r(prof_, "data copy", "copy");
       upload(b, p);
     }
-    m_.set_step(true, steps_);  // the dropout masks of this optimizer step, as the CPU trainer draws them
+    // The dropout masks of this optimizer step, as the CPU trainer draws them: keyed by steps_ on the
+    // host, or (cuda_graph) at step 0 on the host plus this step's offset on the device. The key's
+    // offset is step << 40 (models/layers/dropout.h), so step s adds key(s) - key(0), a multiple of 64.
+    if (o_.cuda_graph) {
+      m_.set_step(true, 0);
+      cuda::seq::set_u64(dropout_offset_.data(), dropout_key(0, steps_).offset - dropout_key(0, 0).offset, s());
+    } else {
+      m_.set_step(true, steps_);
+    }
     if (optimize && o_.cuda_graph && !prof_) {
       if (const std::string why = step_graph_refusal(); !why.empty()) throw Unsupported("--cuda-graph training: " + why);
       step_graphs_.run(b.n, s(), GraphCache::FirstCall::eager, [&] { step_body(p, true); });
@@ -496,6 +506,7 @@ class GpuSeqTrainer final : public Trainer {
   std::map<int, Plan> plans_;
   GraphCache infer_graphs_;  // cuda_graph: infer_batch's forward and loss, per batch size
   GraphCache step_graphs_;   // cuda_graph: the training step's device work (step_body), per batch size
+  DeviceBuffer<std::uint64_t> dropout_offset_;  // cuda_graph: this step's dropout offset (run)
   Profiler* prof_ = nullptr;  // set during profile_gradients only
   std::vector<std::pair<int, int>> token_inputs_;  // (model input, vocabulary) of each input an Embedding reads
 };

@@ -29,7 +29,6 @@ class Dropout final : public Layer {
   void forward_ref(const Fwd<double>& a) override;
   void backward_ref(const Bwd<double>& a) override;
   bool active() const { return training && p > 0.f; }
-  bool draws_masks_in_training() const override { return p > 0.f; }
   float p;
   std::uint64_t stream;
   bool training = true;

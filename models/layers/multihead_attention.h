@@ -37,7 +37,6 @@ class MultiheadAttention final : public Layer {
   std::vector<Param*> params() override;
   void init(std::uint64_t seed) override;
   void set_step(bool training_, std::uint64_t step_) override { training = training_, step = step_; }
-  bool draws_masks_in_training() const override { return o.dropout > 0.f; }
   void forward(const Fwd<float>& a) override;
   void backward(const Bwd<float>& a) override;
   void forward_ref(const Fwd<double>& a) override;

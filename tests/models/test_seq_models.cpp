@@ -84,18 +84,6 @@ TEST(SeqModels, TransformerWithDropoutAndCausalMask) {
   layertest::expect_ok(check_model(c, 2, 5));
 }
 
-// Which models draw dropout masks in training (their training step is not captured in a CUDA
-// graph): the transformer at the seed's dropout (0.1, Dropout layers and attention's dropout on P),
-// not at 0; rnn and lstm never.
-TEST(SeqModels, WhichModelsDrawMasksInTraining) {
-  EXPECT_TRUE(make_seq_model(SeqConfig::defaults("transformer"))->draws_masks_in_training());
-  SeqConfig c = SeqConfig::defaults("transformer");
-  c.dropout = 0.f;
-  EXPECT_FALSE(make_seq_model(c)->draws_masks_in_training());
-  for (const char* m : {"rnn", "lstm"})
-    EXPECT_FALSE(make_seq_model(SeqConfig::defaults(m))->draws_masks_in_training()) << m;
-}
-
 // Parameters as the PyTorch modules list them (names, order, count).
 TEST(SeqModels, ParametersArePyTorchs) {
   SeqConfig r = tiny("rnn");

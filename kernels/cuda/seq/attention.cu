@@ -291,7 +291,8 @@ T* m_(void* p) {
 
 }  // namespace
 
-void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o, float* probs, cudaStream_t s) {
+void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o, float* probs, cudaStream_t s,
+                               const std::uint64_t* offset_add) {
   a.check();
   cublasHandle_t h = cublas_handle_on(s);
   const std::vector<Block> blocks = causal_blocks(a);
@@ -302,7 +303,7 @@ void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o
   const float* pd = probs;
   if (a.dropout > 0) {  // P after dropout into the second half (the CPU's element indices: one stream over P)
     const std::size_t n = std::size_t(a.B) * a.H * a.Tq * a.Tk;
-    dropout_forward(probs, probs + n, nullptr, n, a.dropout, a.seed, a.offset, DType::fp32, s);
+    dropout_forward(probs, probs + n, nullptr, n, a.dropout, a.seed, a.offset, DType::fp32, s, offset_add);
     pd = probs + n;
   }
   const Heads Pd = probs_of(pd, a);
@@ -313,7 +314,7 @@ void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o
 // dV and dK sum over the query blocks: the last block first over all Tk keys (P and dS are zero past
 // each row's keys, so that block writes every row of dV, dK), the others added into their keys' rows.
 void attention_backward_unfused(const Attn& a, CView q, CView k, CView v, CView dout, const float* probs, MView dq,
-                                MView dk, MView dv, float* scratch, cudaStream_t s) {
+                                MView dk, MView dv, float* scratch, cudaStream_t s, const std::uint64_t* offset_add) {
   a.check();
   cublasHandle_t h = cublas_handle_on(s);
   float* dp = scratch;
@@ -329,7 +330,7 @@ void attention_backward_unfused(const Attn& a, CView q, CView k, CView v, CView 
     gemm_bh(h, a, false, true, r.qn, r.kn, a.D, 1.f, rows_from(heads(dout), r.q0), heads(v),
             rows_from(ds, r.q0));  // dP = dO V^T
   }
-  if (a.dropout > 0) dropout_backward(dp, dp, n, a.dropout, a.seed, a.offset, DType::fp32, s);
+  if (a.dropout > 0) dropout_backward(dp, dp, n, a.dropout, a.seed, a.offset, DType::fp32, s, offset_add);
   softmax_backward(probs, dp, dp, long(a.B) * a.H * a.Tq, a.Tk, a.causal ? a.Tq : 0, s);  // dS
   for (std::size_t i = blocks.size(); i-- > 0;) {
     const Block& r = blocks[i];

@@ -27,10 +27,12 @@ using CView = cpu::seq::HeadsView<const float>;
 using MView = cpu::seq::HeadsView<float>;
 
 // probs: B H Tq Tk device floats (kept for backward; twice that with dropout: P, then P after
-// dropout); backward's scratch: B H Tq Tk floats.
-void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o, float* probs, cudaStream_t s);
+// dropout); backward's scratch: B H Tq Tk floats. offset_add: the dropout's, as dropout_forward's.
+void attention_forward_unfused(const Attn& a, CView q, CView k, CView v, MView o, float* probs, cudaStream_t s,
+                               const std::uint64_t* offset_add = nullptr);
 void attention_backward_unfused(const Attn& a, CView q, CView k, CView v, CView dout, const float* probs, MView dq,
-                                MView dk, MView dv, float* scratch, cudaStream_t s);
+                                MView dk, MView dv, float* scratch, cudaStream_t s,
+                                const std::uint64_t* offset_add = nullptr);
 
 // Views of fp32 elements (t = fp32) or bf16 bits (t = bf16), as void* with element strides.
 struct AnyView {

@@ -35,10 +35,16 @@ __global__ void gelu_k(const T* x, const T* dy, T* out, std::size_t n) {
 }
 
 // Thread b draws block first_block + b: its 4 words are elements 64 g + 16 k + j (philox_element's
-// map, g = block / 16, j = block % 16) that fall in [offset, offset + n).
+// map, g = block / 16, j = block % 16) that fall in [offset, offset + n). *offset_add (a multiple of
+// 64) moves offset and first_block alike: the launch's shape does not depend on it.
 template <class T>
 __global__ void dropout_k(const T* x, T* y, std::uint8_t* mask, std::size_t n, float p, float scale,
-                          std::uint64_t seed, std::uint64_t offset, std::uint64_t first_block, std::uint64_t blocks) {
+                          std::uint64_t seed, std::uint64_t offset, std::uint64_t first_block, std::uint64_t blocks,
+                          const std::uint64_t* offset_add) {
+  if (offset_add) {
+    const std::uint64_t add = *offset_add;
+    offset += add, first_block += add / 64 * 16;
+  }
   for (std::uint64_t b = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; b < blocks;
        b += std::uint64_t(blockDim.x) * gridDim.x) {
     const std::uint64_t blk = first_block + b;
@@ -85,12 +91,15 @@ __global__ void add_broadcast_k(const float* x, const float* row, float* y, std:
 
 template <class T>
 void dropout_launch(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
-                    std::uint64_t offset, cudaStream_t s) {
+                    std::uint64_t offset, cudaStream_t s, const std::uint64_t* offset_add) {
   if (n == 0) return;
   const std::uint64_t first = offset / 64 * 16, blocks = (offset + n + 63) / 64 * 16 - first;  // whole groups
   dropout_k<T><<<grid_for(blocks), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), mask, n, p,
-                                                     p < 1.f ? 1.f / (1.f - p) : 0.f, seed, offset, first, blocks);
+                                                     p < 1.f ? 1.f / (1.f - p) : 0.f, seed, offset, first, blocks,
+                                                     offset_add);
 }
+
+__global__ void set_u64_k(std::uint64_t* p, std::uint64_t v) { *p = v; }
 
 }  // namespace
 
@@ -112,14 +121,21 @@ void gelu_backward(const void* x, const void* dy, void* dx, std::size_t n, DType
 }
 
 void dropout_forward(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
-                     std::uint64_t offset, DType t, cudaStream_t s) {
-  with_storage(t, "dropout", [&](auto z) { dropout_launch<decltype(z)>(x, y, mask, n, p, seed, offset, s); });
+                     std::uint64_t offset, DType t, cudaStream_t s, const std::uint64_t* offset_add) {
+  with_storage(t, "dropout",
+               [&](auto z) { dropout_launch<decltype(z)>(x, y, mask, n, p, seed, offset, s, offset_add); });
   check_launch();
 }
 
 void dropout_backward(const void* dy, void* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
-                      DType t, cudaStream_t s) {
-  with_storage(t, "dropout", [&](auto z) { dropout_launch<decltype(z)>(dy, dx, nullptr, n, p, seed, offset, s); });
+                      DType t, cudaStream_t s, const std::uint64_t* offset_add) {
+  with_storage(t, "dropout",
+               [&](auto z) { dropout_launch<decltype(z)>(dy, dx, nullptr, n, p, seed, offset, s, offset_add); });
+  check_launch();
+}
+
+void set_u64(std::uint64_t* p, std::uint64_t v, cudaStream_t s) {
+  set_u64_k<<<1, 1, 0, s>>>(p, v);
   check_launch();
 }
 

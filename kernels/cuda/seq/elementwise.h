@@ -20,11 +20,15 @@ void gelu_forward(const void* x, void* y, std::size_t n, DType t, cudaStream_t s
 void gelu_backward(const void* x, const void* dy, void* dx, std::size_t n, DType t, cudaStream_t s);
 
 // As cpu::seq::dropout_forward / _backward: element i of (seed, offset) dropped iff
-// philox_uniform(philox_element(seed, offset + i)) < p; mask may be null.
+// philox_uniform(philox_element(seed, offset + i)) < p; mask may be null. offset_add (device, may be
+// null): added to offset on the device, a multiple of 64 (a Philox group; models' step offsets,
+// step << 40, are): a CUDA graph replays the launch while the trainer moves the value per step.
 void dropout_forward(const void* x, void* y, std::uint8_t* mask, std::size_t n, float p, std::uint64_t seed,
-                     std::uint64_t offset, DType t, cudaStream_t s);
+                     std::uint64_t offset, DType t, cudaStream_t s, const std::uint64_t* offset_add = nullptr);
 void dropout_backward(const void* dy, void* dx, std::size_t n, float p, std::uint64_t seed, std::uint64_t offset,
-                      DType t, cudaStream_t s);
+                      DType t, cudaStream_t s, const std::uint64_t* offset_add = nullptr);
+// *p = v on the stream (a dropout offset_add set before a step, outside its graph).
+void set_u64(std::uint64_t* p, std::uint64_t v, cudaStream_t s);
 
 // y[i] = x[i] + row[i % period] (fp32): a table added to every item of a batch (the Transformer's
 // sinusoidal positional encoding, [T, C] over [B, T, C]). y may alias x.

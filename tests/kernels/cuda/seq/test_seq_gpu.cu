@@ -100,6 +100,18 @@ TEST(SeqGpu, DropoutDrawsTheCpuMask) {
       cs::dropout_forward(x.data(), cpu_y.data(), nullptr, n, p, 42, offset);
       EXPECT_EQ(y.get(), cpu_y);
       EXPECT_EQ(back.get(), cpu_y);
+      // The same mask at offset + add with add on the device (a graph's step offset, a multiple of 64).
+      for (std::uint64_t add : {64ull, 7ull << 40}) {
+        std::vector<std::uint8_t> ref_add(n);
+        cs::dropout_mask_ref(ref_add.data(), n, p, 42, offset + add);
+        Dev<std::uint64_t> dadd(std::vector<std::uint64_t>{add});
+        Dev<std::uint8_t> mask_add(n);
+        Dev<float> y_add(n), back_add(n);
+        gs::dropout_forward(dxin.p(), y_add.p(), mask_add.p(), n, p, 42, offset, DType::fp32, nullptr, dadd.p());
+        gs::dropout_backward(dxin.p(), back_add.p(), n, p, 42, offset, DType::fp32, nullptr, dadd.p());
+        ASSERT_EQ(mask_add.get(), ref_add) << "offset " << offset << " + " << add << " n " << n;
+        EXPECT_EQ(back_add.get(), y_add.get());
+      }
     }
 }
 
