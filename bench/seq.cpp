@@ -93,7 +93,8 @@ class SeqTrainCase final : public Case {
     WorstError w;
     w.loss(loss, ref);
     for (auto* p : model_->params()) w.add(max_rel_err(p->grad.data(), p->ref_grad.data(), p->size()), p->name + "'s gradient");
-    CheckResult r = judge(w.err, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)" + w.said());
+    CheckResult r =
+        judge(w.err, kSeqTolerance, "loss and gradients of one step (fp32 vs the fp64 reference)" + w.said());
     if (graph_ && r.ok) r = verify_graph_steps();
     return r;
   }
@@ -114,7 +115,8 @@ class SeqTrainCase final : public Case {
     }
     eager->sync_to_host(), trainer_->sync_to_host();
     const auto a = model_->params(), e = twin->params();
-    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_rel_err(a[i]->value.data(), e[i]->value.data(), a[i]->size()));
+    for (std::size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, max_rel_err(a[i]->value.data(), e[i]->value.data(), a[i]->size()));
     return judge(worst, 1e-5, "3 training steps replayed from a CUDA graph vs the same steps eager (losses, weights)");
   }
 

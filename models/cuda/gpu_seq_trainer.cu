@@ -15,9 +15,10 @@
 //
 // One step (train_batch): the batch's inputs (token ids, initial states) and labels copied in,
 // the dropout step number set on the host layers (Model::set_step: the same Philox masks as the CPU
-// step, which keys them by the optimizer's step count; with cuda_graph the host keys at step 0 and the
-// step's offset is added on the device, so a replayed step draws its own masks), the gradients zeroed (one memset: Embedding,
-// the tied LM head and PositionEmbedding add into their weights' gradients), forward node by node,
+// step, which keys them by the optimizer's step count; with cuda_graph the host keys at step 0 and
+// the step's offset is added on the device, so a replayed step draws its own masks), the gradients
+// zeroed (one memset: Embedding, the tied LM head and PositionEmbedding add into their weights'
+// gradients), forward node by node,
 // the fused softmax cross-entropy (mean over the rows) writing the logits' gradient, backward in
 // reverse node order, (fp16) the unscale pass, then Adam, AdamW (decoupled weight decay: GPT-2's)
 // or SGD with PyTorch's semantics over the flat buffers, their step counts on the device.
