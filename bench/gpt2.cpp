@@ -215,10 +215,12 @@ class OursCase final : public OursTrainCase {
   std::size_t act_bytes_ = 0;
 };
 
-// Ours on a GPU: one AdamW step per iteration in the CUDA sequence trainer, fp32 or GEMM autocast (--dtype).
+// Ours on a GPU: one AdamW step per iteration in the CUDA sequence trainer, fp32 or GEMM autocast (--dtype);
+// graph (--cuda-graph, fp32 / tf32): each step replayed from a CUDA graph (TrainOptions::cuda_graph).
 class OursGpuCase final : public OursTrainCase {
  public:
-  OursGpuCase(Point p, std::string device) : OursTrainCase(std::move(p)), device_(std::move(device)) {}
+  OursGpuCase(Point p, std::string device, bool graph = false)
+      : OursTrainCase(std::move(p)), device_(std::move(device)), graph_(graph) {}
   void setup() override {
     const Gpt2Config c = config_of(p_);
     try {
@@ -228,7 +230,7 @@ class OursGpuCase final : public OursTrainCase {
       throw OutOfMemory("gpt2 " + p_.config);
     }
     models::TrainOptions o;
-    o.device = device_, o.dtype = p_.dtype;
+    o.device = device_, o.dtype = p_.dtype, o.cuda_graph = graph_;
     try {
       trainer_ = models::make_trainer(*model_, models::gpt2_optimizer(), o);
     } catch (const OutOfMemory&) {
@@ -275,7 +277,31 @@ class OursGpuCase final : public OursTrainCase {
     model_->zero_grad();
     const std::string what = "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said();
     if (amp) return judge(w.err, 1.0, what + ", " + dtype_name(p_.dtype) + ": error / tolerance");
-    return judge(w.err, kGpuTolerance, what);
+    CheckResult r = judge(w.err, kGpuTolerance, what);
+    if (graph_ && r.ok) r = verify_graph_steps();
+    return r;
+  }
+  // --cuda-graph: 3 steps from the graph (the first eager and captured, then replays) against the
+  // same steps of an eager trainer on a twin of the model: losses and weights (a second copy of the
+  // weights, gradients and AdamW state on the device for the check: ~2 GB at gpt2-124m).
+  CheckResult verify_graph_steps() {
+    auto twin = make_model(config_of(p_), p_);
+    twin->copy_params_from(*model_);
+    models::TrainOptions o;
+    o.device = device_, o.dtype = p_.dtype;
+    auto eager = models::make_trainer(*twin, models::gpt2_optimizer(), o);
+    double worst = 0;
+    for (int k = 0; k < 3; ++k) {
+      const models::Batch& b = batches_->next();
+      const float want = eager->train_batch(b), got = trainer_->train_batch(b);
+      worst = std::max(worst, double(std::abs(got - want)) / std::max(1e-30, double(std::abs(want))));
+    }
+    batches_->rewind();
+    eager->sync_to_host(), trainer_->sync_to_host();
+    const auto a = model_->params(), e = twin->params();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, max_rel_err(a[i]->value.data(), e[i]->value.data(), a[i]->size()));
+    return judge(worst, 1e-5, "3 gpt2 steps replayed from a CUDA graph vs the same steps eager (losses, weights)");
   }
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
@@ -301,6 +327,7 @@ class OursGpuCase final : public OursTrainCase {
   // As the seq suite's GPU rows (its kSeqTolerance), the same measure (max_rel_err per tensor).
   static constexpr double kGpuTolerance = 1e-4;
   std::string device_;
+  bool graph_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Trainer> trainer_;
   std::unique_ptr<models::Gpt2Batcher> batches_;
@@ -580,6 +607,7 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
   std::vector<DType> dtypes;
   for (const auto& d : axis_strings(o, "dtype")) dtypes.push_back(parse_dtype(d));
   const bool fp32 = std::find(dtypes.begin(), dtypes.end(), DType::fp32) != dtypes.end();
+  const bool graph = o.extra.value("cuda_graph", false);
   for (const auto& config : axis_strings(o, "config")) {
     models::gpt2_config(config);  // a bad name is bad usage, before any case runs
     for (const auto& dev : o.devices) {
@@ -607,6 +635,11 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                       cases.push_back({c, [] { return std::make_unique<SkipCase>(kNoCpuAutocast); }});
                     else if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
                     else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
+                    // --cuda-graph: the step replayed, beside it (fp32 / tf32: the 16-bit GEMMs' operand
+                    // copies grow with the shapes, which a captured graph cannot follow)
+                    if (graph && is_gpu(dev) && (t == DType::fp32 || t == DType::tf32))
+                      cases.push_back({CaseId(c).with("cuda_graph", true),
+                                       [q, dev] { return std::make_unique<OursGpuCase>(q, dev, true); }});
                   }
                 continue;
               }
@@ -670,7 +703,7 @@ DLB_SUITE(gpt2)
     .axis("ckpt", {"off"})
     .axis("attn", {"flash"})
     .axis("dtype", {"fp32"})
-    .takes({flag::batch(), flag::profile(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
+    .takes({flag::batch(), flag::profile(), flag::cuda_graph(), FlagSpec{"--seq-len", "sequence lengths (tokens per sample)", "seq", true, FlagSpec::Parse::ints, 1 << 16},
             FlagSpec{"--config", "GPT-2 configs: gpt2-124m, gpt-mini", "config", true, FlagSpec::Parse::words, 0,
                      {"gpt2-124m", "gpt-mini"}},
             FlagSpec{"--impl", "ours, pytorch, llmc (llm.c's train_gpt2.c in $DLBENCH_LLMC_DIR: CPU, B=4, T=64)", "impl",

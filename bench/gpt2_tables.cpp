@@ -69,7 +69,8 @@ void gpt2_summarize(const std::vector<json>& records, std::ostream& out) {
     const std::string im = r.value("impl", "");
     const bool peer = im.rfind("pytorch", 0) == 0;  // its other dtype is torch.autocast's, not GEMMs alone
     const std::string impl = im + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "") +
-                             (dt != "fp32" ? " " + dt + (peer ? " autocast" : " GEMMs") : "");
+                             (dt != "fp32" ? " " + dt + (peer ? " autocast" : " GEMMs") : "") +
+                             (r.value("cuda_graph", false) ? ", CUDA graph" : "");
     rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
                     r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",

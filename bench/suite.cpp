@@ -164,7 +164,7 @@ const FlagSpec& input() {
 }
 const FlagSpec& cuda_graph() {
   static const FlagSpec f{"--cuda-graph",
-                          "Replay GPU work from a CUDA graph: the training step (train, lecture, seq), the forward (seq --op infer)",
+                          "Replay GPU work from a CUDA graph: the training step (train, lecture, seq, gpt2), the forward (seq --op infer)",
                           "cuda_graph", false, P::on, 0, {}};
   return f;
 }

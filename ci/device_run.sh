@@ -61,6 +61,8 @@
 #                     core flash and unfused (fp32 flash was 3-6x slower than unfused at T 1024 on the
 #                     H100), the PyTorch peer (fp32, bf16 autocast): tokens/s and MFU (issue 31's GPU rows); --profile
 #                     (ours per layer: where T=1024's step goes)
+#   gpt2-graph    90  gpt2-124m B=4 T=64 on the GPU, ours fp32 eager and with every step replayed from a CUDA
+#                     graph (--cuda-graph; ours' step there is ~10 ms of ~400 launches): its first timing
 #   seq-peer     240  the sequence models at their default sizes on the GPU, train, batch 1, 8, 64:
 #                     ours, cuDNN's RNN/LSTM and the PyTorch peer (issue 29's GPU rows)
 #   infer-peer   320  op=infer of every model of the zoo on the GPU at batch 1 and 64, ours eager and
@@ -89,7 +91,7 @@
 #   call-c = rerun ncu sanitize                     (what is left: a narrowed rerun, profiles, sanitizers)
 #   call-next = env check tests seq-fused seq-peer attention-fwd gpt2-124m sanitize  (~500 s: the fixes since
 #               2026-11-27's second H100 run checked, then issues 29's and 31's GPU rows)
-#   call-then = infer-peer ncu-attn seq-profile ncu-seq attention-1024 seq-own-ws  (~700 s: what a second call's
+#   call-then = infer-peer ncu-attn gpt2-graph seq-profile ncu-seq attention-1024 seq-own-ws  (~760 s: what a second call's
 #               time allows, most wanted first)
 # Suite steps add DLB_ARGS_<STEP> (e.g. DLB_ARGS_MATMUL_FULL="--filter impl=warptile") to their flags.
 #
@@ -118,13 +120,13 @@ ROOT=$PWD
 
 declare -A LIMIT=([env]=60 [check]=90 [tests]=300 [rerun]=150 [sanitize]=300 [ncu]=180 [ncu-seq]=90 [ncu-attn]=90
   [matmul]=240 [matmul-4096]=300 [conv]=240 [transfer]=180 [lecture]=240 [amp]=180 [train]=180 [seq]=240
-  [gpt2]=120 [attention]=120 [attention-1024]=200 [attention-fwd]=90 [gpt2-124m]=180 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [seq-fused]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
+  [gpt2]=120 [attention]=120 [attention-1024]=200 [attention-fwd]=90 [gpt2-124m]=180 [gpt2-graph]=90 [seq-peer]=240 [infer-peer]=320 [seq-profile]=150 [seq-own-ws]=60 [seq-fused]=120 [matmul-full]=480 [conv-full]=480 [transfer-full]=480 [lecture-full]=480 [amp-full]=480 [train-full]=480)
 declare -A STEP_ENV=([seq-own-ws]="DLB_CUBLAS_WORKSPACE=1" [seq-fused]="DLB_RNN_STEP=fused")  # a suite step's environment
 declare -A CALL=([call-a]="env check tests train transfer amp" [call-b]="lecture gpt2 conv matmul-4096"
   [call-c]="rerun ncu sanitize"
   [call-next]="env check tests seq-fused seq-peer attention-fwd gpt2-124m sanitize"
-  [call-then]="infer-peer ncu-attn seq-profile ncu-seq attention-1024 seq-own-ws")
-ORDER="env check tests rerun sanitize ncu ncu-seq ncu-attn matmul conv transfer lecture amp train seq gpt2 attention attention-1024 attention-fwd gpt2-124m seq-peer infer-peer seq-profile seq-own-ws seq-fused matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
+  [call-then]="infer-peer ncu-attn gpt2-graph seq-profile ncu-seq attention-1024 seq-own-ws")
+ORDER="env check tests rerun sanitize ncu ncu-seq ncu-attn matmul conv transfer lecture amp train seq gpt2 attention attention-1024 attention-fwd gpt2-124m gpt2-graph seq-peer infer-peer seq-profile seq-own-ws seq-fused matmul-4096 matmul-full conv-full transfer-full lecture-full amp-full train-full"
 
 usage() { echo "device_run: $*" >&2; exit 2; }
 if [ "${1:-}" = --list ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -578,6 +580,7 @@ suite_args() {  # suite_args STEP: the suite and its flags
     attention-1024) echo "attention --device $dev --peer pytorch --filter seq=1024/head_dim=64/" ;;
     attention-fwd) echo "attention --device $dev --peer pytorch --filter forward/.*causal=true/seq=1024/head_dim=64/" ;;
     gpt2-124m) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64,1024 --dtype fp32,bf16 --impl ours,pytorch --attn flash,unfused --profile" ;;
+    gpt2-graph) echo "gpt2 --device $dev --config gpt2-124m --batch 4 --seq-len 64 --dtype fp32 --impl ours --cuda-graph" ;;
     seq-peer) echo "seq --device $dev --op train --batch 1,8,64 --peer pytorch" ;;
     infer-peer) echo "seq --device $dev --op infer --peer pytorch --infer-batch 1,64 --cuda-graph" ;;
     seq-profile) echo "seq --device $([ "$dev" = cpu ] || echo cpu,)$dev --op train --batch 1,8,64 --impl ours --profile" ;;

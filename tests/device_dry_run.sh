@@ -83,7 +83,7 @@ if compgen -G "$out/dry/dlbench-device-*/tests/test_matmul_gpu.json" >/dev/null 
 run_dev dry-bc DLB_DRY_RUN=1 'DLB_RERUN=test_nccl_gpu:NcclGpu.*' -- call-b call-c call-next call-then; rc=$?
 [ $rc = 0 ] && ok "dry call-b call-c call-next call-then: exit 0" || fail "dry call-b call-c call-next call-then: exit $rc: $(tail -8 "$out/dry-bc.stdout")"
 two_files dry-bc
-for s in lecture gpt2 conv matmul-4096 seq-peer infer-peer seq-profile seq-own-ws seq-fused attention-1024 attention-fwd gpt2-124m; do has dry-bc "^$s +SKIP .*flags accepted"; done
+for s in lecture gpt2 conv matmul-4096 seq-peer infer-peer seq-profile seq-own-ws seq-fused attention-1024 attention-fwd gpt2-124m gpt2-graph; do has dry-bc "^$s +SKIP .*flags accepted"; done
 has dry-bc '^rerun +ok .*rerun: 1 binaries, 1 tests: 0 passed, 0 failed, 1 skipped'
 
 # 4. A GPU machine where the GPU is not usable: the same skips are failures.

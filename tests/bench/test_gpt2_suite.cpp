@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "bench/suite.h"
@@ -61,6 +62,32 @@ TEST(Gpt2Suite, GpuCasesOfOursAreAllMade) {
   ASSERT_EQ(names.size(), 4u) << ::testing::PrintToString(names);  // train, train ckpt=on, prefill, decode
   EXPECT_EQ(std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.find("/cuda:0/") != std::string::npos; }), 4);
   EXPECT_EQ(std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.find("ckpt=on") != std::string::npos; }), 1);
+}
+
+// --cuda-graph: beside ours' GPU training case in fp32 and tf32, the same step replayed from a CUDA
+// graph (cuda_graph=true; its table row says so); none in bf16 / fp16 (the trainer refuses graphs
+// there), none on the CPU, none for the peers or the K/V-cache decoder.
+TEST(Gpt2Suite, CudaGraphRowsBesideOursGpuSteps) {
+  const bench::Suite& s = *bench::find_suite("gpt2");
+  bench::SuiteOptions o = s.options(true, json{{"dtype", {"fp32", "tf32", "bf16"}}, {"impl", {"ours", "pytorch"}},
+                                               {"op", {"train", "infer"}}});
+  o.devices = {"cpu", "cuda:0"};
+  o.extra["cuda_graph"] = true;
+  std::vector<std::string> graphs;
+  for (const auto& c : s.expand(o))
+    if (c.id.name().find("cuda_graph=true") != std::string::npos) graphs.push_back(c.id.name());
+  ASSERT_EQ(graphs.size(), 2u) << ::testing::PrintToString(graphs);
+  for (const auto& n : graphs) {
+    EXPECT_NE(n.find("gpt2/train/cuda:0/"), std::string::npos) << n;
+    EXPECT_NE(n.find("impl=ours"), std::string::npos) << n;
+  }
+  const json eager{{"op", "train"}, {"device", "cuda:0"}, {"config", "gpt-mini"}, {"impl", "ours"}, {"batch", 1},
+                   {"seq", 32}, {"gflops", 10.0}, {"flops_per_token", 1e6}, {"tokens_per_iteration", 32.0}};
+  json graph = eager;
+  graph["cuda_graph"] = true;
+  std::ostringstream out;
+  s.summarize({eager, graph}, out);
+  EXPECT_NE(out.str().find(" ours, CUDA graph |"), std::string::npos) << out.str();
 }
 
 // --dtype fp32,tf32,bf16,fp16: ours gets a case per dtype, named by it; on the CPU tf32 / bf16 / fp16
