@@ -299,9 +299,13 @@ class OursGpuCase final : public OursTrainCase {
     batches_->rewind();
     eager->sync_to_host(), trainer_->sync_to_host();
     const auto a = model_->params(), e = twin->params();
-    for (std::size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, max_rel_err(a[i]->value.data(), e[i]->value.data(), a[i]->size()));
-    return judge(worst, 1e-5, "3 gpt2 steps replayed from a CUDA graph vs the same steps eager (losses, weights)");
+    for (std::size_t i = 0; i < a.size(); ++i) {  // relative L2 per tensor, as the seq suite's (kGraphTolerance)
+      L2Error l2;
+      l2.add(a[i]->value.data(), e[i]->value.data(), a[i]->size());
+      worst = std::max(worst, l2.rel());
+    }
+    return judge(worst, 1e-4, "3 gpt2 steps replayed from a CUDA graph vs the same steps eager (losses, each "
+                              "weight tensor's relative L2)");
   }
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's

@@ -100,6 +100,11 @@ class SeqTrainCase final : public Case {
   }
   // The timed batch's training steps from the graph (the first eager, then captured; then replays)
   // against the same steps on a twin of the model trained eagerly: the losses and the weights after.
+  // Equal bits unless cuBLAS picks another algorithm under capture; then ~1e-7 a GEMM, which Adam's
+  // division by sqrt(v) can turn into a whole lr for a near-zero gradient's weight: per tensor as
+  // relative L2, 1e-4 (the image trainer's graph test's), while a replay that reused one step's
+  // dropout masks or a stale buffer is off by 1e-2 and more.
+  static constexpr double kGraphTolerance = 1e-4;
   CheckResult verify_graph_steps() {
     auto twin = models::make_seq_model(s_.c);
     twin->copy_params_from(*model_);
@@ -115,9 +120,13 @@ class SeqTrainCase final : public Case {
     }
     eager->sync_to_host(), trainer_->sync_to_host();
     const auto a = model_->params(), e = twin->params();
-    for (std::size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, max_rel_err(a[i]->value.data(), e[i]->value.data(), a[i]->size()));
-    return judge(worst, 1e-5, "3 training steps replayed from a CUDA graph vs the same steps eager (losses, weights)");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      L2Error l2;
+      l2.add(a[i]->value.data(), e[i]->value.data(), a[i]->size());
+      worst = std::max(worst, l2.rel());
+    }
+    return judge(worst, kGraphTolerance, "3 training steps replayed from a CUDA graph vs the same steps eager "
+                                         "(losses, each weight tensor's relative L2)");
   }
 
   double run() override {
