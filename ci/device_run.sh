@@ -518,33 +518,42 @@ ncu_kernel() {
   return $rc
 }
 
-step_ncu() {
-  local log=$1 ncu rc=0 impl dt k parts=""
-  need_ncu || return $?
-  mkdir -p "$work/ncu"
-  for spec in "warptile fp32 sgemm_forward_warptile" "mma bf16 hgemm_forward_mma" "mma_256 bf16 hgemm_forward_mma"; do
-    read -r impl dt k <<<"$spec"
-    ncu_kernel "$log" "$work/ncu/$impl-$ncu_n" "$k" --suite matmul --device "$dev" --sizes "$ncu_n" --dtype "$dt" \
-      --filter "impl=$impl/size=$ncu_n\$" || rc=1
-    parts+="${parts:+; }$impl $ncu_n: $NCU_FACT"
+# ncu_profiles LOG DIR "NAME|KERNEL_REGEX|RUN_ARGS"...: each kernel profiled (ncu_kernel) into
+# DIR/NAME; FACTS = "NAME: its facts; ...". RUN_ARGS split at spaces (no arguments with spaces).
+ncu_profiles() {
+  local log=$1 dir=$2 rc=0 parts="" spec name k args
+  shift 2
+  mkdir -p "$dir"
+  for spec in "$@"; do
+    IFS='|' read -r name k args <<<"$spec"
+    local -a a=()
+    read -r -a a <<<"$args"
+    ncu_kernel "$log" "$dir/$name" "$k" "${a[@]}" || rc=1
+    parts+="${parts:+; }$name: $NCU_FACT"
   done
   FACTS=$parts
   return $rc
 }
 
+step_ncu() {
+  local log=$1 ncu impl dt k specs=()
+  need_ncu || return $?
+  for spec in "warptile fp32 sgemm_forward_warptile" "mma bf16 hgemm_forward_mma" "mma_256 bf16 hgemm_forward_mma"; do
+    read -r impl dt k <<<"$spec"
+    specs+=("$impl-$ncu_n|$k|--suite matmul --device $dev --sizes $ncu_n --dtype $dt --filter impl=$impl/size=$ncu_n\$")
+  done
+  ncu_profiles "$log" "$work/ncu" "${specs[@]}"
+}
+
 # Our tensor-core attention forward at seq 1024, head dim 64, causal (flash_tc: 40% of PyTorch's SDPA
 # on the H100, 2026-11-27; issues 29 and 31 ask 50%), and its pipelined twin: what bounds them.
 step_ncu_attn() {
-  local log=$1 ncu rc=0 impl parts=""
+  local log=$1 ncu impl specs=()
   need_ncu || return $?
-  mkdir -p "$work/ncu-attn"
   for impl in flash_tc flash_tc_pipe; do
-    ncu_kernel "$log" "$work/ncu-attn/$impl" flash_tc_fwd_k --suite attention --device "$dev" \
-      --filter "forward/.*impl=$impl/causal=true/seq=1024/head_dim=64/" || rc=1
-    parts+="${parts:+; }$impl: $NCU_FACT"
+    specs+=("$impl|flash_tc_fwd_k|--suite attention --device $dev --filter forward/.*impl=$impl/causal=true/seq=1024/head_dim=64/")
   done
-  FACTS=$parts
-  return $rc
+  ncu_profiles "$log" "$work/ncu-attn" "${specs[@]}"
 }
 
 # Per-kernel device time of our GPU rnn training step at batch 1 and 8 (ours at 8 took 3.8x its
