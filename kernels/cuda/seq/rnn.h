@@ -11,7 +11,8 @@
 // product and the cell together, a warp per gate row (forward: W_hh's row, backward: W_hh^T's) dotted
 // with the batch's B state rows, the block's units' cells applied from shared memory: T launches a
 // layer and no cuBLAS call per step. Why: on an H100 (2026-11-27) ours' batch-8 step took 3.8x its
-// batch-1 step with cuBLAS per step (a cuBLAS call costs ~11-12 us of host time there; our launch ~3).
+// batch-1 step with cuBLAS per step (a cuBLAS call cost ~11-12 us of host time there, a kernel of
+// ours ~5-7: graph_cache.h).
 // A step reads W_hh once (G H H floats: 256 KB for the default lstm, from L2) and B H state floats
 // per gate row from L1: at B <= 16 that is a few microseconds, latency-bound like the GEMM it replaces.
 #pragma once
