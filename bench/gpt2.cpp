@@ -276,9 +276,9 @@ class OursGpuCase final : public OursTrainCase {
     batches_->rewind();
     model_->zero_grad();
     const std::string what = "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said();
-    if (amp) return judge(w.err, 1.0, what + ", " + dtype_name(p_.dtype) + ": error / tolerance");
-    CheckResult r = judge(w.err, kGpuTolerance, what);
-    if (graph_ && r.ok) r = verify_graph_steps();
+    CheckResult r = amp ? judge(w.err, 1.0, what + ", " + dtype_name(p_.dtype) + ": error / tolerance")
+                        : judge(w.err, kGpuTolerance, what);
+    if (graph_ && r.ok) r = verify_graph_steps();  // (tf32's graph rows too)
     return r;
   }
   // --cuda-graph: 3 steps from the graph (the first eager and captured, then replays) against the
