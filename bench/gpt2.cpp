@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "bench/gpt2_tables.h"
+#include "bench/graph_check.h"
 #include "bench/latency.h"
 #include "bench/peer.h"
 #include "bench/suite.h"
@@ -281,32 +282,20 @@ class OursGpuCase final : public OursTrainCase {
     if (graph_ && r.ok) r = verify_graph_steps();  // (tf32's graph rows too)
     return r;
   }
-  // --cuda-graph: 3 steps from the graph (the first eager and captured, then replays) against the
-  // same steps of an eager trainer on a twin of the model: losses and weights (a second copy of the
-  // weights, gradients and AdamW state on the device for the check: ~2 GB at gpt2-124m).
+  // --cuda-graph: 3 steps from the graph against an eager twin (bench/graph_check.h; a second copy of
+  // the weights, gradients and AdamW state on the device for the check: ~2 GB at gpt2-124m).
   CheckResult verify_graph_steps() {
     auto twin = make_model(config_of(p_), p_);
     twin->copy_params_from(*model_);
     models::TrainOptions o;
     o.device = device_, o.dtype = p_.dtype;
     auto eager = models::make_trainer(*twin, models::gpt2_optimizer(), o);
-    double worst = 0;
-    for (int k = 0; k < 3; ++k) {
-      const models::Batch& b = batches_->next();
-      const float want = eager->train_batch(b), got = trainer_->train_batch(b);
-      worst = std::max(worst, double(std::abs(got - want)) / std::max(1e-30, double(std::abs(want))));
-    }
+    const CheckResult r =
+        check_graph_steps(*trainer_, *model_, *eager, *twin, 3, [&](int) -> const models::Batch& { return batches_->next(); });
     batches_->rewind();
-    eager->sync_to_host(), trainer_->sync_to_host();
-    const auto a = model_->params(), e = twin->params();
-    for (std::size_t i = 0; i < a.size(); ++i) {  // relative L2 per tensor, as the seq suite's (kGraphTolerance)
-      L2Error l2;
-      l2.add(a[i]->value.data(), e[i]->value.data(), a[i]->size());
-      worst = std::max(worst, l2.rel());
-    }
-    return judge(worst, 1e-4, "3 gpt2 steps replayed from a CUDA graph vs the same steps eager (losses, each "
-                              "weight tensor's relative L2)");
+    return r;
   }
+
   double run() override {
     loss_ = trainer_->train_batch(batches_->next());  // waits for the device: the harness's wall time is the step's
     return 0;

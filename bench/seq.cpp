@@ -24,6 +24,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "bench/graph_check.h"
 #include "bench/latency.h"
 #include "bench/markdown.h"
 #include "bench/napkin.h"
@@ -98,35 +99,16 @@ class SeqTrainCase final : public Case {
     if (graph_ && r.ok) r = verify_graph_steps();
     return r;
   }
-  // The timed batch's training steps from the graph (the first eager, then captured; then replays)
-  // against the same steps on a twin of the model trained eagerly: the losses and the weights after.
-  // Equal bits unless cuBLAS picks another algorithm under capture; then ~1e-7 a GEMM, which Adam's
-  // division by sqrt(v) can turn into a whole lr for a near-zero gradient's weight: per tensor as
-  // relative L2, 1e-4 (the image trainer's graph test's), while a replay that reused one step's
-  // dropout masks or a stale buffer is off by 1e-2 and more.
-  static constexpr double kGraphTolerance = 1e-4;
+  // The timed batch's training steps from the graph against an eager twin (bench/graph_check.h).
   CheckResult verify_graph_steps() {
     auto twin = models::make_seq_model(s_.c);
     twin->copy_params_from(*model_);
     models::TrainOptions o;
     o.device = device_;
     auto eager = models::make_trainer(*twin, models::default_optimizer(s_.c.model), o);
-    double worst = 0;
-    for (int k = 0; k < 3; ++k) {
-      const models::Batch& b = batcher_->gather(*data_, order_, first_window(k, batch_, data_->size()), batch_);
-      const float want = eager->train_batch(b);
-      const float got = trainer_->train_batch(b);
-      worst = std::max(worst, double(std::abs(got - want)) / std::max(1e-30, double(std::abs(want))));
-    }
-    eager->sync_to_host(), trainer_->sync_to_host();
-    const auto a = model_->params(), e = twin->params();
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      L2Error l2;
-      l2.add(a[i]->value.data(), e[i]->value.data(), a[i]->size());
-      worst = std::max(worst, l2.rel());
-    }
-    return judge(worst, kGraphTolerance, "3 training steps replayed from a CUDA graph vs the same steps eager "
-                                         "(losses, each weight tensor's relative L2)");
+    return check_graph_steps(*trainer_, *model_, *eager, *twin, 3, [&](int k) -> const models::Batch& {
+      return batcher_->gather(*data_, order_, first_window(k, batch_, data_->size()), batch_);
+    });
   }
 
   double run() override {
