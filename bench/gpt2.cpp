@@ -290,8 +290,8 @@ class OursGpuCase final : public OursTrainCase {
     models::TrainOptions o;
     o.device = device_, o.dtype = p_.dtype;
     auto eager = models::make_trainer(*twin, models::gpt2_optimizer(), o);
-    const CheckResult r =
-        check_graph_steps(*trainer_, *model_, *eager, *twin, 3, [&](int) -> const models::Batch& { return batches_->next(); });
+    const CheckResult r = check_graph_steps(*trainer_, *model_, *eager, *twin, 3,
+                                            [&](int) -> const models::Batch& { return batches_->next(); });
     batches_->rewind();
     return r;
   }

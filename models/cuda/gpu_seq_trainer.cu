@@ -121,9 +121,7 @@ class GpuSeqTrainer final : public Trainer {
   }
 
   std::string describe() const override {
-    bool cudnn = false;
-    for (const Node& n : m_.nodes())
-      if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get())) cudnn = cudnn || r->impl == RnnImpl::cudnn;
+    const bool cudnn = cudnn_rnn() != nullptr;
     std::string gemms = o_.dtype == DType::fp32 ? "fp32" : std::string("fp32, GEMM operands ") +
                             dtype_name(o_.dtype) + " (" + cuda::gemm_f32_compute_name(o_.dtype) + ")";
     if (scaler_.enabled()) gemms += " + loss scaling";
@@ -312,10 +310,15 @@ class GpuSeqTrainer final : public Trainer {
   // offset (dropout_offset_); cuDNN's RNN refills its weight space on the host's decision; the fp16
   // loss scaler and 16-bit GEMM operands are refused with cuda_graph at construction.
   std::string step_graph_refusal() const {
-    for (const Node& n : m_.nodes())
-      if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get()); r && r->impl == RnnImpl::cudnn)
-        return r->p[0].name + ": cuDNN's RNN is not captured (its weight space is refilled per step): impl ours";
+    if (const Recurrent* r = cudnn_rnn())
+      return r->p[0].name + ": cuDNN's RNN is not captured (its weight space is refilled per step): impl ours";
     return "";
+  }
+  // The model's first recurrent layer on cuDNN's RNN API (impl cudnn), else null.
+  const Recurrent* cudnn_rnn() const {
+    for (const Node& n : m_.nodes())
+      if (auto* r = dynamic_cast<const Recurrent*>(n.layer.get()); r && r->impl == RnnImpl::cudnn) return r;
+    return nullptr;
   }
 
   // zero-grad, forward, loss, backward (and the optimizer step when `optimize`); the batch's loss.
