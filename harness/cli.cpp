@@ -14,6 +14,7 @@
 #include "harness/results.h"
 #include "harness/sweep.h"
 #include "kernels/common/errors.h"
+#include "kernels/common/rnn_step_env.h"
 #include "kernels/cpu/openblas_core.h"
 #include "kernels/cpu/threads.h"
 
@@ -32,8 +33,7 @@ bool check_environment() {
     if (const char* v = std::getenv("DLB_CPU_THREADS"); v && *v)
       parse_int(v, "DLB_CPU_THREADS", 1, cpu::kMaxKernelThreads);
     max_input_bytes();
-    if (const char* v = std::getenv("DLB_RNN_STEP"); v && *v && std::string(v) != "cublas" && std::string(v) != "fused")
-      throw UsageError("DLB_RNN_STEP=" + std::string(v) + ": expected cublas or fused");  // (kernels/cuda/seq/rnn.h)
+    rnn_step_fused_from_env();  // a bad DLB_RNN_STEP, in CPU-only builds too
     const std::string why = cpu::openblas_core_env_problem();
     if (!why.empty()) throw UsageError("DLBENCH_OPENBLAS_CORE=" + std::string(std::getenv("DLBENCH_OPENBLAS_CORE")) + ": " + why);
   } catch (const UsageError& e) {

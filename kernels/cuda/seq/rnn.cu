@@ -3,10 +3,7 @@
 // fused kernel for the recurrent product and the cells (rnn_step_path).
 #include "kernels/cuda/seq/rnn.h"
 
-#include <cstdlib>
-#include <string>
-
-#include "kernels/common/errors.h"
+#include "kernels/common/rnn_step_env.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/seq/common.cuh"
 
@@ -232,13 +229,7 @@ void copy_or_zero(float* dst, const float* src, std::size_t n, cudaStream_t st) 
 
 RnnStep rnn_step_path(const RnnShape& s, DType gemm, RnnStep asked) {
   if (asked == RnnStep::automatic) {
-    static const RnnStep env = [] {
-      const char* v = std::getenv("DLB_RNN_STEP");
-      const std::string e = v ? v : "";
-      if (e.empty() || e == "cublas") return RnnStep::cublas;
-      if (e == "fused") return RnnStep::fused;
-      throw InputError("DLB_RNN_STEP=" + e + ": expected cublas or fused");
-    }();
+    static const RnnStep env = rnn_step_fused_from_env() ? RnnStep::fused : RnnStep::cublas;
     asked = env;
   }
   return asked == RnnStep::fused && gemm == DType::fp32 && s.B <= kFusedMaxBatch ? RnnStep::fused : RnnStep::cublas;
