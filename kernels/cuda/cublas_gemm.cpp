@@ -5,8 +5,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 
@@ -14,6 +13,7 @@
 #include "kernels/cuda/amp_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
+#include "kernels/cuda/stream_scratch.h"
 
 namespace dlb::cuda {
 
@@ -58,35 +58,6 @@ const Autocast& autocast(DType t) {
   throw Unsupported(std::string("no cuBLAS autocast of fp32 GEMMs to ") + dtype_name(t));
 }
 
-// The 16-bit operand copies, one pair per (device, stream), grown on demand and kept for the
-// process's life (per stream the largest operand seen: for gpt2-124m at B=4, T=1024 the logits'
-// gradient, 4096 x 50304 halves = 412 MB; never returned, and counted by current_device_bytes): the next call's casts on a stream run
-// after this call's GEMM (stream order), so one pair per stream suffices. Growing allocates, which graph capture forbids: the first call of the largest shape
-// must come before any capture (the sequence trainers never capture).
-struct HalfOperands {
-  void* p[2] = {nullptr, nullptr};
-  std::size_t bytes[2] = {0, 0};
-};
-std::mutex g_half_mu;
-HalfOperands& half_operands(cudaStream_t s) {
-  static std::map<std::pair<int, cudaStream_t>, HalfOperands> m;
-  int dev = 0;
-  DLB_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(g_half_mu);
-  return m[{dev, s}];
-}
-std::uint16_t* operand_space(HalfOperands& h, int i, std::size_t elems, cudaStream_t s) {
-  const std::size_t need = std::max<std::size_t>(elems, 1) * 2;
-  if (need > h.bytes[i]) {
-    refuse_inside_capture(s, "gemm_f32: its 16-bit operand space grows (an allocation) inside CUDA graph capture; "
-                             "run the largest GEMM once before capturing");
-    device_free(h.p[i]);  // cudaFree waits for the device: no GEMM still reads it
-    h.p[i] = nullptr, h.bytes[i] = 0;
-    h.p[i] = device_alloc(need);
-    h.bytes[i] = need;
-  }
-  return static_cast<std::uint16_t*>(h.p[i]);
-}
 }  // namespace
 
 const char* gemm_f32_compute_name(DType t) { return autocast(t).name; }
@@ -100,9 +71,14 @@ void gemm_f32(cudaStream_t s, DType t, bool ta, bool tb, long m, long n, long k,
   if (ac.operands != CUDA_R_32F) {  // op(A) is m x k, stored rows x cols with lda; packed with ld = cols
     const bool bf16 = ac.operands == CUDA_R_16BF;
     const long ar = ta ? k : m, acols = ta ? m : k, br = tb ? n : k, bcols = tb ? k : n;
-    HalfOperands& h = half_operands(s);
-    std::uint16_t* ha = operand_space(h, 0, std::size_t(ar) * std::size_t(acols), s);
-    std::uint16_t* hb = operand_space(h, 1, std::size_t(br) * std::size_t(bcols), s);
+    // The copies are the stream's scratch (stream_scratch.h): the next call's casts on `s` run after
+    // this call's GEMM, so one pair per stream suffices; kept at the largest GEMM's size.
+    constexpr const char* kWhy = "gemm_f32: its 16-bit operand space grows (an allocation) inside CUDA graph capture; "
+                                 "run the largest GEMM once before capturing";
+    auto* ha = static_cast<std::uint16_t*>(
+        stream_scratch(s, ScratchSlot::half_a, std::max<std::size_t>(std::size_t(ar) * std::size_t(acols), 1) * 2, kWhy));
+    auto* hb = static_cast<std::uint16_t*>(
+        stream_scratch(s, ScratchSlot::half_b, std::max<std::size_t>(std::size_t(br) * std::size_t(bcols), 1) * 2, kWhy));
     amp_cast_fp32_to_half_2d(a, lda, ar, acols, ha, bf16, s);
     amp_cast_fp32_to_half_2d(b, ldb, br, bcols, hb, bf16, s);
     pa = ha, pb = hb, lda = acols, ldb = bcols;

@@ -29,7 +29,8 @@ void cublas_gemm(CublasGemmMode mode, const void* a, const void* b, float* c, in
 //         as inf/NaN gradients; gpu_seq_trainer.cu)
 // (cublas_gemm.cpp says why not FAST_16BF / FAST_16F: on an H100 they computed in TF32.)
 // Accumulation and C are fp32 in every case; memory does not shrink as under PyTorch's autocast:
-// it grows by the two operand copies (the largest GEMM's, per stream).
+// it grows by the two operand copies (the largest GEMM's, per stream, freed with the stream:
+// stream_scratch.h).
 const char* gemm_f32_compute_name(DType t);  // "CUBLAS_COMPUTE_32F_FAST_TF32", ...; throws for fp64
 // Row-major C[m, n] = alpha op(A) op(B) + beta C on fp32 buffers, computed per `t` (the table above).
 void gemm_f32(cudaStream_t s, DType t, bool ta, bool tb, long m, long n, long k, float alpha, const float* a, long lda,

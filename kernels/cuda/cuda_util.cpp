@@ -6,7 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "kernels/cuda/handles.h"
+#include "kernels/cuda/stream_scratch.h"
 
 namespace dlb::cuda {
 
@@ -120,7 +120,7 @@ void refuse_inside_capture(cudaStream_t s, const std::string& why) {
 Stream::Stream() { DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
 Stream::~Stream() {
   if (!s_) return;
-  release_cublas_workspace(s_);  // (handles.cpp: a workspace per stream)
+  release_stream_scratch(s_);  // its cuBLAS workspace, gemm_f32's operand copies (stream_scratch.h)
   cudaStreamDestroy(s_);
 }
 

@@ -5,10 +5,10 @@
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include "kernels/common/errors.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/stream_scratch.h"
 
 namespace dlb::cuda {
 
@@ -66,17 +66,9 @@ namespace {
 // allocator. Off by default until it has run on a GPU: the default pool is what every gpu test
 // passed with on an H100 (2026-11-27), where the seq suite's batch-8 steps ran 3.8x slower than
 // batch 1 (cause unmeasured; the workspace is one suspect, ci/device_run.sh seq-own-ws the
-// ablation). Why ours at all: the buffer is
-// allocated once, before any capture (a CUDA graph replays the pointer it saw), and its size is
-// known and counted (current_device_bytes). A cuda::Stream frees its own when destroyed
-// (release_cublas_workspace: a trainer's peak does not carry the previous trainer's); at most
-// kMaxStreams streams keep one (raw streams are not released): a new one past that waits for the
-// device and frees the others.
-constexpr std::size_t kMaxStreams = 4;
-struct Workspace {
-  void* p = nullptr;
-  std::size_t bytes = 0;
-};
+// ablation). Why ours at all: the buffer is allocated once, before any capture (a CUDA graph
+// replays the pointer it saw), and its size is known and counted (current_device_bytes). It is a
+// slot of the stream's scratch (stream_scratch.h: freed with its cuda::Stream).
 bool own_workspace() {
   static const bool on = [] {
     const char* v = std::getenv("DLB_CUBLAS_WORKSPACE");
@@ -89,47 +81,18 @@ std::size_t workspace_bytes(int device) {
   DLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   return (major >= 9 ? 32u : 4u) << 20;
 }
-std::map<std::pair<int, cudaStream_t>, Workspace>& workspaces() {
-  static thread_local std::map<std::pair<int, cudaStream_t>, Workspace> m;
-  return m;
-}
-const Workspace& workspace_for(int device, cudaStream_t stream) {
-  auto& m = workspaces();
-  const auto key = std::make_pair(device, stream);
-  if (auto it = m.find(key); it != m.end()) return it->second;
-  refuse_inside_capture(
-      stream, "cuBLAS: a stream's first GEMM inside CUDA graph capture (its workspace is an allocation); run one before");
-  if (m.size() >= kMaxStreams) {
-    DLB_CUDA_CHECK(cudaDeviceSynchronize());  // no kernel still uses the workspaces freed here
-    for (auto& [k, w] : m) device_free(w.p);
-    m.clear();
-  }
-  Workspace w;
-  w.bytes = workspace_bytes(device);
-  w.p = device_alloc(w.bytes);
-  return m.emplace(key, w).first->second;
-}
 }  // namespace
-
-void release_cublas_workspace(cudaStream_t stream) noexcept {
-  auto& m = workspaces();
-  for (auto it = m.begin(); it != m.end();)
-    if (it->first.second == stream) {
-      cudaStreamSynchronize(stream);  // its GEMMs are done with it
-      device_free(it->second.p);
-      it = m.erase(it);
-    } else {
-      ++it;
-    }
-}
 
 cublasHandle_t cublas_handle_on(cudaStream_t stream) {
   cublasHandle_t h = cublas_handle();
   DLB_CUBLAS_CHECK(cublasSetStream(h, stream));
   DLB_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   if (own_workspace()) {
-    const Workspace& w = workspace_for(current_device(), stream);
-    DLB_CUBLAS_CHECK(cublasSetWorkspace(h, w.p, w.bytes));
+    const std::size_t bytes = workspace_bytes(current_device());
+    void* w = stream_scratch(stream, ScratchSlot::cublas_workspace, bytes,
+                             "cuBLAS: a stream's first GEMM inside CUDA graph capture (its workspace is an allocation); "
+                             "run one before");
+    DLB_CUBLAS_CHECK(cublasSetWorkspace(h, w, bytes));
   }
   return h;
 }

@@ -13,9 +13,6 @@ namespace dlb::cuda {
 // fp32; tensor cores for half inputs). The handle is shared and keeps whatever its last user set (a
 // stream that may be destroyed by now, PEDANTIC math): every cuBLAS call site takes it through here.
 cublasHandle_t cublas_handle_on(cudaStream_t stream);
-// Frees the cuBLAS workspace cublas_handle_on made for `stream` (after waiting for the stream); a
-// no-op without one. cuda::Stream's destructor calls it.
-void release_cublas_workspace(cudaStream_t stream) noexcept;
 cublasLtHandle_t cublaslt_handle();
 cudnnHandle_t cudnn_handle_on(cudaStream_t stream);  // the same for cuDNN (stream only)
 

@@ -1,15 +1,18 @@
 // The GPU memory tracker in kernels/cuda/cuda_util (our own device bytes, current and peak, the
-// equivalent of torch.cuda.max_memory_allocated) and the driver's cudaMemGetInfo view; the cuBLAS
-// workspaces of kernels/cuda/handles.cpp, which it counts. Skips without a device.
+// equivalent of torch.cuda.max_memory_allocated) and the driver's cudaMemGetInfo view; the per-stream
+// scratch of kernels/cuda/stream_scratch.cpp (cuBLAS workspaces, gemm_f32's operand copies), which it
+// counts. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/common/errors.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/handles.h"
+#include "kernels/cuda/stream_scratch.h"
 #include "tests/gpu_test.h"
 
 using namespace dlb;
@@ -142,27 +145,67 @@ TEST(CudaRaii, StreamAndEventsTimeACopy) {
   (void)cudaGetLastError();
 }
 
-// Under DLB_CUBLAS_WORKSPACE=1 cublas_handle_on gives each stream its own workspace (allocated
-// once, counted by the tracker) and keeps at most 4: a fifth stream frees the others first. The
-// switch is read once, at the process's first cuBLAS binding: this test sets it, and no test before
-// it in this binary binds cuBLAS. Not yet run on a GPU.
-TEST(MemTrack, CublasWorkspaceOncePerStreamAtMostFour) {
+// A stream's scratch (kernels/cuda/stream_scratch.h) is allocated once per slot, counted by the
+// tracker, grown only when a larger size is asked, and freed when its cuda::Stream is destroyed: a
+// case's peak never carries the previous case's buffers. Not yet run on a GPU.
+TEST(MemTrack, StreamScratchGrowsOnceAndIsFreedWithItsStream) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t c0 = cuda::current_device_bytes();
+  {
+    cuda::Stream s;
+    void* a = cuda::stream_scratch(s, cuda::ScratchSlot::half_a, 1 << 20, "test");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(cuda::current_device_bytes(), c0 + (1 << 20));
+    EXPECT_EQ(cuda::stream_scratch(s, cuda::ScratchSlot::half_a, 1 << 10, "test"), a);  // smaller: the same
+    void* b = cuda::stream_scratch(s, cuda::ScratchSlot::half_b, 1 << 20, "test");
+    EXPECT_NE(b, a);  // another slot, another buffer
+    cuda::stream_scratch(s, cuda::ScratchSlot::half_a, 4 << 20, "test");  // grown: the old one freed
+    EXPECT_EQ(cuda::current_device_bytes(), c0 + (5 << 20));
+    cuda::Stream other;
+    EXPECT_NE(cuda::stream_scratch(other, cuda::ScratchSlot::half_b, 1 << 20, "test"), b);  // per stream
+    EXPECT_EQ(cuda::current_device_bytes(), c0 + (6 << 20));
+  }
+  EXPECT_EQ(cuda::current_device_bytes(), c0);
+}
+
+// Growing inside capture throws the caller's reason (and leaves the capture to be ended).
+TEST(MemTrack, StreamScratchRefusesToGrowInsideCapture) {
+  SKIP_WITHOUT_GPU();
+  cuda::Stream s;
+  void* a = cuda::stream_scratch(s, cuda::ScratchSlot::half_a, 1 << 20, "test");
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  EXPECT_EQ(cuda::stream_scratch(s, cuda::ScratchSlot::half_a, 1 << 20, "grow"), a);  // fits: no allocation
+  try {
+    cuda::stream_scratch(s, cuda::ScratchSlot::half_a, 2 << 20, "grow inside capture");
+    ADD_FAILURE() << "grew inside capture";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "grow inside capture");
+  }
+  cudaGraph_t g = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  if (g) cudaGraphDestroy(g);
+}
+
+// Under DLB_CUBLAS_WORKSPACE=1 cublas_handle_on gives each stream its own workspace (one of its
+// scratch slots), allocated once and freed with the stream. The switch is read once, at the
+// process's first cuBLAS binding: this test sets it, and no test before it in this binary binds
+// cuBLAS. Not yet run on a GPU.
+TEST(MemTrack, CublasWorkspaceOncePerStreamFreedWithIt) {
   SKIP_WITHOUT_GPU();
   setenv("DLB_CUBLAS_WORKSPACE", "1", 1);
   int dev = 0, major = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
   const std::size_t ws = std::size_t(major >= 9 ? 32 : 4) << 20;
-  std::vector<cuda::Stream> streams(6);
-  const std::size_t c0 = cuda::current_device_bytes();  // (may hold earlier tests' workspaces)
-  cuda::cublas_handle_on(streams[0]);
-  const std::size_t c1 = cuda::current_device_bytes();
-  EXPECT_LE(c1, c0 + ws);  // one new workspace at most
-  cuda::cublas_handle_on(streams[0]);
-  EXPECT_EQ(cuda::current_device_bytes(), c1);  // the same stream: not a second one
-  for (cuda::Stream& s : streams) cuda::cublas_handle_on(s);
-  const std::size_t c2 = cuda::current_device_bytes();
-  EXPECT_LE(c2, c0 + 4 * ws);  // six streams, four workspaces at most
-  cuda::cublas_handle_on(streams.back());
-  EXPECT_EQ(cuda::current_device_bytes(), c2);  // the last stream's is held
+  const std::size_t c0 = cuda::current_device_bytes();
+  {
+    std::vector<cuda::Stream> streams(3);
+    cuda::cublas_handle_on(streams[0]);
+    EXPECT_EQ(cuda::current_device_bytes(), c0 + ws);
+    cuda::cublas_handle_on(streams[0]);
+    EXPECT_EQ(cuda::current_device_bytes(), c0 + ws);  // the same stream: not a second one
+    for (cuda::Stream& s : streams) cuda::cublas_handle_on(s);
+    EXPECT_EQ(cuda::current_device_bytes(), c0 + 3 * ws);
+  }
+  EXPECT_EQ(cuda::current_device_bytes(), c0);
 }
