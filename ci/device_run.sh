@@ -467,10 +467,11 @@ step_sanitize() {
   mkdir -p "$work/sanitize"
   # Only our kernels' tests, small shapes: the matmul rows named <impl>_<m>x<n>x<k> less cuBLAS's
   # and the three largest shapes, the implicit-GEMM conv, the amp kernels, the fused RNN step (memcheck
-  # only: its test runs cuBLAS too, whose hazards racecheck flags). Not the trainer (every
+  # only: its test runs cuBLAS too, whose hazards racecheck flags), flash_tc_pipe's cp.async double
+  # buffer (memcheck and racecheck: its test runs only flash_tc and it). Not the trainer (every
   # cuDNN algorithm search under memcheck) nor cuBLAS's kernels (racecheck flags their hazards).
   local mm='Impls/GpuSgemm.*:Impls/GpuHalf.*:GpuGemmOffsetPointers.*:GpuGemmF32.*-*cublas*:*_1000x1000x1000:*_512x1024x27:*_300x70x1001'
-  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:$mm racecheck:test_matmul_gpu:$mm memcheck:test_conv_gpu:ConvGpu.ImplicitGemmForward racecheck:test_conv_gpu:ConvGpu.ImplicitGemmForward memcheck:test_amp_gpu:AmpGpu.* racecheck:test_amp_gpu:AmpGpu.* memcheck:test_seq_gpu:SeqGpu.RnnFused*"}
+  local list=${DLB_SANITIZE:-"memcheck:test_matmul_gpu:$mm racecheck:test_matmul_gpu:$mm memcheck:test_conv_gpu:ConvGpu.ImplicitGemmForward racecheck:test_conv_gpu:ConvGpu.ImplicitGemmForward memcheck:test_amp_gpu:AmpGpu.* racecheck:test_amp_gpu:AmpGpu.* memcheck:test_seq_gpu:SeqGpu.RnnFused* memcheck:test_seq_gpu:SeqGpu.FlashTcPipe* racecheck:test_seq_gpu:SeqGpu.FlashTcPipe*"}
   local -a specs; read -r -a specs <<<"$list"  # (read: no pathname expansion of the filters)
   for spec in "${specs[@]}"; do
     tool=${spec%%:*}; spec=${spec#*:}; b=${spec%%:*}; filter=${spec#*:}
