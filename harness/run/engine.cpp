@@ -16,6 +16,7 @@
 #include "harness/stats.h"
 #include "harness/run/stopping.h"
 #include "harness/run/timer.h"
+#include "kernels/common/device_bytes.h"
 #include "kernels/common/child.h"
 #include "kernels/common/nvtx.h"
 #include "kernels/cpu/peak.h"
@@ -69,7 +70,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // 1. Make, set up and verify; choose how the case's repetitions are timed. False: the case runs out
 // of memory beside the cases already set up, and is left for the next window.
+// Device memory: every phase of a case runs as its owner (kernels/common/device_bytes.h), so its
+// peak_device_bytes are its own in a window of cases set up together.
+long owner(const Slot& s) { return long(s.index) + 1; }
+
 bool prepare(Slot& s, const TimingPolicy& policy, bool alone) {
+  const MemOwnerScope own(owner(s));
+  device_bytes().reset_peak();  // (an owner id an earlier run in this process used)
   try {
     s.c = s.spec->make();
     // Setup (plans, algorithm searches, autotuning, weights) and verification, timed apart from the
@@ -80,6 +87,9 @@ bool prepare(Slot& s, const TimingPolicy& policy, bool alone) {
     t0 = std::chrono::steady_clock::now();
     const CheckResult chk = s.c->verify();
     s.base["verify_s"] = seconds_since(t0);
+    // The device peak is the timed iterations' (what the case holds, and what its steps add), not
+    // the verification's: an eager twin or a reference it built and freed is not the case's cost.
+    device_bytes().reset_peak();
     s.base["verified"] = chk.ok;
     s.base["max_rel_err"] = chk.max_rel_err;
     s.base["tolerance"] = chk.tolerance;
@@ -113,6 +123,7 @@ bool prepare(Slot& s, const TimingPolicy& policy, bool alone) {
 
 // One repetition of slot s. False when it failed: the error entry is then the case's record.
 bool time_one(Slot& s, const Peaks& peaks, bool others_ran) {
+  const MemOwnerScope own(owner(s));
   // Warm-up: before the first repetition; a share of it before a later one when other cases are
   // timed in between (their data took the caches).
   double warm = 0;
@@ -171,7 +182,10 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
   WindowResult res;
   std::vector<Slot> slots;
   auto abandon = [&] {
-    for (auto& s : slots) teardown(s.c);
+    for (auto& s : slots) {
+      const MemOwnerScope own(owner(s));
+      teardown(s.c);
+    }
     res.cases.clear();
     res.interrupted = true;
     return res;
@@ -245,6 +259,7 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
     meters["host_peak_rss_scope"] = !rss_reset ? "process" : one ? "case" : "window";
   }
   for (auto& s : slots) {
+    const MemOwnerScope own(owner(s));  // (its annotate reads its device peak)
     if (s.timing) {
       json m = meters;
       if (!policy.trace_dir.empty()) {  // --profile: one more step, untimed, after the timing (bench/profile.h)

@@ -2,10 +2,8 @@
 #include "kernels/cuda/cuda_util.h"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
-#include <unordered_map>
 
+#include "kernels/common/device_bytes.h"
 #include "kernels/cuda/stream_scratch.h"
 
 namespace dlb::cuda {
@@ -20,12 +18,6 @@ void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int lin
                            ") in " + expr + " at " + file + ":" + std::to_string(line));
 }
 
-namespace {
-std::mutex g_mu;
-std::unordered_map<void*, std::size_t> g_sizes;
-std::atomic<std::size_t> g_current{0}, g_peak{0};
-}  // namespace
-
 void* device_alloc(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
@@ -35,31 +27,19 @@ void* device_alloc(std::size_t bytes) {
     throw OutOfMemory("cudaMalloc of " + std::to_string(bytes) + " bytes");
   }
   if (e != cudaSuccess) throw_cuda_error(e, "cudaMalloc", __FILE__, __LINE__);
-  std::lock_guard<std::mutex> lk(g_mu);
-  g_sizes[p] = bytes;
-  const std::size_t now = g_current += bytes;
-  std::size_t prev = g_peak.load();
-  while (now > prev && !g_peak.compare_exchange_weak(prev, now)) {
-  }
+  device_bytes().add(p, bytes);  // charged to the case in force (kernels/common/device_bytes.h)
   return p;
 }
 
 void device_free(void* p) noexcept {
   if (!p) return;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    auto it = g_sizes.find(p);
-    if (it != g_sizes.end()) {
-      g_current -= it->second;
-      g_sizes.erase(it);
-    }
-  }
+  device_bytes().remove(p);
   cudaFree(p);
 }
 
-std::size_t current_device_bytes() { return g_current.load(); }
-std::size_t peak_device_bytes() { return g_peak.load(); }
-void reset_peak_device_bytes() { g_peak.store(g_current.load()); }
+std::size_t current_device_bytes() { return device_bytes().current(); }
+std::size_t peak_device_bytes() { return device_bytes().peak(); }
+void reset_peak_device_bytes() { device_bytes().reset_peak(); }
 
 DeviceMemInfo device_mem_info() {
   DeviceMemInfo m;

@@ -28,7 +28,9 @@ void device_free(void* p) noexcept;
 // allocate (or search) on their first use, which a capture cannot record.
 void refuse_inside_capture(cudaStream_t s, const std::string& why);
 
-// Bytes we currently hold through device_alloc, and the high-water mark since the last reset.
+// Bytes we currently hold through device_alloc, and the high-water mark since the last reset: the
+// case's own inside the timing engine's scope of a case, else the process's
+// (kernels/common/device_bytes.h).
 std::size_t current_device_bytes();
 std::size_t peak_device_bytes();
 void reset_peak_device_bytes();
