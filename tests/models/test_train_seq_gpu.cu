@@ -253,12 +253,14 @@ TEST(SeqGpuTrainer, GraphTrainingStepsAreTheEagerSteps) {
       const std::size_t first = std::size_t(s % 3) * 4;
       const float want = te->train_batch(be.gather(data, order, first, sizes[s]));
       const float got = tg->train_batch(bg.gather(data, order, first, sizes[s]));
-      EXPECT_NEAR(got, want, 1e-5 * std::abs(want)) << "step " << s << ", batch " << sizes[s];
+      // 1e-4 relative, as bench/graph_check.h: a cuBLAS algorithm chosen otherwise under capture
+      // rounds otherwise, and Adam carries that into later losses (not measured yet); a replay that
+      // repeated step 0's dropout masks would move a loss by ~1e-3 or more (estimated, dropout 0.1).
+      const double tol = 1e-4 * std::abs(want);
+      EXPECT_NEAR(got, want, tol) << "step " << s << ", batch " << sizes[s];
       if (s == 3) {  // eager calls between replays
-        EXPECT_NEAR(tg->gradients(bg.gather(data, order, 0, 2)), te->gradients(be.gather(data, order, 0, 2)),
-                    1e-5 * std::abs(want));
-        EXPECT_NEAR(tg->infer_batch(bg.gather(data, order, 4, 4)), te->infer_batch(be.gather(data, order, 4, 4)),
-                    1e-5 * std::abs(want));
+        EXPECT_NEAR(tg->gradients(bg.gather(data, order, 0, 2)), te->gradients(be.gather(data, order, 0, 2)), tol);
+        EXPECT_NEAR(tg->infer_batch(bg.gather(data, order, 4, 4)), te->infer_batch(be.gather(data, order, 4, 4)), tol);
       }
     }
     // Equal bits unless cuBLAS picks another algorithm under capture; Adam can turn that rounding into
