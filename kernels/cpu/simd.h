@@ -8,13 +8,16 @@
 // struct Scalar (1 float, plain C++) has the same operations, so a body also compiles for the
 // scalar ISA level. Beyond the FMA core: arithmetic, compare + select, masked tails (load_n /
 // store_n), horizontal sums and maxima, and ldexp; kernels/cpu/seq/vmath.inc builds exp, tanh and
-// sigmoid on them, once over V. And a few 32-bit integer lane operations (ivec) for Philox.
+// sigmoid on them, once over V. And a few 32-bit integer lane operations (ivec) for Philox, and
+// an L x L tile transpose (the conv kernels' layout changes, kernels/cpu/conv2d/bwd_data_cols.inc).
 #pragma once
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "kernels/cpu/transpose_avx512.h"
 #endif
 
 namespace dlb::cpu::simd {
@@ -57,6 +60,12 @@ struct Scalar {
     hi = std::uint32_t(r >> 32), lo = std::uint32_t(r);
   }
   static inline vec uniform(ivec w) { return float(w >> 8) * (1.0f / 16777216.0f); }  // philox_uniform
+  // An L x L tile transposed: dst[j*ldd + i] = src[i*lds + j] for rows i < nr, columns j < nc (src
+  // rows beyond nr read as zeros, columns beyond nc are not read; dst gets nr floats a row).
+  static inline void transpose_tile(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
+    (void)lds, (void)ldd;
+    if (nr > 0 && nc > 0) *dst = *src;
+  }
 };
 
 }  // namespace dlb::cpu::simd
@@ -130,6 +139,29 @@ struct Avx2 {
   DLB_SIMD_AVX2 vec uniform(ivec w) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)), _mm256_set1_ps(1.0f / 16777216.0f));
   }
+  // The 8 x 8 tile transpose (Scalar's contract): pairs of rows interleaved, then quads, then the
+  // 128-bit halves swapped across; a full tile's rows load and store unmasked (vmaskmov is slow on AMD).
+  DLB_SIMD_AVX2 void transpose_tile(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
+    const __m256i mc = lanes_below(nc), mr = lanes_below(nr);
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i)
+      r[i] = i >= nr    ? _mm256_setzero_ps()
+             : nc == 8 ? _mm256_loadu_ps(src + i * lds)
+                       : _mm256_maskload_ps(src + i * lds, mc);
+    for (int i = 0; i < 8; i += 2)
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+      u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+      r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
+      r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
+    }
+    for (int j = 0; j < nc; ++j)
+      if (nr == 8) _mm256_storeu_ps(dst + j * ldd, r[j]);
+      else _mm256_maskstore_ps(dst + j * ldd, mr, r[j]);
+  }
 };
 
 struct Avx512 {
@@ -176,6 +208,14 @@ struct Avx512 {
   }
   DLB_SIMD_AVX512 vec uniform(ivec w) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), _mm512_set1_ps(1.0f / 16777216.0f));
+  }
+  // The 16 x 16 tile transpose (Scalar's contract), through transpose16x16 (transpose_avx512.h).
+  DLB_SIMD_AVX512 void transpose_tile(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
+    const mask mc = lanes_below(nc), mr = lanes_below(nr);
+    __m512 a[16];
+    for (int i = 0; i < 16; ++i) a[i] = i < nr ? _mm512_maskz_loadu_ps(mc, src + i * lds) : _mm512_setzero_ps();
+    transpose16x16(a);
+    for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + j * ldd, mr, a[j]);
   }
 };
 

@@ -17,6 +17,7 @@
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nn_ops.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/transpose_avx512.h"
 
@@ -209,11 +210,7 @@ inline void for_pixel_blocks(std::size_t PQ, F&& f) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's intrinsics (_mm512_undefined_ps inside)
 #endif
 DLB_AVX512_INLINE void transpose16(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
-  const __mmask16 mc = __mmask16((1u << nc) - 1), mr = __mmask16((1u << nr) - 1);
-  __m512 a[16];
-  for (int i = 0; i < 16; ++i) a[i] = i < nr ? _mm512_maskz_loadu_ps(mc, src + i * lds) : _mm512_setzero_ps();
-  transpose16x16(a);
-  for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + j * ldd, mr, a[j]);
+  simd::Avx512::transpose_tile(src, lds, nr, nc, dst, ldd);
 }
 
 // ---- bf16 helpers (relu_pool.cpp, sparse_dy.cpp) ----
