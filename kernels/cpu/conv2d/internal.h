@@ -147,8 +147,8 @@ void rotate_filters(const Conv2dShape& sh, const float* w, float* wt);
 void rotate_filters_crsk(const Conv2dShape& sh, const float* w, float* wt);
 
 #ifdef DLB_DIRECT_KERNELS
-DLB_AVX512_T void rotate_filters_cols16(const Conv2dShape& sh, const float* w, float* wt);
-DLB_AVX2_FMA void rotate_filters_cols_avx2(const Conv2dShape& sh, const float* w, float* wt);
+// The cols kernels' blocked filters and the kernel: AVX-512 (w512: Filters::rot_cols16) or AVX2 (rot_cols8).
+void rotate_filters_cols(const Conv2dShape& sh, const float* w, float* wt, bool w512);
 void backward_data_cols(const Conv2dShape& sh, const float* dy, const float* wt, float* dx, std::vector<float>& ws,
                         bool w512);
 

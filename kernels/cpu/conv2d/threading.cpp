@@ -71,8 +71,8 @@ void lay_out_filters(Filters f, const Conv2dShape& sh, const float* w, float* ds
 #ifdef DLB_DIRECT_KERNELS
     case Filters::crsk: return filters_to_crsk(sh, w, dst);
     case Filters::rot_crsk: return rotate_filters_crsk(sh, w, dst);
-    case Filters::rot_cols16: return rotate_filters_cols16(sh, w, dst);
-    case Filters::rot_cols8: return rotate_filters_cols_avx2(sh, w, dst);
+    case Filters::rot_cols16: return rotate_filters_cols(sh, w, dst, true);
+    case Filters::rot_cols8: return rotate_filters_cols(sh, w, dst, false);
 #else
     default: return;
 #endif

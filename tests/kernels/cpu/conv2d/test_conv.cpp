@@ -64,11 +64,11 @@ std::vector<Conv2dShape> shapes() {
       // (the k <= c/4 shapes above also run their backward-data through the direct forward kernel,
       // with rotated filters and "full" padding, where the rotated conv has a multiple of 8 outputs)
       // k <= c/4, 3 or 5 taps wide: backward-data by dy columns, at avx512 (c a multiple of 16,
-      // conv2d_backward_data_cols_avx512: 48 = 32 + 16 channels) and at avx2 (c a multiple of 8,
-      // _avx2: 16-channel blocks, a last one of 8 for c = 24 above and 40 here; runs of <= 7
-      // pixels): rows of 20 = 7 + 7 + 6, 17 = 6 + 6 + 5 and 23 = 6 + 6 + 6 + 5 pixels (transpose
-      // tiles of 16 or 8 + the rest), edge runs on both sides, R != S, and padding S - 1 (output
-      // smaller than dy: no border on the left)
+      // bwd_data_cols_avx512: 48 = 32 + 16 channels) and at avx2 (c a multiple of 8,
+      // bwd_data_cols_avx2: 16-channel blocks, a last one of 8 for c = 24 above and 40 here; runs
+      // of <= 7 pixels): rows of 20 = 7 + 7 + 6, 17 = 6 + 6 + 5 and 23 = 6 + 6 + 6 + 5 pixels
+      // (transpose tiles of 16 or 8 + the rest), edge runs on both sides, R != S, and padding S - 1
+      // (output smaller than dy: no border on the left)
       Conv2dShape::make(2, 48, 11, 20, 8, 5, 5, 1),
       Conv2dShape::make(1, 48, 6, 17, 8, 3, 3, 1),
       Conv2dShape::make(2, 32, 10, 12, 8, 3, 5, 1),
