@@ -66,6 +66,9 @@ struct Scalar {
     (void)lds, (void)ldd;
     if (nr > 0 && nc > 0) *dst = *src;
   }
+  // The conv col GEMMs (conv2d/col_gemm.inc): four lane sums added at once, s[0..3] += {sum a,
+  // sum b, sum c, sum d}.
+  static inline void reduce_add4(vec a, vec b, vec c, vec d, float* s) { s[0] += a, s[1] += b, s[2] += c, s[3] += d; }
 };
 
 }  // namespace dlb::cpu::simd
@@ -162,6 +165,12 @@ struct Avx2 {
       if (nr == 8) _mm256_storeu_ps(dst + j * ldd, r[j]);
       else _mm256_maskstore_ps(dst + j * ldd, mr, r[j]);
   }
+  // The conv col GEMMs (conv2d/col_gemm.inc): as Scalar's. Two rounds of hadd and one add give
+  // {sum a, sum b, sum c, sum d} in 5 instructions, against 4 x 6 for four reduce_add.
+  DLB_SIMD_AVX2 void reduce_add4(vec a, vec b, vec c, vec d, float* s) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(s, _mm_add_ps(_mm_loadu_ps(s), _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1))));
+  }
 };
 
 struct Avx512 {
@@ -216,6 +225,17 @@ struct Avx512 {
     for (int i = 0; i < 16; ++i) a[i] = i < nr ? _mm512_maskz_loadu_ps(mc, src + i * lds) : _mm512_setzero_ps();
     transpose16x16(a);
     for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(dst + j * ldd, mr, a[j]);
+  }
+  // The conv col GEMMs (conv2d/col_gemm.inc): as Scalar's, in 13 instructions against 4 x 8 for
+  // four reduce_add (a 75 x 128 dW is 9600 lane sums per image). Per 128-bit lane, unpacks give
+  // {a0+a2, b0+b2, a1+a3, b1+b3} (and c, d), then {a, b, c, d} partial sums; the 4 lanes are added.
+  DLB_SIMD_AVX512 void reduce_add4(vec a, vec b, vec c, vec d, float* s) {
+    const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    const __m512 s4 = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+                                    _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s4), _mm512_extractf32x8_ps(s4, 1));
+    _mm_storeu_ps(s, _mm_add_ps(_mm_loadu_ps(s), _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))));
   }
 };
 
