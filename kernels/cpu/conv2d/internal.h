@@ -178,14 +178,6 @@ DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, cons
 
 // ---- col_gemm.cpp ----
 DLB_AVX512_T void im2col_s1_avx512(const Conv2dShape& sh, const float* x, float* col);
-void conv2d_forward_col_avx512(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y,
-                               float* col);
-DLB_AVX2_FMA void conv2d_forward_col_avx2(const Conv2dShape& sh, const float* x, const float* w, const float* bias,
-                                          float* y, float* col);
-void conv2d_backward_filter_col_avx512(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw,
-                                       float* db, std::vector<float>& ws);
-DLB_AVX2_FMA void conv2d_backward_filter_col_avx2(const Conv2dShape& sh, const float* x, const DyImage& dy_of,
-                                                  float* dw, float* db, std::vector<float>& ws);
 void forward_col(const Conv2dShape& sh, const float* x, const float* w, const float* bias, float* y, float* col,
                  bool w512);
 void backward_filter_col(const Conv2dShape& sh, const float* x, const DyImage& dy_of, float* dw, float* db,
