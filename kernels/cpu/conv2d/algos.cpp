@@ -156,8 +156,7 @@ bool run_bwd_data_rot_col(const ConvCall& c) {
 }
 template <bool W512>
 bool run_bwd_filter_direct(const ConvCall& c) {
-  conv2d_backward_filter_direct_avx2(c.sh, c.x, c.dy, c.out, c.db, ensure_aligned(ws_of(c), c.sh.y_size()),
-                                     W512);
+  backward_filter_direct(c.sh, c.x, c.dy, c.out, c.db, ensure_aligned(ws_of(c), c.sh.y_size()), W512);
   return true;
 }
 template <bool W512>

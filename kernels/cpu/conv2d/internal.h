@@ -173,8 +173,8 @@ bool sparse_dy_run(const Conv2dShape& sh, const float* x, const float* w, const 
 void filters_to_crsk(const Conv2dShape& sh, const float* w, float* wt);
 void forward_direct(const Conv2dShape& sh, const float* x, const float* wt, const float* bias, float* y, float* xpad,
                     bool w512);
-DLB_AVX2_FMA void conv2d_backward_filter_direct_avx2(const Conv2dShape& sh, const float* x, const float* dy, float* dw,
-                                                     float* db, float* dyt, bool w512);
+void backward_filter_direct(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db, float* dyt,
+                            bool w512);
 
 // ---- col_gemm.cpp ----
 DLB_AVX512_T void im2col_s1_avx512(const Conv2dShape& sh, const float* x, float* col);
