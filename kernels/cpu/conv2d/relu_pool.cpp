@@ -240,7 +240,12 @@ std::uint16_t* ensure_aligned_bf16(std::vector<float>& ws, std::size_t n) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_reduce_add_ps (an undefined vector inside)
 #endif
-// pool_grad_filter_sparse's contract (S = the template's) in AVX-512.
+// pool_grad_filter_sparse's contract (S = the template's) in AVX-512, by another algorithm, not the
+// AVX2 one at a wider vector (so not one body over simd.h's widths, as the conv kernels elsewhere
+// are): each image is first copied into a layout of 16/S filter rows a vector, indexed by the
+// winner's output position, with two interleaved accumulator sets, a set-up the bf16 kernel shares;
+// the AVX2 body loads a filter row a vector straight from the image, computes each winner's offset
+// in scalar code, and also takes non-square filters. Their summation orders differ.
 template <int C, int R, int S, bool BF = false>
 DLB_AVX512_T void pool_grad_filter_sparse512(const Conv2dShape& sh, const float* x, int pk, const float* dy,
                                              const float* y, const std::int32_t* arg, long i0, float* dw, float* db) {
