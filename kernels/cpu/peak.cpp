@@ -1,8 +1,9 @@
-// Peak probes (see peak.h). Each thread runs independent FMA chains long enough to hide the FMA
-// latency (12 accumulators > latency 4 x 2 pipes), so the figure is throughput-bound.
+// Peak probes (see peak.h): the FMA chains, one body over the vector width (kernels/cpu/simd.h,
+// compiled once per ISA by kernels/cpu/foreach_isa.h), and the dispatch. Each thread runs
+// independent FMA chains long enough to hide the FMA latency (12 accumulators > latency 4 x 2
+// pipes), so the figure is throughput-bound.
+#ifndef DLB_ISA_PASS
 #include "kernels/cpu/peak.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,52 +14,22 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/simd.h"
+
+namespace dlb::cpu {
+namespace {
+constexpr long kInner = 1 << 14;  // FMAs per chain per rep
+}  // namespace
+}  // namespace dlb::cpu
+
+#define DLB_ISA_NAMESPACE dlb::cpu
+#define DLB_ISA_INCLUDE "kernels/cpu/peak.cpp"
+#include "kernels/cpu/foreach_isa.h"
 
 namespace dlb::cpu {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-constexpr long kInner = 1 << 14;
-
-// flops per call: 12 accumulators x 8 lanes x 2 flop x kInner
-__attribute__((target("avx2,fma"))) float fma_loop_avx2(long reps) {
-  __m256 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.001f * i);
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (long r = 0; r < reps; ++r)
-    for (long k = 0; k < kInner; ++k)
-      for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-  __m256 s = a[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0];
-}
-
-__attribute__((target("avx512f"))) float fma_loop_avx512(long reps) {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(0.001f * i);
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (long r = 0; r < reps; ++r)
-    for (long k = 0; k < kInner; ++k)
-      for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-  __m512 s = a[0];
-  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  return out[0];
-}
-
-float fma_loop_scalar(long reps) {
-  float a[12];
-  for (int i = 0; i < 12; ++i) a[i] = 0.001f * i;
-  for (long r = 0; r < reps; ++r)
-    for (long k = 0; k < kInner; ++k)
-      for (int i = 0; i < 12; ++i) a[i] = a[i] * 0.999999f + 1e-7f;
-  float s = 0;
-  for (float v : a) s += v;
-  return s;
-}
 
 template <class F>
 double parallel_best_rate(int threads, F&& body_rate) {
@@ -81,17 +52,11 @@ double parallel_best_rate(int threads, F&& body_rate) {
   return best;
 }
 
+// The chains at the ISA level in force (the CPU under the DLB_CPU_ISA cap, isa.h).
 float (*fma_loop(int* lanes, std::string* isa))(long) {
-  if (isa_allows(Isa::avx512)) {  // under the DLB_CPU_ISA cap (isa.h)
-    *lanes = 16, *isa = "avx512f";
-    return fma_loop_avx512;
-  }
-  if (isa_allows(Isa::avx2)) {
-    *lanes = 8, *isa = "avx2+fma";
-    return fma_loop_avx2;
-  }
-  *lanes = 1, *isa = "scalar";
-  return fma_loop_scalar;
+  *lanes = isa_allows(Isa::avx512) ? 16 : isa_allows(Isa::avx2) ? 8 : 1;
+  *isa = *lanes == 16 ? "avx512f" : *lanes == 8 ? "avx2+fma" : "scalar";
+  return DLB_ISA_PICK(fma_chains);
 }
 
 int thread_count(int threads) { return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
@@ -135,3 +100,26 @@ CpuPeaks measure_peaks(int threads) {
 }
 
 }  // namespace dlb::cpu
+
+#else  // ---- the FMA chains, once per ISA (foreach_isa.h) ----
+
+using vec = V::vec;
+
+// 12 chains x V::L lanes x 2 flop x kInner per rep. Named accumulators are what GCC keeps in
+// registers (forward_direct_block's note); the chains never meet until the end.
+float fma_chains(long reps) {
+  vec a0 = V::set1(0.f), a1 = V::set1(0.001f), a2 = V::set1(0.002f), a3 = V::set1(0.003f);
+  vec a4 = V::set1(0.004f), a5 = V::set1(0.005f), a6 = V::set1(0.006f), a7 = V::set1(0.007f);
+  vec a8 = V::set1(0.008f), a9 = V::set1(0.009f), a10 = V::set1(0.010f), a11 = V::set1(0.011f);
+  const vec m = V::set1(0.999999f), c = V::set1(1e-7f);
+  for (long r = 0; r < reps; ++r)
+    for (long k = 0; k < kInner; ++k) {
+      a0 = V::fma(a0, m, c), a1 = V::fma(a1, m, c), a2 = V::fma(a2, m, c), a3 = V::fma(a3, m, c);
+      a4 = V::fma(a4, m, c), a5 = V::fma(a5, m, c), a6 = V::fma(a6, m, c), a7 = V::fma(a7, m, c);
+      a8 = V::fma(a8, m, c), a9 = V::fma(a9, m, c), a10 = V::fma(a10, m, c), a11 = V::fma(a11, m, c);
+    }
+  const vec s = V::add(V::add(V::add(a0, a1), V::add(a2, a3)), V::add(V::add(a4, a5), V::add(a6, a7)));
+  return V::reduce_add(V::add(s, V::add(V::add(a8, a9), V::add(a10, a11))));
+}
+
+#endif
