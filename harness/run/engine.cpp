@@ -68,12 +68,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// 1. Make, set up and verify; choose how the case's repetitions are timed. False: the case runs out
-// of memory beside the cases already set up, and is left for the next window.
 // Device memory: every phase of a case runs as its owner (kernels/common/device_bytes.h), so its
 // peak_device_bytes are its own in a window of cases set up together.
 long owner(const Slot& s) { return long(s.index) + 1; }
 
+// 1. Make, set up and verify; choose how the case's repetitions are timed. False: the case runs out
+// of memory beside the cases already set up, and is left for the next window.
 bool prepare(Slot& s, const TimingPolicy& policy, bool alone) {
   const MemOwnerScope own(owner(s));
   device_bytes().reset_peak();  // (an owner id an earlier run in this process used)

@@ -195,16 +195,10 @@ inline void for_pixel_blocks(std::size_t PQ, F&& f) {
   }
 }
 
-// 16 x 16 transpose through registers: dst[j*ldd + i] = src[i*lds + j] for rows i < nr, columns
-// j < nc (src rows beyond nr read as zeros, columns beyond nc are not read, dst gets nr floats a row).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's intrinsics (_mm512_undefined_ps inside)
 #endif
-DLB_AVX512_INLINE void transpose16(const float* src, std::size_t lds, int nr, int nc, float* dst, std::size_t ldd) {
-  simd::Avx512::transpose_tile(src, lds, nr, nc, dst, ldd);
-}
-
 // ---- bf16 helpers (relu_pool.cpp, sparse_dy.cpp) ----
 // v rounded to bf16 (nearest even), as fp32.
 DLB_BF16_INLINE __m512 rounded_bf16(__m512 v) {

@@ -224,8 +224,9 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
     const float* xn = x + std::size_t(n) * C * HW;
     const float* dyn = dy + std::size_t(n) * K * PQ;
     for (int c0 = 0; c0 < C; c0 += 16)
-      for (int i0 = 0; i0 < HW; i0 += 16) transpose16(xn + std::size_t(c0) * HW + i0, HW, 16, std::min(16, HW - i0),
-                                                      xt + std::size_t(i0) * C + c0, C);
+      for (int i0 = 0; i0 < HW; i0 += 16)
+        simd::Avx512::transpose_tile(xn + std::size_t(c0) * HW + i0, HW, 16, std::min(16, HW - i0),
+                                     xt + std::size_t(i0) * C + c0, C);
     if (BF) spread32_bf16(xt, C, std::size_t(HW), x16);
     // the nonzeros, by channel (pixel of the output's top-left tap, position, gradient), then by position
     std::fill(start, start + PQ + 1, 0);
@@ -282,13 +283,14 @@ DLB_AVX512_T void conv2d_backward_sparse_dy_serial(const Conv2dShape& sh, const 
     float* dxn = dx + std::size_t(n) * C * HW;
     for (int i0 = 0; i0 < HW; i0 += 16)
       for (int c0 = 0; c0 < C; c0 += 16)
-        transpose16(dxt + std::size_t(i0) * C + c0, C, std::min(16, HW - i0), 16, dxn + std::size_t(c0) * HW + i0, HW);
+        simd::Avx512::transpose_tile(dxt + std::size_t(i0) * C + c0, C, std::min(16, HW - i0), 16,
+                                     dxn + std::size_t(c0) * HW + i0, HW);
   }
   for (int k = 0; k < K; ++k)  // [K][R][S][C] -> KCRS, 16 x 16 blocks (strided single floats were ~5% of a step)
     for (int t0 = 0; t0 < RS; t0 += 16)
       for (int c0 = 0; c0 < C; c0 += 16)
-        transpose16(acc + (std::size_t(k) * RS + t0) * C + c0, C, std::min(16, RS - t0), 16,
-                    dw + (std::size_t(k) * C + c0) * RS + t0, RS);
+        simd::Avx512::transpose_tile(acc + (std::size_t(k) * RS + t0) * C + c0, C, std::min(16, RS - t0), 16,
+                                     dw + (std::size_t(k) * C + c0) * RS + t0, RS);
   if (db)
     for (int k = 0; k < K; ++k) db[k] = float(bsum[k]);
 }
