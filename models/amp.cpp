@@ -158,38 +158,61 @@ AmpTrainer::AmpTrainer(Model& m, Optimizer& opt, DType dtype, GradScalerConfig c
       exec_(std::make_unique<Executor>(dtype)) {
   if (!(dtype == DType::fp32 || dtype == DType::fp16 || dtype == DType::bf16 || dtype == DType::tf32))
     throw std::invalid_argument(std::string("AmpTrainer: dtype ") + dtype_name(dtype));
+  // A parameter is cast when every layer that reads it is a lower-precision one: a tied weight that an
+  // fp32 or input-type layer reads too (GPT-2's wte: the embedding lookup and the LM head) keeps its
+  // fp32 values, as in PyTorch, where autocast casts only the matmul's copy; the head's bf16 step
+  // casts its operand itself (lm_head_bf16; emulated, the head reads the fp32 weight).
+  std::vector<Param*> fp32_users;
   for (const Node& nd : m_.nodes()) {
-    if (cast_kind(op_info(nd.layer->op()).autocast) != CastKind::lower_precision) continue;  // (throws for no rule)
-    for (Param* p : nd.layer->params())
-      if (std::find(cast_params_.begin(), cast_params_.end(), p) == cast_params_.end()) cast_params_.push_back(p);
+    const bool low = cast_kind(op_info(nd.layer->op()).autocast) == CastKind::lower_precision;  // (throws for no rule)
+    for (Param* p : nd.layer->params()) {
+      auto& into = low ? cast_params_ : fp32_users;
+      if (std::find(into.begin(), into.end(), p) == into.end()) into.push_back(p);
+    }
   }
+  cast_params_.erase(std::remove_if(cast_params_.begin(), cast_params_.end(),
+                                    [&](Param* p) {
+                                      return std::find(fp32_users.begin(), fp32_users.end(), p) != fp32_users.end();
+                                    }),
+                     cast_params_.end());
 }
 
 AmpTrainer::~AmpTrainer() = default;
 
 const Plan& AmpTrainer::plan(int n) { return exec_->plan(m_, n); }
 
+std::size_t AmpTrainer::activation_bytes() const { return exec_->activation_bytes(); }
+
 float AmpTrainer::step(const Batch& b) {
+  const float loss = gradients(b);
+  skipped_ = !scaler_.should_step();
+  if (!skipped_) opt_.step();
+  scaler_.update();
+  return loss;
+}
+
+float AmpTrainer::gradients(const Batch& b, Profiler* prof) {
   if (b.n <= 0) throw UsageError("batch must be positive");
   m_.zero_grad();
   // Master weights aside; lower-precision layers see their parameters rounded (autocast casts the
   // weight and bias of linear/conv on every call).
   const bool lower_on = dtype_ != DType::fp32;
-  master_.resize(0);
-  if (lower_on)
-    for (Param* p : cast_params_) {
-      master_.push_back(p->value);
+  // (the masters' buffers are kept from step to step: a fresh 0.5 GB each step at gpt2-124m would
+  // cost its page faults every step)
+  if (lower_on) {
+    master_.resize(cast_params_.size());
+    for (std::size_t k = 0; k < cast_params_.size(); ++k) {
+      Param* p = cast_params_[k];
+      master_[k].assign(p->value.begin(), p->value.end());
       round_to(dtype_, p->value.data(), p->value.size());
     }
-  const float loss = exec_->forward_backward(m_, b, {nullptr, nullptr, scaler_.scale()});
-  // Masters back; unscale (fp16), skip on inf/NaN, fp32 optimizer step.
+  }
+  const float loss = exec_->forward_backward(m_, b, {prof, nullptr, scaler_.scale()});
+  // Masters back; unscale (fp16).
   if (lower_on)
     for (std::size_t k = 0; k < cast_params_.size(); ++k) cast_params_[k]->value.swap(master_[k]);
   if (scaler_.config().enabled)
     for (Param* p : m_.params()) scaler_.unscale(p->grad.data(), p->grad.size());
-  skipped_ = !scaler_.should_step();
-  if (!skipped_) opt_.step();
-  scaler_.update();
   return loss;
 }
 

@@ -107,6 +107,7 @@ class GradScaler {
 
 class Model;
 class Optimizer;
+class Profiler;
 class Executor;
 struct Batch;
 
@@ -132,6 +133,15 @@ class AmpTrainer {
   AmpTrainer& operator=(const AmpTrainer&) = delete;
   // One training step; returns the fp32 loss (unscaled).
   float step(const Batch& b);
+  // The step without its optimizer update: zero-grad, forward, loss, backward under autocast, the
+  // masters back and the gradients unscaled (fp16: the scaler notes an inf/NaN, found_inf()); what a
+  // check holds against the fp32 step. step() = gradients() + the update (fp16: an inf/NaN found here
+  // stands until that update). prof: a region per plan step and direction (--profile), or null.
+  float gradients(const Batch& b, Profiler* prof = nullptr);
+  std::size_t activation_bytes() const;  // the executor's values and gradients (Model::activation_bytes)
+  // The parameters autocast casts for a step (read only by lower-precision layers; a tied weight that
+  // an fp32 layer reads too is not among them).
+  const std::vector<Param*>& cast_params() const { return cast_params_; }
   DType dtype() const { return dtype_; }
   GradScaler& scaler() { return scaler_; }
   bool last_step_skipped() const { return skipped_; }

@@ -117,8 +117,18 @@ void linear_forward_bf16(Linear& l, const Shape& in, const float* x, float* y, S
 void linear_backward_bf16(Linear& l, const Shape& in, const float* x, const float* dy, float* dx, StepScratch& sc) {
   // dW[out, in] += dy[m, out]^T x[m, in]; db += colsum(dy); dx[m, in] = dy[m, out] W[out, in]
   const int m = l.rows(in);
-  cpu::dense_bf16_backward(m, l.out_f, l.in_f, x, l.weight.value.data(), dy, l.weight.grad.data(), dx, sc.b16);
+  cpu::dense_bf16_backward(m, l.out_f, l.in_f, x, l.weight.value.data(), dy, l.weight.grad.data(), dx, sc.b16, true);
   cpu::bias_rows_backward(dy, l.bias.grad.data(), m, l.out_f);
+}
+
+void lm_head_forward_bf16(TiedLMHead& h, const Shape& in, const float* x, float* y, StepScratch& sc) {
+  const long m = long(in.size() / std::size_t(h.C));  // y[m, V] = x[m, C] wte[:V]^T
+  cpu::dense_bf16_forward(m, h.vocab, h.C, x, h.weight().value.data(), y, sc.b16);
+}
+
+void lm_head_backward_bf16(TiedLMHead& h, const Shape& in, const float* x, const float* dy, float* dx, StepScratch& sc) {
+  const long m = long(in.size() / std::size_t(h.C));  // wte.grad[:V] += dy^T x; dx = dy wte[:V]
+  cpu::dense_bf16_backward(m, h.vocab, h.C, x, h.weight().value.data(), dy, h.weight().grad.data(), dx, sc.b16, true);
 }
 
 void conv_relu_pool_forward_bf16(Conv2d& c, int k, const Shape& in, const float* x, float* y, std::uint16_t* y16,
@@ -207,6 +217,8 @@ void step_forward(const Step& s, const StepArgs& a, StepScratch& sc) {
     case StepKind::conv_transpose_bf16:
       return conv_transpose_forward_bf16(static_cast<ConvTranspose2d&>(*a.layers[0]), a.in[0], a.x(), a.y);
     case StepKind::linear_bf16: return linear_forward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.y, sc);
+    case StepKind::lm_head_bf16:
+      return lm_head_forward_bf16(static_cast<TiedLMHead&>(*a.layers[0]), a.in[0], a.x(), a.y, sc);
     case StepKind::recurrent_bf16: {
       Bf16For<Recurrent> on(*a.layers[0]);
       return a.layers[0]->forward(fwd(a));
@@ -235,6 +247,8 @@ void step_backward(const Step& s, const StepArgs& a, StepScratch& sc) {
       return conv_transpose_backward_bf16(static_cast<ConvTranspose2d&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
     case StepKind::linear_bf16:
       return linear_backward_bf16(static_cast<Linear&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
+    case StepKind::lm_head_bf16:
+      return lm_head_backward_bf16(static_cast<TiedLMHead&>(*a.layers[0]), a.in[0], a.x(), a.dy, a.dx(), sc);
     case StepKind::recurrent_bf16: {
       Bf16For<Recurrent> on(*a.layers[0]);
       return a.layers[0]->backward(bwd(a));

@@ -18,7 +18,8 @@ struct StepScratch {
   std::vector<std::uint16_t> y16;  // bf16 nChw16c: a conv's output, then its dy; or a hand-on output
   std::vector<float> dy;           // a conv's dense dy behind a fused pool (conv_bf16_relu_pool, dense)
   std::vector<float> dw;           // a weight then bias gradient, before it is added into Param::grad
-  cpu::Bf16Scratch b16;            // linear_bf16's operands cast to bf16
+  cpu::Bf16Scratch b16;            // linear_bf16's / lm_head_bf16's operands cast to bf16 (x and W from
+                                   // the forward, read again by the backward)
 };
 
 // What one step sees: its layers (the plan's nodes, in order), its inputs, its output; backward
@@ -66,6 +67,11 @@ void conv_transpose_backward_bf16(ConvTranspose2d& t, const Shape& in, const flo
                                   StepScratch& sc);
 void linear_forward_bf16(Linear& l, const Shape& in, const float* x, float* y, StepScratch& sc);
 void linear_backward_bf16(Linear& l, const Shape& in, const float* x, const float* dy, float* dx, StepScratch& sc);
+// lm_head_bf16: TiedLMHead's three products on bf16 operands (a Linear without bias whose weight is
+// wte's first V rows); wte.grad[:V] += dy^T x, y and dx in fp32. Both kinds' backward reads x and W
+// as their forward cast them into sc.b16 (it must follow its own forward, as the executor runs them).
+void lm_head_forward_bf16(TiedLMHead& h, const Shape& in, const float* x, float* y, StepScratch& sc);
+void lm_head_backward_bf16(TiedLMHead& h, const Shape& in, const float* x, const float* dy, float* dx, StepScratch& sc);
 // conv_relu_pool_bf16: the first layer fused in bf16 (cpu::conv2d_forward_relu_pool_bf16), y16 its
 // output again as bf16 nChw16c (or null); backward: dW, db over the pool's winners in bf16.
 void conv_relu_pool_forward_bf16(Conv2d& c, int k, const Shape& in, const float* x, float* y, std::uint16_t* y16,

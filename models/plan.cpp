@@ -25,6 +25,7 @@ const char* step_kind_name(StepKind k) {
     case StepKind::conv_sparse_dy_bf16: return "conv_sparse_dy_bf16";
     case StepKind::conv_transpose_bf16: return "conv_transpose_bf16";
     case StepKind::linear_bf16: return "linear_bf16";
+    case StepKind::lm_head_bf16: return "lm_head_bf16";
     case StepKind::recurrent_bf16: return "recurrent_bf16";
     case StepKind::attention_bf16: return "attention_bf16";
     case StepKind::conv_relu_pool_bf16: return "conv_relu_pool_bf16";
@@ -101,7 +102,8 @@ void name_algos(const Ctx& c, Step& s) {
     case StepKind::conv_sparse_dy_bf16:
       s.fwd_algo = "onednn_bf16", s.bwd_algo = row(ConvDir::sparse_dy_bf16) + "|onednn_bf16";
       return;
-    case StepKind::linear_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm"; return;
+    case StepKind::linear_bf16:
+    case StepKind::lm_head_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm"; return;
     case StepKind::recurrent_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm+fp32_cell"; return;
     case StepKind::attention_bf16: s.fwd_algo = s.bwd_algo = "bf16_gemm+fp32_core"; return;
     case StepKind::conv_relu_pool_bf16:
@@ -175,6 +177,7 @@ int conv_sparse_dy_bf16(const Ctx& c, int i) {
 int conv_bf16(const Ctx& c, int i) { return c.p.bf16_native && c.op(i) == Op::conv2d ? 1 : 0; }
 int conv_transpose_bf16(const Ctx& c, int i) { return c.p.bf16_native && c.op(i) == Op::conv_transpose2d ? 1 : 0; }
 int linear_bf16(const Ctx& c, int i) { return c.p.bf16_native && c.op(i) == Op::linear ? 1 : 0; }
+int lm_head_bf16(const Ctx& c, int i) { return c.p.bf16_native && c.op(i) == Op::lm_head ? 1 : 0; }
 int recurrent_bf16(const Ctx& c, int i) {
   return c.p.bf16_native && (c.op(i) == Op::rnn_tanh || c.op(i) == Op::lstm) &&
                  static_cast<const Recurrent&>(*c.node(i).layer).impl == RnnImpl::ours
@@ -203,6 +206,7 @@ const struct {
     {StepKind::conv_bf16, conv_bf16},
     {StepKind::conv_transpose_bf16, conv_transpose_bf16},
     {StepKind::linear_bf16, linear_bf16},
+    {StepKind::lm_head_bf16, lm_head_bf16},
     {StepKind::recurrent_bf16, recurrent_bf16},
     {StepKind::attention_bf16, attention_bf16},
     {StepKind::conv_sparse_dy, conv_sparse_dy},

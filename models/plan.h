@@ -30,6 +30,7 @@ enum class StepKind {
   conv_sparse_dy_bf16,  // the same with the sparse-dy backward in bf16 where dy is sparse
   conv_transpose_bf16,  // ConvTranspose2d, oneDNN
   linear_bf16,          // Linear, our bf16 GEMM
+  lm_head_bf16,         // TiedLMHead (GPT-2's LM head on the token embedding), our bf16 GEMM
   recurrent_bf16,       // RNN / LSTM (impl ours): its GEMMs on bf16 operands, gate math and state in fp32
   attention_bf16,       // MultiheadAttention with projections: those GEMMs on bf16 operands, the core fp32
   conv_relu_pool_bf16,  // a first Conv2d -> ReLU -> MaxPool2d per image in bf16; dW over the winners

@@ -111,15 +111,17 @@ void dense_bf16_forward(long m, long n, long k, const float* x, const float* w, 
 }
 
 void dense_bf16_backward(long m, long n, long k, const float* x, const float* w, const float* dy, float* dw, float* dx,
-                         Bf16Scratch& s) {
+                         Bf16Scratch& s, bool cast_by_forward) {
+  // The forward's layout: x in s[0], w in s[1]; dy in s[2].
+  const std::uint16_t* x16 = cast_by_forward ? s[0].data() : as_bf16(x, std::size_t(m * k), s[0]);
   Bf16GemmArgs g;
   g.trans_a = true, g.m = n, g.n = k, g.k = m, g.beta = 1.f, g.c = dw;
-  g.a = as_bf16(dy, std::size_t(m * n), s[0]), g.b = as_bf16(x, std::size_t(m * k), s[1]);
+  g.a = as_bf16(dy, std::size_t(m * n), s[2]), g.b = x16;
   bf16_gemm(g);
   if (!dx) return;
   Bf16GemmArgs d;
   d.m = m, d.n = k, d.k = n, d.a = g.a, d.c = dx;
-  d.b = as_bf16(w, std::size_t(n * k), s[2]);
+  d.b = cast_by_forward ? s[1].data() : as_bf16(w, std::size_t(n * k), s[1]);
   bf16_gemm(d);
 }
 

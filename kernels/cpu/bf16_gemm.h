@@ -38,13 +38,16 @@ void bf16_gemm(const Bf16GemmArgs& g);
 using Bf16Scratch = std::vector<std::uint16_t>[3];
 
 // A dense layer's products on bf16 operands (the fp32 ones: sgemm.h's sgemm_nt, sgemm_tn_add,
-// sgemm_nn), x [m x k], W [n x k], y and dy [m x n], fp32 arrays cast into the scratch s[0..2]
-// (exact for bf16-valued ones): y = x W^T; dW += dy^T x and dx = dy W (dx may be null). The bias
-// is the caller's.
+// sgemm_nn), x [m x k], W [n x k], y and dy [m x n], fp32 arrays cast into the scratch (exact for
+// bf16-valued ones; x into s[0], W into s[1], dy into s[2]): y = x W^T; dW += dy^T x and dx = dy W
+// (dx may be null). The bias is the caller's. cast_by_forward: s[0] and s[1] still hold x and W as
+// this product's dense_bf16_forward cast them, unchanged since (a step's own scratch from its forward
+// to its backward): only dy is cast, the same numbers for two fewer casts (at gpt2-124m the weights'
+// 124 M values a step, ~0.75 GB moved).
 void dense_bf16_forward(long m, long n, long k, const float* x, const float* w, float* y,
                         Bf16Scratch& s);
 void dense_bf16_backward(long m, long n, long k, const float* x, const float* w, const float* dy, float* dw, float* dx,
-                         Bf16Scratch& s);
+                         Bf16Scratch& s, bool cast_by_forward = false);
 
 // "onednn (avx512_bf16)", "openblas-sbgemm" or "widen+sgemm (reason)": the path bf16_gemm takes now.
 std::string bf16_gemm_path();

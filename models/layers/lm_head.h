@@ -22,6 +22,7 @@ class TiedLMHead final : public Layer {
   void forward_ref(const Fwd<double>& a) override;
   void backward_ref(const Bwd<double>& a) override;
   double forward_flops(Shapes in) const override { return 2.0 * double(in[0].size()) * vocab; }
+  Param& weight() { return *w_; }  // wte's [Vp, C]; rows [0, vocab) are read
   int vocab, C;
 
  private:

@@ -4,9 +4,14 @@
 // batches cut as llm.c's loader cuts them, AdamW steps lowering the loss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
+#include "kernels/common/autocast_tolerance.h"
 #include "kernels/common/errors.h"
+#include "kernels/cpu/isa.h"
+#include "models/amp.h"
 #include "models/gpt2.h"
 #include "models/layers.h"
 #include "tests/attention_bias.h"
@@ -134,4 +139,53 @@ TEST(Gpt2, CheckpointSegmentsMustHoldTheirValues) {
   EXPECT_THROW(m.forward_backward(Batch{x.data(), nullptr, nullptr, 1}), UsageError);
   m.set_checkpointing(false);
   EXPECT_TRUE(std::isfinite(m.forward_backward(Batch{x.data(), nullptr, nullptr, 1})));
+}
+
+// The bf16 AMP step (AmpTrainer, PyTorch's autocast policy): every Linear's weight and bias is cast,
+// the tied token table is not (its embedding lookup reads fp32, as in PyTorch; the head's bf16 step
+// casts its own operand); where the CPU computes bf16 the plan runs the Linears and the head in bf16
+// steps; the loss and each gradient track the fp32 step within bf16's autocast tolerance and the
+// fp32 values come back unchanged. At the CPU's level and, where that is native, capped below it.
+TEST(Gpt2, Bf16AutocastStepCastsTheLinearsNotTheTiedTable) {
+  const Gpt2Config c = tiny();
+  const bool native = bf16_compute_native();
+  for (const bool capped : {false, true}) {
+    if (capped && !native) break;
+    SCOPED_TRACE(capped ? "capped below avx512_bf16" : "at the CPU's level");
+    std::unique_ptr<cpu::IsaLimit> cap;
+    if (capped) cap = std::make_unique<cpu::IsaLimit>(cpu::Isa::avx512);
+    auto m = make_gpt2(gpt2_random_weights(c, 3), 6), f = make_gpt2(gpt2_random_weights(c, 3), 6);
+    Optimizer opt(gpt2_optimizer(), m->params());
+    AmpTrainer t(*m, opt, DType::bf16);
+    const auto& cast = t.cast_params();
+    EXPECT_EQ(cast.size(), std::size_t(8 * c.num_layers));  // c_attn, attn.c_proj, c_fc, mlp.c_proj: weight, bias
+    EXPECT_EQ(std::count(cast.begin(), cast.end(), &gpt2_param(*m, kWte, 0)), 0);
+    EXPECT_EQ(std::count(cast.begin(), cast.end(), &gpt2_param(*m, kQkvw, 1)), 1);
+    int bf16_steps = 0, heads = 0;
+    for (const Step& s : t.plan(2).steps) {
+      bf16_steps += s.kind == StepKind::linear_bf16 || s.kind == StepKind::lm_head_bf16;
+      heads += s.kind == StepKind::lm_head_bf16;
+    }
+    EXPECT_EQ(bf16_steps, native && !capped ? 4 * c.num_layers + 1 : 0);
+    EXPECT_EQ(heads, native && !capped ? 1 : 0);
+
+    std::vector<std::int32_t> x{3, 0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6}, y{0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6, 8};
+    const void* in[1] = {x.data()};
+    Batch b;
+    b.n = 2, b.labels = y.data(), b.inputs = in;
+    const Gpt2Weights before = gpt2_export(*m, c, false);
+    const double got = t.gradients(b);
+    EXPECT_EQ(gpt2_export(*m, c, false).data, before.data);  // the masters are back, bit for bit
+    f->zero_grad();
+    const double want = f->forward_backward(b);
+    const StepTolerance tol = autocast_step_tolerance(DType::bf16);
+    EXPECT_LT(std::abs(got - want) / std::abs(want), tol.loss);
+    EXPECT_NE(got, want) << "no bf16 rounding seen";
+    const auto pm = m->params(), pf = f->params();
+    for (std::size_t i = 0; i < pm.size(); ++i) {
+      L2Error l2;
+      l2.add(pm[i]->grad.data(), pf[i]->grad.data(), pm[i]->size());
+      EXPECT_LT(l2.rel(), tol.grad_l2) << pm[i]->name;
+    }
+  }
 }

@@ -60,7 +60,12 @@ Out run_step(Layer& l, StepKind k, const Shape& in, const std::vector<float>& x,
   return o;
 }
 StepKind bf16_kind(Op op) {
-  return op == Op::conv2d ? StepKind::conv_bf16 : op == Op::conv_transpose2d ? StepKind::conv_transpose_bf16 : StepKind::linear_bf16;
+  switch (op) {
+    case Op::conv2d: return StepKind::conv_bf16;
+    case Op::conv_transpose2d: return StepKind::conv_transpose_bf16;
+    case Op::lm_head: return StepKind::lm_head_bf16;
+    default: return StepKind::linear_bf16;
+  }
 }
 
 // Layer l (input shape `in`) on bf16 operands from `seed`, its bf16 step against its fp32 path: y and
@@ -101,6 +106,20 @@ TEST(NativeBf16, ConvAndLinearMatchFp32OnBf16Operands) {
     in = os;
   }
   EXPECT_EQ(checked, 5);  // conv1, conv2, fc1..fc3
+}
+
+// GPT-2's LM head on the token embedding (lm_head_bf16): the V real rows of wte [Vp, C] in bf16,
+// y, dx and wte's gradient as the fp32 path gives them (the padded rows' gradient stays zero).
+TEST(NativeBf16, TiedLmHeadMatchesFp32OnBf16Operands) {
+  SKIP_UNLESS_NATIVE();
+  Embedding wte("wte", 40, 24);
+  wte.init(3);
+  round_bf16(wte.weight().value);
+  TiedLMHead head(&wte, 37);
+  expect_native_matches(head, Shape{3, 5, 24}, 9, 1e-4);
+  const Out h = run_step(head, StepKind::lm_head_bf16, Shape{3, 5, 24}, std::vector<float>(3 * 5 * 24, 0.5f),
+                         std::vector<float>(3 * 5 * 37, 1.f));
+  for (std::size_t i = std::size_t(37) * 24; i < h.grads.size(); ++i) ASSERT_EQ(h.grads[i], 0.f) << i;
 }
 
 // Behind ReLU + MaxPool2d a conv's gradients run over dy's nonzeros, in bf16 too (vdpbf16ps,

@@ -414,6 +414,47 @@ TEST_P(EveryIsa, Bf16GemmLauncherMatchesReference) {
   }
 }
 
+// A dense layer's bf16 products (dense_bf16_forward / _backward) against the fp64 loops on the
+// bf16-rounded operands; the backward that reads the forward's casts (cast_by_forward) gives the same
+// bits as the one that casts again, at every level (each bf16 GEMM path).
+TEST_P(EveryIsa, DenseBf16BackwardReusesTheForwardsCasts) {
+  const long m = 19, n = 37, k = 24;  // x [m x k], W [n x k], dy [m x n]
+  std::vector<float> x(m * k), w(n * k), dy(m * n);
+  fill_uniform(x.data(), x.size(), 5), fill_uniform(w.data(), w.size(), 6), fill_uniform(dy.data(), dy.size(), 7);
+  auto r16 = [](float v) { return double(cpu::bf16_to_fp32_ref(cpu::fp32_to_bf16_ref(v))); };
+  std::vector<float> y_ref(m * n), dw_ref(n * k), dx_ref(m * k);
+  for (long i = 0; i < m; ++i)
+    for (long j = 0; j < n; ++j) {
+      double acc = 0;
+      for (long c = 0; c < k; ++c) acc += r16(x[i * k + c]) * r16(w[j * k + c]);
+      y_ref[i * n + j] = float(acc);
+    }
+  for (long j = 0; j < n; ++j)
+    for (long c = 0; c < k; ++c) {
+      double acc = 0;
+      for (long i = 0; i < m; ++i) acc += r16(dy[i * n + j]) * r16(x[i * k + c]);
+      dw_ref[j * k + c] = float(0.5 + acc);  // dW accumulates into what it holds (0.5)
+    }
+  for (long i = 0; i < m; ++i)
+    for (long c = 0; c < k; ++c) {
+      double acc = 0;
+      for (long j = 0; j < n; ++j) acc += r16(dy[i * n + j]) * r16(w[j * k + c]);
+      dx_ref[i * k + c] = float(acc);
+    }
+  std::vector<float> y(m * n), dw[2], dx[2];
+  for (int reuse = 0; reuse < 2; ++reuse) {
+    cpu::Bf16Scratch s;
+    cpu::dense_bf16_forward(m, n, k, x.data(), w.data(), y.data(), s);
+    EXPECT_LT(max_rel_err(y.data(), y_ref.data(), y.size()), 1e-5) << cpu::bf16_gemm_path();
+    dw[reuse].assign(n * k, 0.5f), dx[reuse].assign(m * k, 0.f);
+    cpu::dense_bf16_backward(m, n, k, x.data(), w.data(), dy.data(), dw[reuse].data(), dx[reuse].data(), s, reuse == 1);
+    EXPECT_LT(max_rel_err(dw[reuse].data(), dw_ref.data(), dw_ref.size()), 1e-5) << "dW, reuse " << reuse;
+    EXPECT_LT(max_rel_err(dx[reuse].data(), dx_ref.data(), dx_ref.size()), 1e-5) << "dx, reuse " << reuse;
+  }
+  EXPECT_EQ(std::memcmp(dw[0].data(), dw[1].data(), dw[0].size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(dx[0].data(), dx[1].data(), dx[0].size() * sizeof(float)), 0);
+}
+
 // The replica step's two kernels (models/replicas.h): zero_streaming clears exactly [0, n) from any
 // alignment (the non-temporal body and the plain head and tail), and weighted_sum gives the plain
 // loop's bits (products rounded, then summed in part order) at every length, in place too.
