@@ -11,10 +11,13 @@
 // bf16 / fp16 (fp32 buffers, the rest fp32; fp16 with the device-side loss scaler, its gradients
 // unscaled before the check, `loss_scale` recorded), verified against the CPU fp32 step by relative
 // L2 per tensor within kernels/common/autocast_tolerance.h's, MFU (pct_of_peak) against the dtype's
-// dense tensor-core peak (the harness's harness/gpu_peaks.h, by the record's dtype); the CPU's and
-// the peers' other dtypes are skipped with the reason (the CPU) or not made (the peers), but for
-// PyTorch's bf16 AMP on a GPU (pytorch_gpt2.py --autocast bf16: torch.autocast around the forward,
-// matmuls and SDPA in bf16), made beside ours' bf16 rows; its loss must be finite, as the fp32 peer's.
+// dense tensor-core peak (the harness's harness/gpu_peaks.h, by the record's dtype). On the CPU ours
+// runs fp32 and bf16: the AmpTrainer step (PyTorch's autocast policy; bf16 GEMMs where the CPU has
+// avx512_bf16, recorded as bf16_compute), verified against the fp32 step the same way, MFU against
+// twice the fp32 FMA peak (vdpbf16ps); tf32 / fp16 are skipped there with the reason. The peers'
+// other dtypes are not made, but for PyTorch's bf16 AMP (pytorch_gpt2.py --autocast bf16:
+// torch.autocast around the forward, matmuls and SDPA in bf16; CPU and GPU), made beside ours' bf16
+// rows; its loss must be finite, as the fp32 peer's.
 // Ours on a GPU trains in the CUDA sequence trainer (models/cuda/gpu_seq_trainer.h: cuBLAS fp32 GEMMs,
 // our fused causal attention forward and backward, LayerNorm, GELU, classifier, AdamW), verified as
 // the seq suite verifies its GPU rows but against the CPU fp32 step from the same weights (the first
@@ -59,6 +62,8 @@
 #include "kernels/common/autocast_tolerance.h"
 #include "kernels/common/errors.h"
 #include "kernels/common/verify.h"
+#include "kernels/cpu/bf16_gemm.h"
+#include "models/amp.h"
 #include "models/gpt2.h"
 #include "models/gpt2_decode.h"
 #include "models/layers.h"
@@ -127,7 +132,12 @@ class OursTrainCase : public Case {
   double loss_ = NAN;
 };
 
-// Ours: one AdamW step per iteration on the next batch of the token stream.
+// Ours: one AdamW step per iteration on the next batch of the token stream. --dtype bf16: the step
+// under autocast (models/amp.h AmpTrainer: PyTorch's policy, as the peer's torch.autocast runs it:
+// every Linear and the tied LM head on bf16 operands with fp32 sums, the rest fp32, fp32 masters and
+// AdamW); where the CPU computes bf16 (avx512_bf16 and oneDNN: models::bf16_compute_native) our bf16
+// GEMMs, elsewhere emulated (fp32 kernels on bf16-rounded values: bf16's numbers at fp32's speed),
+// recorded as bf16_compute.
 class OursCase final : public OursTrainCase {
  public:
   explicit OursCase(Point p) : OursTrainCase(std::move(p)) {}
@@ -137,53 +147,36 @@ class OursCase final : public OursTrainCase {
       model_ = make_model(c, p_);
       drop_reference();
       opt_ = std::make_unique<models::Optimizer>(models::gpt2_optimizer(), model_->params());
+      if (amp()) amp_ = std::make_unique<models::AmpTrainer>(*model_, *opt_, p_.dtype);
     } catch (const std::bad_alloc&) {
       throw OutOfMemory("gpt2 " + p_.config);
     }
     batches_ = std::make_unique<models::Gpt2Batcher>(models::gpt2_random_tokens(std::size_t(8) * p_.B * p_.T + 1, c.vocab_size, 2),
                                                      p_.B, p_.T);
   }
-  CheckResult verify() override {
-    // One sequence: the fp32 loss against the fp64 reference's (the LM head's fp64 loops cost
-    // 2 T C V: 5 GFLOP at gpt2-124m T 64).
-    models::Batch one = batches_->next();
-    one.n = 1;
-    model_->zero_grad();
-    const double got = model_->forward_backward(one);
-    model_->sync_ref();
-    const double want = model_->loss_ref(nullptr, one);
-    drop_reference();
-    batches_->rewind();
-    model_->zero_grad();
-    return judge(std::abs(got - want) / std::max(1e-12, std::abs(want)), default_tolerance(DType::fp32) * 10,
-                 "gpt2 loss of one sequence, fp32 vs fp64");
-  }
+  CheckResult verify() override { return amp() ? verify_amp() : verify_fp32(); }
   double run() override {
-    model_->zero_grad();
-    loss_ = model_->forward_backward(batches_->next());
+    loss_ = gradients(batches_->next());
     opt_->step();
-    act_bytes_ = model_->activation_bytes();
+    act_bytes_ = amp_ ? amp_->activation_bytes() : model_->activation_bytes();
     return 0;
   }
   // --profile: one more step on the next batch, region by region (each layer's forward and backward,
   // the loss, zero_grad, AdamW), its loss and gradients checked against an unprofiled step's.
   bool profile(ProfileResult& out) override {
     const models::Batch& b = batches_->next();
-    model_->zero_grad();
-    const double want = model_->forward_backward(b);
+    const double want = gradients(b);
     std::vector<std::vector<float>> ref;
     for (models::Param* q : model_->params()) ref.push_back(q->grad);
     models::WallProfiler prof;
     double got = NAN;
     {
       models::ProfileScope step(&prof, "step", "step");
-      {
+      if (!amp_) {  // (the AmpTrainer zeroes the gradients inside its forward-backward region)
         models::ProfileScope r(&prof, "zero_grad", "optimizer");
         model_->zero_grad();
       }
-      model_->set_profiler(&prof);
-      got = model_->forward_backward(b);
-      model_->set_profiler(nullptr);
+      got = gradients(b, &prof);
       models::ProfileScope r(&prof, "optimizer", "optimizer");
       opt_->step();  // AdamW leaves the gradients as they are: compared below
     }
@@ -201,10 +194,65 @@ class OursCase final : public OursTrainCase {
   void annotate(json& r) const override {
     OursTrainCase::annotate(r);
     r["activation_bytes"] = act_bytes_;
+    if (!amp()) return;
+    const bool native = models::bf16_compute_native();
+    r["autocast"] = "pytorch policy: Linear and the LM head on bf16 operands, fp32 sums; the rest fp32";
+    r["bf16_compute"] = native ? "native" : "emulated";
+    r["bf16_path"] = native ? cpu::bf16_gemm_path() : "bf16-rounded operands and outputs, fp32 kernels";
   }
-  void teardown() override { opt_.reset(), model_.reset(), batches_.reset(); }
+  void teardown() override { amp_.reset(), opt_.reset(), model_.reset(), batches_.reset(); }
 
  private:
+  bool amp() const { return p_.dtype != DType::fp32; }
+  // Zero-grad, forward, loss, backward on b (fp32, or under autocast); the gradients in Param::grad.
+  double gradients(const models::Batch& b, models::Profiler* prof = nullptr) {
+    if (amp_) return amp_->gradients(b, prof);
+    model_->zero_grad();
+    model_->set_profiler(prof);
+    const double loss = model_->forward_backward(b);
+    model_->set_profiler(nullptr);
+    return loss;
+  }
+  CheckResult verify_fp32() {
+    // One sequence: the fp32 loss against the fp64 reference's (the LM head's fp64 loops cost
+    // 2 T C V: 5 GFLOP at gpt2-124m T 64).
+    models::Batch one = batches_->next();
+    one.n = 1;
+    model_->zero_grad();
+    const double got = model_->forward_backward(one);
+    model_->sync_ref();
+    const double want = model_->loss_ref(nullptr, one);
+    drop_reference();
+    batches_->rewind();
+    model_->zero_grad();
+    return judge(std::abs(got - want) / std::max(1e-12, std::abs(want)), default_tolerance(DType::fp32) * 10,
+                 "gpt2 loss of one sequence, fp32 vs fp64");
+  }
+  CheckResult verify_amp() {
+    // The first timed batch, whole: the autocast step's loss and each gradient tensor's relative L2
+    // error against the fp32 step's from the same weights, within autocast_step_tolerance's (bf16's
+    // 8-bit mantissa; the napkin math in kernels/common/autocast_tolerance.h), as the GPU rows are.
+    // The fp32 step is the one the fp32 row verifies against fp64.
+    const models::Batch& b = batches_->next();
+    const double got = amp_->gradients(b);
+    std::vector<std::vector<float>> grads;
+    for (models::Param* q : model_->params()) grads.push_back(q->grad);
+    model_->zero_grad();
+    const double want = model_->forward_backward(b);
+    const StepTolerance tol = autocast_step_tolerance(p_.dtype);
+    WorstError w;
+    w.add(std::abs(got - want) / std::max(1e-12, std::abs(want)) / tol.loss, "the loss");
+    const auto ps = model_->params();
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      L2Error l2;
+      l2.add(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
+      w.add(l2.rel() / tol.grad_l2, ps[i]->name + "'s gradient");
+    }
+    batches_->rewind();
+    model_->zero_grad();
+    return judge(w.err, 1.0, "gpt2 " + std::string(dtype_name(p_.dtype)) + " autocast step: loss and gradients vs the fp32 step" +
+                                 w.said() + ": error / tolerance");
+  }
   // The fp64 copies every Param holds (2 GB at gpt2-124m): only verify's forward reads them (and
   // fills them first). Dropped, the case stays under the harness's 4 GB interleaving window.
   void drop_reference() {
@@ -212,6 +260,7 @@ class OursCase final : public OursTrainCase {
   }
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::Optimizer> opt_;
+  std::unique_ptr<models::AmpTrainer> amp_;
   std::unique_ptr<models::Gpt2Batcher> batches_;
   std::size_t act_bytes_ = 0;
 };
@@ -341,7 +390,7 @@ class SkipCase final : public Case {
 };
 
 constexpr const char* kNoCpuAutocast =
-    "gpt2 impl=ours on the CPU trains in fp32 only (--dtype tf32, bf16, fp16: the GPU trainer's autocast of the GEMMs)";
+    "gpt2 impl=ours on the CPU trains in fp32 and bf16 (--dtype tf32, fp16: the GPU trainer's autocast of the GEMMs)";
 
 // op=infer: the prompt (seq tokens) and the tokens decoded after it, at batch 1.
 struct InferPoint {
@@ -624,7 +673,7 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                     q.attn = attn, q.dtype = t;
                     CaseId c = id("ours", t);
                     if (attn != "flash") c.with("attn", attn);  // the names of the fused step stay as they were
-                    if (!is_gpu(dev) && t != DType::fp32)
+                    if (!is_gpu(dev) && !models::dtype_supported(t, false))
                       cases.push_back({c, [] { return std::make_unique<SkipCase>(kNoCpuAutocast); }});
                     else if (!is_gpu(dev)) cases.push_back({c, [q] { return std::make_unique<OursCase>(q); }});
                     else cases.push_back({c, [q, dev] { return std::make_unique<OursGpuCase>(q, dev); }});
@@ -636,11 +685,11 @@ std::vector<CaseSpec> expand(const SuiteOptions& o) {
                   }
                 continue;
               }
-              // The peers run fp32; PyTorch also bf16 AMP on a GPU (torch.autocast: matmuls and SDPA in
-              // bf16) beside ours' bf16 GEMMs, what a user's mixed-precision loop runs.
+              // The peers run fp32; PyTorch also bf16 AMP (torch.autocast: matmuls and SDPA in bf16, on
+              // the CPU and the GPU) beside ours' bf16 rows, what a user's mixed-precision loop runs.
               std::vector<DType> peer_dtypes;
               if (fp32) peer_dtypes.push_back(DType::fp32);
-              if (impl == "pytorch" && is_gpu(dev) && std::find(dtypes.begin(), dtypes.end(), DType::bf16) != dtypes.end())
+              if (impl == "pytorch" && std::find(dtypes.begin(), dtypes.end(), DType::bf16) != dtypes.end())
                 peer_dtypes.push_back(DType::bf16);
               if (peer_dtypes.empty()) continue;
               if (impl == "llmc") {

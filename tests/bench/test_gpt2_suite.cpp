@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 
 #include "bench/suite.h"
 #include "kernels/common/errors.h"
+#include "kernels/cpu/isa.h"
+#include "models/plan.h"
 
 using namespace dlb;
 using bench::json;
@@ -90,18 +93,18 @@ TEST(Gpt2Suite, CudaGraphRowsBesideOursGpuSteps) {
   EXPECT_NE(out.str().find(" ours, CUDA graph |"), std::string::npos) << out.str();
 }
 
-// --dtype fp32,tf32,bf16,fp16: ours gets a case per dtype, named by it; on the CPU tf32 / bf16 / fp16
-// skip with the reason (the GEMM autocast is the GPU trainer's); the peers run fp32, and PyTorch on a
-// GPU bf16 too (torch.autocast).
-TEST(Gpt2Suite, DtypeAxisNamesOursPerDtypeAndSkipsTheCpusAutocast) {
+// --dtype fp32,tf32,bf16,fp16: ours gets a case per dtype, named by it; on the CPU tf32 / fp16 skip
+// with the reason (the GEMM autocast is the GPU trainer's), bf16 is the CPU's AMP step; the peers run
+// fp32, and PyTorch bf16 too (torch.autocast) on either device.
+TEST(Gpt2Suite, DtypeAxisNamesOursPerDtypeAndSkipsWhatTheCpuCannotRun) {
   const bench::Suite& s = *bench::find_suite("gpt2");
   bench::SuiteOptions o = s.options(true, json{{"dtype", {"fp32", "tf32", "bf16", "fp16"}}, {"impl", {"ours", "pytorch"}}});
   o.devices = {"cpu", "cuda:0"};
-  int skipped = 0, peers = 0, gpu = 0;
+  int skipped = 0, peers = 0, gpu = 0, cpu_bf16 = 0;
   for (const auto& c : s.expand(o)) {
     const std::string name = c.id.name();
     const bool peer = name.find("impl=pytorch") != std::string::npos;
-    if (c.id.dtype != "fp32" && !(peer && c.id.device != "cpu" && c.id.dtype == "bf16")) {
+    if (c.id.dtype != "fp32" && !(peer && c.id.dtype == "bf16")) {
       EXPECT_NE(name.find("impl=ours"), std::string::npos) << name;
     }
     if (peer) ++peers;
@@ -109,18 +112,60 @@ TEST(Gpt2Suite, DtypeAxisNamesOursPerDtypeAndSkipsTheCpusAutocast) {
       ++gpu;
       continue;  // the trainer's cases: they need the GPU to set up
     }
-    if (c.id.dtype == "fp32") continue;
+    if (c.id.dtype == "fp32" || peer) continue;
+    if (c.id.dtype == "bf16") {
+      ++cpu_bf16;  // set up and verified in OursBf16OnTheCpu... below
+      continue;
+    }
     try {
       c.make()->setup();
       ADD_FAILURE() << name << " set up on the CPU";
     } catch (const Unsupported& e) {
       ++skipped;
-      EXPECT_NE(std::string(e.what()).find("fp32 only"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("fp32 and bf16"), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(skipped, 3);  // cpu tf32, bf16, fp16
-  EXPECT_EQ(peers, 3);    // cpu and cuda:0 fp32, cuda:0 bf16 (autocast)
-  EXPECT_EQ(gpu, 6);      // ours fp32, tf32, bf16, fp16 and the peer fp32, bf16
+  EXPECT_EQ(skipped, 2);   // cpu tf32, fp16
+  EXPECT_EQ(cpu_bf16, 1);  // ours
+  EXPECT_EQ(peers, 4);     // cpu and cuda:0, fp32 and bf16 (autocast)
+  EXPECT_EQ(gpu, 6);       // ours fp32, tf32, bf16, fp16 and the peer fp32, bf16
+}
+
+// Ours in bf16 on the CPU (the AmpTrainer step, PyTorch's autocast policy) verifies against the fp32
+// step, trains, profiles layer by layer, and says how it computed bf16: natively where the CPU has
+// avx512_bf16 (then also capped below it: the emulated path), emulated elsewhere.
+TEST(Gpt2Suite, OursBf16OnTheCpuVerifiesAgainstTheFp32StepAndProfiles) {
+  const bench::Suite& s = *bench::find_suite("gpt2");
+  bench::SuiteOptions o = s.options(true, json{{"dtype", {"bf16"}}});
+  o.devices = {"cpu"};
+  const auto cases = s.expand(o);
+  ASSERT_EQ(cases.size(), 1u);
+  const bool native = models::bf16_compute_native();
+  for (const bool capped : {false, true}) {
+    if (capped && !native) break;  // emulated already: nothing below it to run
+    SCOPED_TRACE(capped ? "capped below avx512_bf16" : "as the CPU runs it");
+    std::unique_ptr<cpu::IsaLimit> cap;
+    if (capped) cap = std::make_unique<cpu::IsaLimit>(cpu::Isa::avx512);
+    auto c = cases[0].make();
+    c->setup();
+    const auto v = c->verify();
+    EXPECT_TRUE(v.ok) << v.message;
+    EXPECT_EQ(v.tolerance, 1.0);  // error / autocast tolerance (the fp32 row's is 1e-5 against fp64)
+    EXPECT_GT(v.max_rel_err, 0.0) << "no bf16 rounding seen";
+    c->run();
+    bench::ProfileResult p;
+    ASSERT_TRUE(c->profile(p));
+    EXPECT_TRUE(p.verified) << p.max_rel_err;
+    std::set<std::string> names;
+    for (const auto& r : p.regions) names.insert(r.name);
+    for (const char* n : {"step", "loss", "optimizer", "forward wte", "backward h.0.mlp.c_fc", "forward ln_f"})
+      EXPECT_TRUE(names.count(n)) << n;
+    json r;
+    c->annotate(r);
+    EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
+    EXPECT_EQ(r.at("bf16_compute"), native && !capped ? "native" : "emulated");
+    c->teardown();
+  }
 }
 
 // --attn flash,unfused: a case of ours per core, the unfused one named so and running that core.
