@@ -67,9 +67,11 @@ void gpt2_summarize(const std::vector<json>& records, std::ostream& out) {
     const std::string dev = r.value("device", "");
     const std::string dt = r.value("dtype", "fp32");
     const std::string im = r.value("impl", "");
-    const bool peer = im.rfind("pytorch", 0) == 0;  // its other dtype is torch.autocast's, not GEMMs alone
+    // The peer's other dtype is torch.autocast's, and so is ours' on the CPU (the AmpTrainer step); ours
+    // on a GPU autocasts its GEMMs' operands alone.
+    const bool autocast = im.rfind("pytorch", 0) == 0 || dev == "cpu";
     const std::string impl = im + (r.value("attn", "flash") == "unfused" ? " (unfused)" : "") +
-                             (dt != "fp32" ? " " + dt + (peer ? " autocast" : " GEMMs") : "") +
+                             (dt != "fp32" ? " " + dt + (autocast ? " autocast" : " GEMMs") : "") +
                              (r.value("cuda_graph", false) ? ", CUDA graph" : "");
     rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
@@ -80,7 +82,8 @@ void gpt2_summarize(const std::vector<json>& records, std::ostream& out) {
   }
   const bool trained = std::any_of(records.begin(), records.end(), [](const json& r) { return r.value("op", "") == "train"; });
   if (trained || rows.size() > 1) {
-    out << "\n### gpt2: training step throughput (AdamW, fp32; \"tf32/bf16/fp16 GEMMs\": their operands alone)\n\n";
+    out << "\n### gpt2: training step throughput (AdamW, fp32; \"tf32/bf16/fp16 GEMMs\": their operands alone; "
+           "\"bf16 autocast\": PyTorch's AMP policy)\n\n";
     if (rows.size() == 1) out << "(no gpt2 training case finished)\n";
     else print_markdown(out, rows, true);
   }
