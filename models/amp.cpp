@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "kernels/common/errors.h"
+#include "kernels/cpu/threads.h"
 #include "models/half.h"
 #include "models/executor.h"
 #include "models/net.h"
@@ -197,15 +199,24 @@ float AmpTrainer::gradients(const Batch& b, Profiler* prof) {
   // Master weights aside; lower-precision layers see their parameters rounded (autocast casts the
   // weight and bias of linear/conv on every call).
   const bool lower_on = dtype_ != DType::fp32;
-  // (the masters' buffers are kept from step to step: a fresh 0.5 GB each step at gpt2-124m would
-  // cost its page faults every step)
+  // The masters' buffers are kept from step to step (a fresh 0.34 GB each step at gpt2-124m paid its
+  // page faults every step); copy and rounding in one pass per 64 KiB chunk, over the kernel threads
+  // (85 M values at gpt2-124m: ~1 GB moved, ~40 ms a step on one thread).
   if (lower_on) {
+    constexpr std::size_t kChunk = 16384;
     master_.resize(cast_params_.size());
+    std::vector<std::pair<std::size_t, std::size_t>> chunks;  // (param, first value)
     for (std::size_t k = 0; k < cast_params_.size(); ++k) {
-      Param* p = cast_params_[k];
-      master_[k].assign(p->value.begin(), p->value.end());
-      round_to(dtype_, p->value.data(), p->value.size());
+      master_[k].resize(cast_params_[k]->value.size());
+      for (std::size_t at = 0; at < master_[k].size(); at += kChunk) chunks.emplace_back(k, at);
     }
+    cpu::parallel_tasks(int(chunks.size()), [&](int i) {
+      const auto [k, at] = chunks[std::size_t(i)];
+      float* v = cast_params_[k]->value.data() + at;
+      const std::size_t n = std::min(kChunk, master_[k].size() - at);
+      std::memcpy(master_[k].data() + at, v, n * sizeof(float));
+      round_to(dtype_, v, n);
+    });
   }
   const float loss = exec_->forward_backward(m_, b, {prof, nullptr, scaler_.scale()});
   // Masters back; unscale (fp16).

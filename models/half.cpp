@@ -1,10 +1,13 @@
 // models/half.h: dispatch on the dtype to the kernels' casts.
 #include "models/half.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "kernels/cpu/threads.h"
 
 namespace dlb::models {
 
@@ -28,7 +31,8 @@ std::vector<std::uint16_t> to_half(DType t, const std::vector<float>& x) {
   return h;
 }
 
-void round_to(DType t, float* x, std::size_t n) {
+namespace {
+void round_serial(DType t, float* x, std::size_t n) {
   switch (t) {
     case DType::bf16: return cpu::round_through_bf16(x, n);
     case DType::fp16: return cpu::round_through_fp16(x, n);
@@ -43,6 +47,19 @@ void round_to(DType t, float* x, std::size_t n) {
       return;
     default: return;
   }
+}
+}  // namespace
+
+void round_to(DType t, float* x, std::size_t n) {
+  // Large arrays (a weight's gradient, the AMP step's parameters) in 128 KiB pieces over the kernel
+  // threads: each element alone, so the bits do not depend on the split. Small ones (and a call from
+  // inside a task) on the calling thread.
+  constexpr std::size_t kPiece = 32768;
+  if (t == DType::fp32 || n < 4 * kPiece || cpu::kernel_threads() == 1) return round_serial(t, x, n);
+  cpu::parallel_tasks(int((n + kPiece - 1) / kPiece), [&](int i) {
+    const std::size_t at = std::size_t(i) * kPiece;
+    round_serial(t, x + at, std::min(kPiece, n - at));
+  });
 }
 
 double max_finite(DType t) {

@@ -26,6 +26,7 @@ std::vector<std::uint16_t> to_half(DType t, const std::vector<float>& x);
 
 // x[i] <- the value a tensor of dtype t would hold. fp32 leaves x alone; tf32 rounds the mantissa
 // to 10 bits (nearest even), as tensor cores see fp32 inputs in TF32 mode; fp16/bf16 round-trip.
+// Over the kernel threads from 128 K values on (the same bits).
 void round_to(DType t, float* x, std::size_t n);
 
 // Largest finite value of t (fp16 65504, bf16 ~3.39e38, fp32/tf32 ~3.40e38).
