@@ -9,8 +9,9 @@
 
 #include "kernels/common/errors.h"
 #include "kernels/cpu/threads.h"
-#include "models/half.h"
 #include "models/executor.h"
+#include "models/half.h"
+#include "models/layers/linear.h"
 #include "models/net.h"
 
 namespace dlb::models {
@@ -197,31 +198,36 @@ float AmpTrainer::gradients(const Batch& b, Profiler* prof) {
   if (b.n <= 0) throw UsageError("batch must be positive");
   m_.zero_grad();
   // Master weights aside; lower-precision layers see their parameters rounded (autocast casts the
-  // weight and bias of linear/conv on every call).
-  const bool lower_on = dtype_ != DType::fp32;
-  // The masters' buffers are kept from step to step (a fresh 0.34 GB each step at gpt2-124m paid its
-  // page faults every step); copy and rounding in one pass per 64 KiB chunk, over the kernel threads
-  // (85 M values at gpt2-124m: ~1 GB moved, ~40 ms a step on one thread).
-  if (lower_on) {
-    constexpr std::size_t kChunk = 16384;
-    master_.resize(cast_params_.size());
-    std::vector<std::pair<std::size_t, std::size_t>> chunks;  // (param, first value)
-    for (std::size_t k = 0; k < cast_params_.size(); ++k) {
-      master_[k].resize(cast_params_[k]->value.size());
-      for (std::size_t at = 0; at < master_[k].size(); at += kChunk) chunks.emplace_back(k, at);
-    }
-    cpu::parallel_tasks(int(chunks.size()), [&](int i) {
-      const auto [k, at] = chunks[std::size_t(i)];
-      float* v = cast_params_[k]->value.data() + at;
-      const std::size_t n = std::min(kChunk, master_[k].size() - at);
-      std::memcpy(master_[k].data() + at, v, n * sizeof(float));
-      round_to(dtype_, v, n);
-    });
+  // weight and bias of linear/conv on every call). A weight its plan step casts itself is left as it
+  // is: linear_bf16 reads W through a round-to-nearest-even cast to bf16, the rounding autocast does,
+  // so the products are the same bits (at gpt2-124m 85 M of the 85.1 M values to cast).
+  std::vector<std::size_t> cast;  // indices into cast_params_ rounded for this step
+  if (dtype_ != DType::fp32) {
+    std::vector<const Param*> self_cast;
+    for (const Step& s : exec_->plan(m_, b.n).steps)
+      if (s.kind == StepKind::linear_bf16) self_cast.push_back(&static_cast<Linear&>(*m_.nodes()[std::size_t(s.node)].layer).weight);
+    for (std::size_t k = 0; k < cast_params_.size(); ++k)
+      if (std::find(self_cast.begin(), self_cast.end(), cast_params_[k]) == self_cast.end()) cast.push_back(k);
   }
+  // The masters' buffers are kept from step to step (a fresh buffer each step paid its page faults
+  // every step); copy and rounding in one pass per 64 KiB chunk, over the kernel threads.
+  constexpr std::size_t kChunk = 16384;
+  master_.resize(cast_params_.size());
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;  // (param, first value)
+  for (const std::size_t k : cast) {
+    master_[k].resize(cast_params_[k]->value.size());
+    for (std::size_t at = 0; at < master_[k].size(); at += kChunk) chunks.emplace_back(k, at);
+  }
+  cpu::parallel_tasks(int(chunks.size()), [&](int i) {
+    const auto [k, at] = chunks[std::size_t(i)];
+    float* v = cast_params_[k]->value.data() + at;
+    const std::size_t n = std::min(kChunk, master_[k].size() - at);
+    std::memcpy(master_[k].data() + at, v, n * sizeof(float));
+    round_to(dtype_, v, n);
+  });
   const float loss = exec_->forward_backward(m_, b, {prof, nullptr, scaler_.scale()});
   // Masters back; unscale (fp16).
-  if (lower_on)
-    for (std::size_t k = 0; k < cast_params_.size(); ++k) cast_params_[k]->value.swap(master_[k]);
+  for (const std::size_t k : cast) cast_params_[k]->value.swap(master_[k]);
   if (scaler_.config().enabled)
     for (Param* p : m_.params()) scaler_.unscale(p->grad.data(), p->grad.size());
   return loss;
