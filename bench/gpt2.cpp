@@ -115,6 +115,29 @@ void annotate_point(json& r, const Point& p, double steps) {
   r["params"] = c.num_params();
 }
 
+// A step's loss `got` and gradients (the model's Param::grad now) against the CPU fp32 step of the
+// same model on the same batch, run here (it leaves the fp32 step's gradients behind): fp32 the
+// largest element error per tensor; an autocast dtype each error over its tolerance (the loss's;
+// relative L2 per gradient tensor: kernels/common/autocast_tolerance.h), to be judged against 1.
+WorstError against_fp32_step(models::Model& m, const models::Batch& b, double got, DType t) {
+  std::vector<std::vector<float>> grads;
+  for (models::Param* q : m.params()) grads.push_back(q->grad);
+  m.zero_grad();
+  const double want = m.forward_backward(b);
+  const bool amp = t != DType::fp32;
+  const StepTolerance tol = autocast_step_tolerance(t);
+  WorstError w;
+  w.add(std::abs(got - want) / std::max(1e-12, std::abs(want)) / (amp ? tol.loss : 1.0), "the loss");
+  const auto ps = m.params();
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    L2Error l2;
+    if (amp) l2.add(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
+    w.add(amp ? l2.rel() / tol.grad_l2 : max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()),
+          ps[i]->name + "'s gradient");
+  }
+  return w;
+}
+
 // What ours' training cases share, CPU and GPU: the point, a step's FLOPs, the keys of its records.
 class OursTrainCase : public Case {
  public:
@@ -235,19 +258,7 @@ class OursCase final : public OursTrainCase {
     // The fp32 step is the one the fp32 row verifies against fp64.
     const models::Batch& b = batches_->next();
     const double got = amp_->gradients(b);
-    std::vector<std::vector<float>> grads;
-    for (models::Param* q : model_->params()) grads.push_back(q->grad);
-    model_->zero_grad();
-    const double want = model_->forward_backward(b);
-    const StepTolerance tol = autocast_step_tolerance(p_.dtype);
-    WorstError w;
-    w.add(std::abs(got - want) / std::max(1e-12, std::abs(want)) / tol.loss, "the loss");
-    const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-      L2Error l2;
-      l2.add(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
-      w.add(l2.rel() / tol.grad_l2, ps[i]->name + "'s gradient");
-    }
+    const WorstError w = against_fp32_step(*model_, b, got, p_.dtype);
     batches_->rewind();
     model_->zero_grad();
     return judge(w.err, 1.0, "gpt2 " + std::string(dtype_name(p_.dtype)) + " autocast step: loss and gradients vs the fp32 step" +
@@ -306,23 +317,8 @@ class OursGpuCase final : public OursTrainCase {
     // unscaled; an overflow at the scaler's 2^16 would show here as inf/NaN gradients (a failure).
     const models::Batch& b = batches_->next();
     const float got = trainer_->gradients(b);
-    std::vector<std::vector<float>> grads;
-    for (models::Param* q : model_->params()) grads.push_back(q->grad);
-    model_->zero_grad();
-    const double want = model_->forward_backward(b);
-    // fp32: the largest element error per tensor against kGpuTolerance; autocast: each error over
-    // its tolerance (the loss's, relative L2 per gradient tensor) against 1.
     const bool amp = p_.dtype != DType::fp32;
-    const StepTolerance tol = autocast_step_tolerance(p_.dtype);
-    WorstError w;  // the first run on a GPU says which tensor is off
-    w.add(std::abs(got - want) / std::max(1e-12, std::abs(want)) / (amp ? tol.loss : 1.0), "the loss");
-    const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i) {
-      L2Error l2;
-      if (amp) l2.add(grads[i].data(), ps[i]->grad.data(), ps[i]->size());
-      w.add(amp ? l2.rel() / tol.grad_l2 : max_rel_err(grads[i].data(), ps[i]->grad.data(), ps[i]->size()),
-            ps[i]->name + "'s gradient");
-    }
+    const WorstError w = against_fp32_step(*model_, b, got, p_.dtype);  // the first run on a GPU says which tensor is off
     batches_->rewind();
     model_->zero_grad();
     const std::string what = "gpt2 GPU step: loss and gradients vs the CPU fp32 step" + w.said();
