@@ -753,8 +753,8 @@ DLB_SUITE(gpt2)
             FlagSpec{"--checkpoint-activations", "off, on or both: recompute each block's activations in backward", "ckpt",
                      true, FlagSpec::Parse::words, 0, {"off", "on"}},
             FlagSpec{"--dtype", "ours on a GPU: fp32, tf32, bf16, fp16 (its GEMMs autocast, fp16 with loss scaling; the "
-                     "rest fp32); the CPU runs fp32 only (other dtypes there: skipped), the peers fp32 and (PyTorch on a GPU) "
-                     "bf16 autocast", "dtype", true,
+                     "rest fp32); ours on the CPU: fp32, bf16 (PyTorch's autocast policy; tf32, fp16 there: skipped); "
+                     "the peers fp32 and (PyTorch) bf16 autocast", "dtype", true,
                      FlagSpec::Parse::words, 0, {"fp32", "tf32", "bf16", "fp16"}},
             FlagSpec{"--attn", "ours' attention core: flash (fused, the default), unfused (the T x T probabilities kept), "
                      "or both", "attn", true, FlagSpec::Parse::words, 0, {"flash", "unfused"}}})
