@@ -1,5 +1,5 @@
 """Section: GFLOP/s against size for the kernel suites (matmul, conv) with the device peaks."""
-from .common import fmt, fp32_peak, series_label
+from .common import flops_peak, fmt, series_label
 from .style import batch_axis, dedupe_legend, mark_failed, plt_new, zero_based
 
 def shape_kind(c):
@@ -16,8 +16,9 @@ def sec_gflops(page, runs):
     if not cases:
         return
     page.section("GFLOP/s against size",
-                 "Per implementation and device; horizontal dashed lines are the device's fp32 peak "
-                 "(CPU: measured FMA peak; GPU: theoretical).")
+                 "Per implementation and device; horizontal dashed lines are the device's peak for the "
+                 "figure's dtype, the one its % of peak is taken against (CPU: the measured FMA peak, twice it "
+                 "for bf16 where the CPU has avx512_bf16; GPU: theoretical).")
     groups = {}
     for c in cases:
         groups.setdefault((c.suite, c.op, c.dtype, shape_kind(c)), []).append(c)
@@ -71,9 +72,10 @@ def sec_gflops(page, runs):
                 ax.plot([xpos(c) for c in ok], [c.value for c in ok], mk, markersize=7, label=series_label(list(key)))
         peaks = {}
         for c in cs:
-            p, what = fp32_peak(c.run, c.device)
-            if p:
-                peaks[(c.run.label if multi_run else "", c.device)] = (p, what)
+            p, what = flops_peak(c)
+            key = (c.run.label if multi_run else "", c.device)
+            if p and (key not in peaks or c.pct):  # a case's own ceiling before the fp32 fallback
+                peaks[key] = (p, what)
         for i, ((rl, dev), (p, what)) in enumerate(sorted(peaks.items())):
             ax.axhline(p, linestyle="--", color=["#555", "#b3261e", "#1b7f3b", "#7b3fa0"][i % 4], linewidth=1.2,
                        label=series_label([rl, dev, f"{what} {fmt(p)} GFLOP/s"]))
