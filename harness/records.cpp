@@ -112,11 +112,17 @@ Peaks measure_cpu_peaks() {
   return k;
 }
 
+bool cpu_bf16_native_row(const json& e) {
+  if (cpu::isa_detected() < cpu::Isa::avx512_bf16) return false;
+  if (e.value("impl", "").rfind("pytorch", 0) == 0) return true;  // a peer process: DLB_CPU_ISA does not reach it
+  return e.value("cpu_isa", "") == cpu::isa_name(cpu::Isa::avx512_bf16);
+}
+
 double peak_for(const json& e, const std::string& metric, const Peaks& peaks) {
   const std::string dev = e.value("device", ""), dtype = e.value("dtype", "");
   if (dev == "cpu") {
     if (metric == "gflops" && dtype == "fp32") return peaks.cpu_fp32_gflops;
-    if (metric == "gflops" && dtype == "bf16" && cpu_has_flag("avx512_bf16")) return 2 * peaks.cpu_fp32_gflops;
+    if (metric == "gflops" && dtype == "bf16") return (cpu_bf16_native_row(e) ? 2 : 1) * peaks.cpu_fp32_gflops;
     if (metric == "gb_per_s") return peaks.cpu_mem_gb_per_s;
     return 0;
   }

@@ -46,6 +46,11 @@ struct Peaks {
   bool measured = false;
 };
 Peaks measure_cpu_peaks();
+// Whether a CPU bf16 entry's row ran on bf16 dot products (vdpbf16ps: two products per fp32 lane, so
+// twice the FMA peak is its ceiling) rather than bf16 widened to fp32 FMAs (the FMA peak): the CPU has
+// avx512_bf16 and the row either is a peer's (a PyTorch process, which DLB_CPU_ISA does not cap) or
+// ran with our ISA level at avx512_bf16 (its cpu_isa; oneDNN is capped with our kernels).
+bool cpu_bf16_native_row(const nlohmann::json& entry);
 // The ceiling for an entry's metric on its device and dtype, or 0 when unknown.
 double peak_for(const nlohmann::json& entry, const std::string& metric, const Peaks& peaks);
 

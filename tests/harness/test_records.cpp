@@ -6,6 +6,7 @@
 #include <string>
 
 #include "harness/records.h"
+#include "kernels/cpu/isa.h"
 
 using json = nlohmann::json;
 using namespace dlb::harness;
@@ -50,4 +51,29 @@ TEST(Records, MetricTable) {
   EXPECT_STREQ(entry_metric({{"gflops", 1.0}})->key, "gflops");
   EXPECT_EQ(entry_metric({{"gflops", "fast"}}), nullptr);
   EXPECT_EQ(entry_metric(json::object()), nullptr);
+}
+
+TEST(Records, CpuBf16CeilingIsTheOneTheRowRanOn) {
+  // A CPU bf16 row's % of peak is taken against twice the FMA peak only where it ran on bf16 dot
+  // products: ours (and oneDNN) at the avx512_bf16 level, or a PyTorch peer on a CPU that has it.
+  // Under DLB_CPU_ISA=avx512 (the IsaLimit here) ours widens bf16 to fp32 FMAs: the FMA peak.
+  Peaks peaks;
+  peaks.cpu_fp32_gflops = 100;
+  const bool has_bf16 = dlb::cpu::isa_detected() >= dlb::cpu::Isa::avx512_bf16;
+  const bool ours_bf16 = dlb::cpu::isa_active() >= dlb::cpu::Isa::avx512_bf16;  // DLB_CPU_ISA may cap it
+  auto entry = [](const char* dtype, const char* impl) {
+    return base_entry(dlb::bench::CaseId{"gpt2", "train", "cpu", dtype, {}}.with("impl", impl), 0);
+  };
+  EXPECT_DOUBLE_EQ(peak_for(entry("fp32", "ours"), "gflops", peaks), 100);
+  EXPECT_DOUBLE_EQ(peak_for(entry("bf16", "ours"), "gflops", peaks), ours_bf16 ? 200 : 100);
+  EXPECT_DOUBLE_EQ(peak_for(entry("bf16", "pytorch"), "gflops", peaks), has_bf16 ? 200 : 100);
+  {
+    dlb::cpu::IsaLimit cap(dlb::cpu::Isa::avx512);
+    const json ours = entry("bf16", "ours"), peer = entry("bf16", "pytorch-compile");
+    EXPECT_EQ(ours.at("cpu_isa"), dlb::cpu::isa_name(dlb::cpu::isa_active()));
+    EXPECT_DOUBLE_EQ(peak_for(ours, "gflops", peaks), 100);
+    EXPECT_FALSE(cpu_bf16_native_row(ours));
+    EXPECT_DOUBLE_EQ(peak_for(peer, "gflops", peaks), has_bf16 ? 200 : 100);  // not capped by DLB_CPU_ISA
+  }
+  EXPECT_DOUBLE_EQ(peak_for(entry("fp16", "ours"), "gflops", peaks), 0);  // no CPU ceiling known
 }
