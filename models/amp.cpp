@@ -225,9 +225,19 @@ float AmpTrainer::gradients(const Batch& b, Profiler* prof) {
     std::memcpy(master_[k].data() + at, v, n * sizeof(float));
     round_to(dtype_, v, n);
   });
-  const float loss = exec_->forward_backward(m_, b, {prof, nullptr, scaler_.scale()});
-  // Masters back; unscale (fp16).
-  for (const std::size_t k : cast) cast_params_[k]->value.swap(master_[k]);
+  // Masters back, also when the step throws (a bad token, out of memory): the model must not keep
+  // rounded weights for whoever catches it (a sweep goes on, a test reads them). Unscale (fp16).
+  auto masters_back = [&] {
+    for (const std::size_t k : cast) cast_params_[k]->value.swap(master_[k]);
+  };
+  float loss = 0;
+  try {
+    loss = exec_->forward_backward(m_, b, {prof, nullptr, scaler_.scale()});
+  } catch (...) {
+    masters_back();
+    throw;
+  }
+  masters_back();
   if (scaler_.config().enabled)
     for (Param* p : m_.params()) scaler_.unscale(p->grad.data(), p->grad.size());
   return loss;
