@@ -324,6 +324,23 @@ class TrainAmpCase final : public Case {
     else tr_->step(b);
     return 0;
   }
+  // --profile: one more step on the next batch, region by region (the timed step's layers, loss,
+  // zero_grad, optimizer), its loss and gradients checked against an unprofiled step's.
+  bool profile(ProfileResult& out) override {
+    const models::Batch b = batch(int(k_++ % nbatches_), *m_);
+    auto gradients = [&](models::Profiler* prof) -> double {
+      if (tr_) return tr_->gradients(b, prof);  // (bf16: no loss scaling, so step() is this + the optimizer)
+      {
+        models::ProfileScope r(prof, "zero_grad", "optimizer");
+        m_->zero_grad();
+      }
+      m_->set_profiler(prof);
+      const double loss = m_->forward_backward(b);
+      m_->set_profiler(nullptr);
+      return loss;
+    };
+    return profile_cpu_step(*m_, gradients, [&] { opt_->step(); }, out);
+  }
   Work work() const override {
     return {m_->train_flops(batch_), 0, double(batch_) * (tokens_ ? tokens_->c.tokens_per_sample() : 1)};
   }

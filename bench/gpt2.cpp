@@ -188,31 +188,7 @@ class OursCase final : public OursTrainCase {
   // the loss, zero_grad, AdamW), its loss and gradients checked against an unprofiled step's.
   bool profile(ProfileResult& out) override {
     const models::Batch& b = batches_->next();
-    const double want = gradients(b);
-    std::vector<std::vector<float>> ref;
-    for (models::Param* q : model_->params()) ref.push_back(q->grad);
-    models::WallProfiler prof;
-    double got = NAN;
-    {
-      models::ProfileScope step(&prof, "step", "step");
-      if (!amp_) {  // (the AmpTrainer zeroes the gradients inside its forward-backward region)
-        models::ProfileScope r(&prof, "zero_grad", "optimizer");
-        model_->zero_grad();
-      }
-      got = gradients(b, &prof);
-      models::ProfileScope r(&prof, "optimizer", "optimizer");
-      opt_->step();  // AdamW leaves the gradients as they are: compared below
-    }
-    WorstError w;
-    w.loss(got, want);
-    const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()), ps[i]->name);
-    out.max_rel_err = w.err;
-    out.regions = prof.regions();
-    out.device = "cpu";
-    out.verified = std::isfinite(got) && out.max_rel_err <= 1e-5;
-    out.check = "loss and gradients equal an unprofiled step's";
-    return true;
+    return profile_cpu_step(*model_, [&](models::Profiler* prof) { return gradients(b, prof); }, [&] { opt_->step(); }, out);
   }
   void annotate(json& r) const override {
     OursTrainCase::annotate(r);
@@ -229,8 +205,11 @@ class OursCase final : public OursTrainCase {
   bool amp() const { return p_.dtype != DType::fp32; }
   // Zero-grad, forward, loss, backward on b (fp32, or under autocast); the gradients in Param::grad.
   double gradients(const models::Batch& b, models::Profiler* prof = nullptr) {
-    if (amp_) return amp_->gradients(b, prof);
-    model_->zero_grad();
+    if (amp_) return amp_->gradients(b, prof);  // (it zeroes the gradients inside its forward-backward region)
+    {
+      models::ProfileScope r(prof, "zero_grad", "optimizer");
+      model_->zero_grad();
+    }
     model_->set_profiler(prof);
     const double loss = model_->forward_backward(b);
     model_->set_profiler(nullptr);

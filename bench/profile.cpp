@@ -72,6 +72,31 @@ bool profile_token_step(models::Trainer& t, models::Model& m, const models::Batc
 #endif
 }
 
+bool profile_cpu_step(models::Model& m, const std::function<double(models::Profiler*)>& gradients,
+                      const std::function<void()>& update, ProfileResult& out) {
+  const double want = gradients(nullptr);
+  std::vector<std::vector<float>> ref;
+  for (models::Param* q : m.params()) ref.push_back(q->grad);
+  models::WallProfiler prof;
+  double got = NAN;
+  {
+    models::ProfileScope step(&prof, "step", "step");
+    got = gradients(&prof);
+    models::ProfileScope r(&prof, "optimizer", "optimizer");
+    update();  // the optimizers leave the gradients as they are: compared below
+  }
+  WorstError w;
+  w.loss(got, want);
+  const auto ps = m.params();
+  for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), ref[i].data(), ps[i]->size()), ps[i]->name);
+  out.max_rel_err = w.err;
+  out.regions = prof.regions();
+  out.device = "cpu";
+  out.verified = std::isfinite(got) && out.max_rel_err <= 1e-5;
+  out.check = "loss and gradients equal an unprofiled step's" + w.said();
+  return true;
+}
+
 json chrome_trace(const std::string& case_name, const ProfileResult& p) {
   json ev = json::array();
   // Metadata: the process is the case, the thread the device's clock.

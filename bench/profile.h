@@ -4,6 +4,7 @@
 // "profile" and printed after the case. Suites produce a ProfileResult in Case::profile(); the
 // harness calls write_profile().
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -36,6 +37,14 @@ bool profile_trainer_step(models::Trainer& t, models::Model& m, const models::Da
 // must agree within 1e-5 relative (the same kernels on the same inputs; only atomics' order may differ).
 bool profile_token_step(models::Trainer& t, models::Model& m, const models::Batch& b, const std::string& device,
                         const std::string& label, ProfileResult& out);
+
+// The profile step of a CPU case that trains by gradients(prof) (zero-grad, forward, loss, backward
+// of its next batch, regions reported to prof when not null) then update() (the optimizer): the
+// unprofiled gradients first, then one step region holding gradients(&wall clock) and update() as
+// "optimizer", whose loss and every gradient of m must equal the unprofiled ones within 1e-5
+// relative (the same kernels on the same batch). Used by the gpt2 and amp suites' CPU cases.
+bool profile_cpu_step(models::Model& m, const std::function<double(models::Profiler*)>& gradients,
+                      const std::function<void()>& update, ProfileResult& out);
 
 // The Chrome trace of one case: complete ("X") events, one per region, on one thread per clock.
 nlohmann::json chrome_trace(const std::string& case_name, const ProfileResult& p);

@@ -7,8 +7,10 @@
 #include <set>
 
 #include "bench/profile.h"
+#include "bench/suite.h"
 #include "kernels/cpu/conv2d/conv2d.h"
 #include "models/data.h"
+#include "models/net.h"
 #include "models/trainer.h"
 
 using namespace dlb;
@@ -173,4 +175,67 @@ TEST(Profile, TrainerStepCheckedAgainstAnUnprofiledStep) {
   EXPECT_LE(r.max_rel_err, 1e-5);
   EXPECT_EQ(r.device, "cpu");
   EXPECT_EQ(r.regions.front().clock, "wall");
+}
+
+// profile_cpu_step (the gpt2 and amp suites' CPU cases): the profiled step must give the unprofiled
+// loss and gradients; a step that computes something else under the profiler is caught.
+TEST(Profile, CpuStepIsCheckedAgainstItsUnprofiledGradients) {
+  auto m = models::make_net(16);
+  m->init(0);
+  const auto d = small_data(4);
+  const models::Batch b{d.images.data(), d.labels.data(), nullptr, 4};
+  models::Optimizer opt(models::default_optimizer("net128"), m->params());
+  bool planted = false;
+  auto gradients = [&](models::Profiler* prof) -> double {
+    m->zero_grad();
+    m->set_profiler(prof);
+    const double loss = m->forward_backward(b);
+    m->set_profiler(nullptr);
+    if (prof && planted) m->params().front()->grad[0] *= 1.001f;
+    return loss;
+  };
+  for (const bool fault : {false, true}) {
+    planted = fault;
+    bench::ProfileResult r;
+    ASSERT_TRUE(bench::profile_cpu_step(*m, gradients, [&] { opt.step(); }, r));
+    EXPECT_EQ(r.verified, !fault) << r.max_rel_err;
+    EXPECT_EQ(r.device, "cpu");
+    std::set<std::string> names;
+    for (const auto& g : r.regions) names.insert(g.name);
+    for (const char* n : {"step", "optimizer", "loss", "forward conv1", "backward conv1"}) EXPECT_TRUE(names.count(n)) << n;
+  }
+}
+
+// The amp suite's CPU train case profiles the step it times, fp32 and bf16 (it did not: --profile
+// wrote nothing for CPU amp rows).
+TEST(Profile, AmpSuitesCpuStepHasARegionPerLayer) {
+  const bench::Suite& s = *bench::find_suite("amp");
+  bench::SuiteOptions o = s.options(
+      true, {{"model", {"mlp"}}, {"batch", {4}}, {"dtype", {"fp32", "bf16"}}, {"parity_steps", {3}}, {"size", json::array()}});
+  o.devices = {"cpu"};
+  const auto cases = s.expand(o);
+  ASSERT_EQ(cases.size(), 2u);
+  for (const auto& spec : cases) {
+    SCOPED_TRACE(spec.id.name());
+    auto c = spec.make();
+    c->setup();
+    const auto v = c->verify();
+    EXPECT_TRUE(v.ok) << v.message;
+    c->run();
+    bench::ProfileResult p;
+    ASSERT_TRUE(c->profile(p));
+    EXPECT_TRUE(p.verified) << p.max_rel_err << " " << p.check;
+    int forward = 0, backward = 0;
+    std::set<std::string> names;
+    for (const auto& r : p.regions) {
+      names.insert(r.name);
+      forward += r.cat == "forward" && !r.layer.empty();
+      backward += r.cat == "backward" && !r.layer.empty();
+    }
+    EXPECT_TRUE(names.count("optimizer"));
+    EXPECT_TRUE(names.count("loss"));
+    EXPECT_GE(forward, 3);  // mlp: three Linear layers at least
+    EXPECT_EQ(forward, backward);
+    c->teardown();
+  }
 }
