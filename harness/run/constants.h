@@ -30,7 +30,8 @@ inline constexpr double kWindowBytes = 4e9;
 inline constexpr double kWindowFreeShare = 0.25;
 // CPU % of peak: before each round of a window timing CPU cases that count FLOPs, the FMA peak is
 // probed again with kWindowProbeReps (cpu::fma_peak_gflops: 3 tries of ~10 ms at AVX-512); their
-// % of peak is against the window's median probe (a shared machine's load comes and goes).
+// % of peak is against the window's largest probe (a shared machine's load comes and goes; a
+// neighbour's burst only lowers a probe).
 inline constexpr long kWindowProbeReps = 100;
 
 }  // namespace dlb::harness::timing

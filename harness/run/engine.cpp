@@ -13,7 +13,6 @@
 #include "bench/case.h"
 #include "harness/cpu_load.h"
 #include "harness/meters.h"
-#include "harness/stats.h"
 #include "harness/run/stopping.h"
 #include "harness/run/timer.h"
 #include "kernels/common/device_bytes.h"
@@ -164,9 +163,12 @@ void build_entries(Slot& s, double foreign_cpu, const json& meters, const Peaks&
 }
 
 // The FMA ceiling is probed before each round of a window that times CPU cases counting FLOPs (in
-// a run whose peaks were measured): their % of peak is against the median probe, the machine's
+// a run whose peaks were measured): their % of peak is against the largest probe, the machine's
 // ceiling while they ran. On a shared machine the run-start probe alone swung a gpt2 step's MFU
-// from 42 to 92% (docs/notes/2026-11-26-gpt2-cpu.md). ~30 ms a round (timing::kWindowProbeReps).
+// from 42 to 92% (docs/notes/2026-11-26-gpt2-cpu.md). A probe is short (~10 ms): a neighbour's burst
+// only lowers it, so the largest is the ceiling; the median of two (a 2-repetition window, one probe
+// at 176 GFLOP/s, one at 235) put a oneDNN conv at 108% of "peak" (docs/notes/2026-11-27-audit.md).
+// ~30 ms a round (timing::kWindowProbeReps).
 bool probes_cpu_peak(const std::vector<Slot>& slots, const Peaks& peaks) {
   if (!peaks.measured || !(peaks.cpu_fp32_gflops > 0) || peaks.threads <= 0) return false;
   return std::any_of(slots.begin(), slots.end(), [](const Slot& s) {
@@ -175,6 +177,10 @@ bool probes_cpu_peak(const std::vector<Slot>& slots, const Peaks& peaks) {
 }
 
 }  // namespace
+
+double window_cpu_ceiling(const std::vector<double>& probes) {
+  return probes.empty() ? 0.0 : *std::max_element(probes.begin(), probes.end());
+}
 
 WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy& policy, const Ordering& ordering,
                      const Peaks& peaks, std::vector<std::size_t>* timing_order) {
@@ -253,7 +259,7 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
     meters["energy_note"] = "not per case when interleaved (--no-interleave measures it)";
   }
   Peaks window_peaks = peaks;
-  if (!cpu_peak_probes.empty()) window_peaks.cpu_fp32_gflops = stats::median(cpu_peak_probes);
+  if (!cpu_peak_probes.empty()) window_peaks.cpu_fp32_gflops = window_cpu_ceiling(cpu_peak_probes);
   if (const auto rss = peak_rss_bytes()) {
     meters["host_peak_rss_bytes"] = *rss;
     meters["host_peak_rss_scope"] = !rss_reset ? "process" : one ? "case" : "window";

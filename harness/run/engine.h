@@ -74,6 +74,10 @@ struct WindowResult {
 WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy& policy, const Ordering& ordering,
                      const Peaks& peaks, std::vector<std::size_t>* timing_order = nullptr);
 
+// The FMA ceiling of a window from the probes before its rounds: the largest (a neighbour's burst
+// only lowers a probe; a load that stays lowers them all). 0 without probes.
+double window_cpu_ceiling(const std::vector<double>& probes);
+
 // One case back to back: measure() over a window of one. Its entries; `record` gets its summary.
 std::vector<nlohmann::json> run_case(const bench::CaseSpec& spec, std::size_t index, const TimingPolicy& policy,
                                      const Peaks& peaks, nlohmann::json& record);

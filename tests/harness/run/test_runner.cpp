@@ -154,6 +154,14 @@ TEST(Runner, ResolveDevices) {
   EXPECT_THROW(resolve_devices("cuda:9999"), UsageError);
 }
 
+// The window's ceiling is its largest probe: a 2-repetition window on a shared VM probed 176 and 235
+// GFLOP/s, and their median put conv rows at 108-111% of "peak".
+TEST(Runner, WindowCeilingIsTheLargestProbe) {
+  EXPECT_DOUBLE_EQ(harness::window_cpu_ceiling({176.0, 235.0}), 235.0);
+  EXPECT_DOUBLE_EQ(harness::window_cpu_ceiling({230.0, 120.0, 228.0}), 230.0);
+  EXPECT_DOUBLE_EQ(harness::window_cpu_ceiling({}), 0.0);
+}
+
 // A measured run's CPU case with FLOPs: % of peak against the FMA peak probed around its rounds.
 TEST(Runner, CpuPercentOfPeakIsAgainstTheWindowProbe) {
   Counters c;
