@@ -329,15 +329,8 @@ class TrainAmpCase final : public Case {
   bool profile(ProfileResult& out) override {
     const models::Batch b = batch(int(k_++ % nbatches_), *m_);
     auto gradients = [&](models::Profiler* prof) -> double {
-      if (tr_) return tr_->gradients(b, prof);  // (bf16: no loss scaling, so step() is this + the optimizer)
-      {
-        models::ProfileScope r(prof, "zero_grad", "optimizer");
-        m_->zero_grad();
-      }
-      m_->set_profiler(prof);
-      const double loss = m_->forward_backward(b);
-      m_->set_profiler(nullptr);
-      return loss;
+      // bf16: no loss scaling, so AmpTrainer::step() is its gradients() + the optimizer
+      return tr_ ? tr_->gradients(b, prof) : models::gradients(*m_, b, prof);
     };
     return profile_cpu_step(*m_, gradients, [&] { opt_->step(); }, out);
   }

@@ -67,6 +67,7 @@
 #include "models/gpt2.h"
 #include "models/gpt2_decode.h"
 #include "models/layers.h"
+#include "models/net.h"
 #include "models/trainer.h"
 
 namespace dlb::bench {
@@ -205,15 +206,7 @@ class OursCase final : public OursTrainCase {
   bool amp() const { return p_.dtype != DType::fp32; }
   // Zero-grad, forward, loss, backward on b (fp32, or under autocast); the gradients in Param::grad.
   double gradients(const models::Batch& b, models::Profiler* prof = nullptr) {
-    if (amp_) return amp_->gradients(b, prof);  // (it zeroes the gradients inside its forward-backward region)
-    {
-      models::ProfileScope r(prof, "zero_grad", "optimizer");
-      model_->zero_grad();
-    }
-    model_->set_profiler(prof);
-    const double loss = model_->forward_backward(b);
-    model_->set_profiler(nullptr);
-    return loss;
+    return amp_ ? amp_->gradients(b, prof) : models::gradients(*model_, b, prof);
   }
   CheckResult verify_fp32() {
     // One sequence: the fp32 loss against the fp64 reference's (the LM head's fp64 loops cost

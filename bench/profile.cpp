@@ -82,8 +82,10 @@ bool profile_cpu_step(models::Model& m, const std::function<double(models::Profi
   {
     models::ProfileScope step(&prof, "step", "step");
     got = gradients(&prof);
-    models::ProfileScope r(&prof, "optimizer", "optimizer");
-    update();  // the optimizers leave the gradients as they are: compared below
+    if (update) {
+      models::ProfileScope r(&prof, "optimizer", "optimizer");
+      update();  // the optimizers leave the gradients as they are: compared below
+    }
   }
   WorstError w;
   w.loss(got, want);

@@ -39,10 +39,11 @@ bool profile_token_step(models::Trainer& t, models::Model& m, const models::Batc
                         const std::string& label, ProfileResult& out);
 
 // The profile step of a CPU case that trains by gradients(prof) (zero-grad, forward, loss, backward
-// of its next batch, regions reported to prof when not null) then update() (the optimizer): the
-// unprofiled gradients first, then one step region holding gradients(&wall clock) and update() as
-// "optimizer", whose loss and every gradient of m must equal the unprofiled ones within 1e-5
-// relative (the same kernels on the same batch). Used by the gpt2 and amp suites' CPU cases.
+// of its next batch, regions reported to prof when not null) then update() (the optimizer; empty:
+// none, the weights stay): the unprofiled gradients first, then one step region holding
+// gradients(&wall clock) and update() as "optimizer", whose loss and every gradient of m must equal
+// the unprofiled ones within 1e-5 relative (the same kernels on the same batch). The gpt2, amp and
+// seq suites' CPU cases.
 bool profile_cpu_step(models::Model& m, const std::function<double(models::Profiler*)>& gradients,
                       const std::function<void()>& update, ProfileResult& out);
 

@@ -32,6 +32,7 @@
 #include "bench/seq_infer.h"
 #include "bench/suite.h"
 #include "bench/training_cases.h"
+#include "models/net.h"
 #include "models/seq_zoo.h"
 #include "models/trainer.h"
 
@@ -127,31 +128,10 @@ class SeqTrainCase final : public Case {
     if (device_ != "cpu")
       return profile_token_step(*trainer_, *model_, b, device_,
                                 "profile " + s_.c.model + " " + device_ + " batch " + std::to_string(batch_), out);
-    const float want = trainer_->gradients(b);  // sets the step number (dropout masks) for both
-    std::vector<std::vector<float>> grads;
-    for (auto* p : model_->params()) grads.push_back(p->grad);
-    models::WallProfiler prof;
-    float got = 0;
-    {
-      models::ProfileScope step(&prof, "step", "step");
-      {
-        models::ProfileScope z(&prof, "zero_grad", "optimizer");
-        model_->zero_grad();
-      }
-      model_->set_profiler(&prof);
-      got = model_->forward_backward(b);
-      model_->set_profiler(nullptr);
-    }
-    WorstError w;
-    w.loss(got, want);
-    const auto ps = model_->params();
-    for (std::size_t i = 0; i < ps.size(); ++i) w.add(max_rel_err(ps[i]->grad.data(), grads[i].data(), ps[i]->size()), ps[i]->name);
-    out.regions = prof.regions();
-    out.device = device_;
-    out.max_rel_err = w.err;
-    out.verified = w.err <= 1e-5;
-    out.check = "loss and gradients of the profiled step vs the same step unprofiled";
-    return true;
+    // The unprofiled pass through the trainer sets the step number (dropout masks) for both.
+    return profile_cpu_step(*model_, [&](models::Profiler* prof) -> double {
+      return prof ? models::gradients(*model_, b, prof) : trainer_->gradients(b);
+    }, nullptr, out);
   }
   long iterations() const override { return 1; }
   int repetitions() const override { return quick_ ? 2 : 0; }

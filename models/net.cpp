@@ -103,9 +103,21 @@ void Optimizer::step() {
   });
 }
 
+float gradients(Model& m, const Batch& b, Profiler* prof) {
+  {
+    ProfileScope r(prof, "zero_grad", "optimizer");
+    m.zero_grad();
+  }
+  struct Detach {  // the model keeps no profiler past this call, also when the step throws
+    Model& m;
+    ~Detach() { m.set_profiler(nullptr); }
+  } detach{m};
+  m.set_profiler(prof);
+  return m.forward_backward(b);
+}
+
 float train_step(Model& m, Optimizer& opt, const Batch& b) {
-  m.zero_grad();
-  const float loss = m.forward_backward(b);
+  const float loss = gradients(m, b);
   opt.step();
   return loss;
 }

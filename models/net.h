@@ -47,7 +47,10 @@ class Optimizer {
   std::vector<std::array<std::size_t, 3>> slices_;  // step(): (parameter, first, last) per task
 };
 
-// A full training step on the CPU: zero-grad, forward, loss, backward, optimizer step.
+// The gradients of one batch on the CPU: zero-grad, forward, loss, backward (the loss returned, the
+// gradients in Param::grad); with a profiler, zero_grad and every layer as regions.
+float gradients(Model& m, const Batch& b, Profiler* prof = nullptr);
+// A full training step on the CPU: gradients(), then the optimizer step.
 float train_step(Model& m, Optimizer& opt, const Batch& b);
 
 // ---- the seed models (models/zoo.cpp) ----

@@ -207,14 +207,18 @@ TEST(Profile, CpuStepIsCheckedAgainstItsUnprofiledGradients) {
 }
 
 // The amp suite's CPU train case profiles the step it times, fp32 and bf16 (it did not: --profile
-// wrote nothing for CPU amp rows).
-TEST(Profile, AmpSuitesCpuStepHasARegionPerLayer) {
-  const bench::Suite& s = *bench::find_suite("amp");
-  bench::SuiteOptions o = s.options(
-      true, {{"model", {"mlp"}}, {"batch", {4}}, {"dtype", {"fp32", "bf16"}}, {"parity_steps", {3}}, {"size", json::array()}});
-  o.devices = {"cpu"};
-  const auto cases = s.expand(o);
-  ASSERT_EQ(cases.size(), 2u);
+// wrote nothing for CPU amp rows); the seq suite's CPU train cases their gradients (no optimizer).
+TEST(Profile, AmpAndSeqSuitesCpuStepsHaveARegionPerLayer) {
+  std::vector<bench::CaseSpec> cases;
+  for (const auto& [suite, over] : std::vector<std::pair<const char*, json>>{
+           {"amp", {{"model", {"mlp"}}, {"batch", {4}}, {"dtype", {"fp32", "bf16"}}, {"parity_steps", {3}}, {"size", json::array()}}},
+           {"seq", {{"model", {"lstm", "transformer"}}, {"op", {"train"}}, {"impl", {"ours"}}, {"batch", {2}}}}}) {
+    const bench::Suite& s = *bench::find_suite(suite);
+    bench::SuiteOptions o = s.options(true, over);
+    o.devices = {"cpu"};
+    for (auto& c : s.expand(o)) cases.push_back(std::move(c));
+  }
+  ASSERT_EQ(cases.size(), 4u);
   for (const auto& spec : cases) {
     SCOPED_TRACE(spec.id.name());
     auto c = spec.make();
@@ -232,9 +236,9 @@ TEST(Profile, AmpSuitesCpuStepHasARegionPerLayer) {
       forward += r.cat == "forward" && !r.layer.empty();
       backward += r.cat == "backward" && !r.layer.empty();
     }
-    EXPECT_TRUE(names.count("optimizer"));
+    EXPECT_EQ(names.count("optimizer"), spec.id.suite == "amp" ? 1u : 0u);
     EXPECT_TRUE(names.count("loss"));
-    EXPECT_GE(forward, 3);  // mlp: three Linear layers at least
+    EXPECT_GE(forward, 3);  // mlp: three Linear layers; lstm: embedding, LSTM, head at least
     EXPECT_EQ(forward, backward);
     c->teardown();
   }
