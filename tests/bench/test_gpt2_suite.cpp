@@ -184,3 +184,54 @@ TEST(Gpt2Suite, AttnAxisNamesAndRunsTheUnfusedCore) {
   EXPECT_TRUE(std::isfinite(r.at("loss").get<double>()));
   c->teardown();
 }
+
+// Ours against PyTorch eager (bench/gpt2_tables.h): the ratio of the medians, and each repetition
+// paired with the peer's of the same round, on ours' entries at the same point only (another dtype,
+// sequence length or the compiled peer is not a partner); the table prints "median (range)".
+TEST(Gpt2Suite, OursAgainstPyTorchEagerPairsTheRepetitionsOfARound) {
+  auto entry = [](const std::string& impl, const std::string& dtype, int seq, int rep, double us, bool median = false) {
+    json e{{"suite", "gpt2"}, {"op", "train"}, {"device", "cpu"}, {"dtype", dtype}, {"config", "gpt2-124m"}, {"batch", 4},
+           {"seq", seq},      {"impl", impl},  {"real_time", us},  {"repetitions", 3}, {"flops_per_token", 1e9}};
+    e["run_name"] = "gpt2/" + impl + "/" + dtype + "/" + std::to_string(seq);
+    if (median) e["run_type"] = "aggregate", e["aggregate_name"] = "median";
+    else e["run_type"] = "iteration", e["repetition_index"] = rep;
+    e["gflops"] = 256 * 1e9 / us * 1e6 * 1e-9;
+    return e;
+  };
+  std::vector<json> es;
+  const double ours[] = {1000, 1100, 1050}, peer[] = {2100, 2000, 2400};
+  for (int k = 0; k < 3; ++k) {
+    es.push_back(entry("ours", "fp32", 64, k, ours[k]));
+    es.push_back(entry("pytorch", "fp32", 64, k, peer[k]));
+    es.push_back(entry("pytorch-compile", "fp32", 64, k, 500));  // not eager: no partner
+    es.push_back(entry("ours", "bf16", 64, k, 700));             // no bf16 peer row: nothing
+    es.push_back(entry("ours", "fp32", 256, k, 4000));           // no peer at seq 256: nothing
+  }
+  es.push_back(entry("ours", "fp32", 64, 0, 1050, true));
+  es.push_back(entry("pytorch", "fp32", 64, 0, 2100, true));
+  es.push_back(entry("ours", "bf16", 64, 0, 700, true));
+  bench::find_suite("gpt2")->derive(es);
+  int with = 0;
+  for (const json& e : es) {
+    if (!e.contains("speedup_vs_pytorch")) continue;
+    ++with;
+    ASSERT_EQ(e.at("impl"), "ours");
+    ASSERT_EQ(e.at("dtype"), "fp32");
+    ASSERT_EQ(e.at("seq"), 64);
+    if (e.value("aggregate_name", "") == "median") {
+      EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch").get<double>(), 2.0);
+      EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch_range")[0].get<double>(), 2000.0 / 1100);
+      EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch_range")[1].get<double>(), 2400.0 / 1050);
+    } else {
+      const int k = e.at("repetition_index");
+      EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch").get<double>(), peer[k] / ours[k]);
+    }
+  }
+  EXPECT_EQ(with, 4);  // ours fp32 seq 64: three repetitions and the median
+  std::vector<json> records;
+  for (const json& e : es)
+    if (e.value("aggregate_name", "") == "median") records.push_back(e);
+  std::ostringstream table;
+  bench::find_suite("gpt2")->summarize(records, table);
+  EXPECT_NE(table.str().find("2.00x (1.82-2.29)"), std::string::npos) << table.str();
+}
