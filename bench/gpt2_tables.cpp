@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "bench/markdown.h"
+#include "bench/paired.h"
 
 namespace dlb::bench {
 
@@ -19,15 +20,6 @@ std::string fmt(double v, const char* f) {
   char b[32];
   std::snprintf(b, sizeof b, f, v);
   return b;
-}
-
-// "2.08x (1.83-2.22)": the median's ratio and the range of the paired repetitions'; "-" without a peer row.
-std::string vs_pytorch(const json& r) {
-  if (!r.contains("speedup_vs_pytorch")) return "-";
-  std::string s = fmt(r.at("speedup_vs_pytorch").get<double>(), "%.2fx");
-  if (const auto it = r.find("speedup_vs_pytorch_range"); it != r.end() && it->size() == 2)
-    s += " (" + fmt(it->at(0).get<double>(), "%.2f") + "-" + fmt(it->at(1).get<double>(), "%.2f") + ")";
-  return s;
 }
 
 std::string mb(const json& r, const char* key) {
@@ -56,47 +48,11 @@ void summarize_infer(const std::vector<json>& records, std::ostream& out) {
   print_markdown(out, t, true);
 }
 
-// The training point ours and the peer share: op, device, dtype, config, batch, seq, ckpt.
+// The training point ours and the peer share: device, dtype, config, batch, seq, ckpt ("" off training).
 std::string train_point(const json& e) {
-  std::string p = e.value("op", "") + "/" + e.value("device", "") + "/" + e.value("dtype", "fp32") + "/" + e.value("config", "");
+  if (e.value("op", "") != "train") return "";
+  std::string p = e.value("device", "") + "/" + e.value("dtype", "fp32") + "/" + e.value("config", "");
   return p + "/" + std::to_string(e.value("batch", 0)) + "/" + std::to_string(e.value("seq", 0)) + "/" + e.value("ckpt", "off");
-}
-
-bool timed(const json& e) { return !e.value("error_occurred", false) && e.value("real_time", 0.0) > 0; }
-// A case's summary entry: its median, or its only repetition.
-bool summary_entry(const json& e) {
-  return e.value("aggregate_name", "") == "median" || (e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1);
-}
-bool repetition_entry(const json& e) { return e.value("run_type", "") == "iteration"; }
-
-// Ours against PyTorch eager (see gpt2_tables.h). A paired ratio divides two repetitions of one
-// round, so a load that comes and goes between rounds moves both sides of it.
-void derive_vs_pytorch(std::vector<json>& entries) {
-  std::map<std::string, double> eager;                   // point -> median time
-  std::map<std::pair<std::string, int>, double> eager_rep;  // (point, repetition) -> time
-  for (const json& e : entries) {
-    if (!timed(e) || e.value("impl", "") != "pytorch" || e.value("op", "") != "train") continue;
-    if (summary_entry(e)) eager[train_point(e)] = e.at("real_time").get<double>();
-    if (repetition_entry(e)) eager_rep[{train_point(e), e.value("repetition_index", 0)}] = e.at("real_time").get<double>();
-  }
-  std::map<std::string, std::pair<double, double>> range;  // ours' case (run_name) -> paired ratios' range
-  for (json& e : entries) {
-    if (!timed(e) || e.value("impl", "") != "ours" || !repetition_entry(e)) continue;
-    const auto it = eager_rep.find({train_point(e), e.value("repetition_index", 0)});
-    if (it == eager_rep.end()) continue;
-    const double x = it->second / e.at("real_time").get<double>();
-    e["speedup_vs_pytorch"] = x;
-    auto [r, fresh] = range.try_emplace(e.value("run_name", ""), x, x);
-    if (!fresh) r->second = {std::min(r->second.first, x), std::max(r->second.second, x)};
-  }
-  for (json& e : entries) {
-    if (!timed(e) || e.value("impl", "") != "ours" || !summary_entry(e)) continue;
-    const auto it = eager.find(train_point(e));
-    if (it == eager.end()) continue;
-    e["speedup_vs_pytorch"] = it->second / e.at("real_time").get<double>();
-    if (const auto r = range.find(e.value("run_name", "")); r != range.end())
-      e["speedup_vs_pytorch_range"] = {r->second.first, r->second.second};
-  }
 }
 
 }  // namespace
@@ -108,7 +64,7 @@ void gpt2_derive(std::vector<json>& entries) {
     e["tokens_per_s"] = e.at("gflops").get<double>() * 1e9 / e.at("flops_per_token").get<double>();
     if (e.contains("pct_of_peak")) e["mfu_pct"] = e.at("pct_of_peak");
   }
-  derive_vs_pytorch(entries);
+  derive_paired_speedup(entries, train_point, "ours", "pytorch", "tokens_per_s", "speedup_vs_pytorch");
 }
 
 void gpt2_summarize(const std::vector<json>& records, std::ostream& out) {
@@ -129,7 +85,8 @@ void gpt2_summarize(const std::vector<json>& records, std::ostream& out) {
                              (r.value("cuda_graph", false) ? ", CUDA graph" : "");
     rows.push_back({dev == "cpu" ? "CPU" : "GPU (" + dev + ")", r.value("config", ""), impl, r.value("ckpt", "off"),
                     std::to_string(r.value("batch", 0)), std::to_string(r.value("seq", 0)), fmt(tps, "%.0f"),
-                    r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-", vs_pytorch(r),
+                    r.contains("pct_of_peak") ? fmt(r.at("pct_of_peak").get<double>(), "%.1f%%") : "-",
+                    paired_speedup_cell(r, "speedup_vs_pytorch"),
                     fmt(1e3 * r.value("tokens_per_iteration", 0.0) / tps, "%.0f"), mb(r, "activation_bytes"),
                     r.value("host_peak_rss_scope", "") == "case" ? mb(r, "host_peak_rss_bytes") : "-",
                     mb(r, "peak_device_bytes")});

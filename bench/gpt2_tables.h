@@ -8,10 +8,9 @@
 namespace dlb::bench {
 
 // tokens_per_s from the harness's gflops and the record's flops_per_token; mfu_pct = pct_of_peak;
-// on ours' training entries speedup_vs_pytorch: PyTorch eager's time at the same point (device, dtype,
-// config, batch, seq, ckpt) over ours', per repetition paired by repetition_index (the same
-// interleaved round) and on the median, where the median also gets speedup_vs_pytorch_range, the
-// [lowest, highest] of the paired repetitions' ratios.
+// on ours' training entries speedup_vs_pytorch: ours' tokens/s over PyTorch eager's at the same point
+// (device, dtype, config, batch, seq, ckpt), per repetition paired with the peer's of the same
+// interleaved round and on the median, with speedup_vs_pytorch_range (bench/paired.h).
 void gpt2_derive(std::vector<json>& entries);
 // The training table (Device, Config, Impl, ... tokens/s, MFU, memory) and op=infer's latency table.
 void gpt2_summarize(const std::vector<json>& records, std::ostream& out);

@@ -28,6 +28,7 @@
 #include "bench/latency.h"
 #include "bench/markdown.h"
 #include "bench/napkin.h"
+#include "bench/paired.h"
 #include "bench/peer.h"
 #include "bench/seq_infer.h"
 #include "bench/suite.h"
@@ -374,10 +375,23 @@ std::string num(double v, const char* f = "%.0f") {
   return b;
 }
 
+// The training point ours and PyTorch share ("" off training, and for a CUDA-graph row: the peer has none).
+std::string train_point(const json& r) {
+  if (r.value("op", "") != "train" || r.value("cuda_graph", false)) return "";
+  return r.value("device", "") + "/" + r.value("model", "") + "/" + std::to_string(r.value("batch", 0LL)) + "/" +
+         std::to_string(r.value("seq", 0LL)) + "/" + r.value("dataset", "synthetic");
+}
+
+// speedup_vs_pytorch on ours' training entries, round by round (bench/paired.h).
+void derive(std::vector<json>& entries) {
+  derive_paired_speedup(entries, train_point, "ours", "pytorch", "tokens_per_s", "speedup_vs_pytorch");
+}
+
 void summarize(const std::vector<json>& records, std::ostream& out) {
   // train: (model, device, batch, seq, dataset) -> impl -> tokens/s; infer: (model, device, batch) -> impl -> record
   using Key = std::tuple<std::string, std::string, long long, long long, std::string>;
   std::map<Key, std::map<std::string, double>> train;
+  std::map<Key, std::string> vs_pytorch;  // ours against PyTorch, "median (range)"
   std::map<std::tuple<std::string, std::string, long long>, std::map<std::string, json>> infer;
   for (const auto& r : records) {
     if (r.value("error_occurred", false)) continue;
@@ -386,6 +400,9 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
     if (r.value("op", "") == "train" && r.contains("tokens_per_s"))
       train[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}]
            [impl + (r.value("cuda_graph", false) ? "+graph" : "")] = r.at("tokens_per_s").get<double>();
+    if (r.contains("speedup_vs_pytorch") && !r.value("cuda_graph", false))
+      vs_pytorch[{model, r.value("device", ""), b, r.value("seq", 0LL), r.value("dataset", "synthetic")}] =
+          paired_speedup_cell(r, "speedup_vs_pytorch");
     if (r.value("op", "") == "infer" && r.contains("p50_ms"))
       infer[{model, r.value("device", ""), b}][impl + (r.value("cuda_graph", false) ? "+graph" : "")] = r;
   }
@@ -400,10 +417,9 @@ void summarize(const std::vector<json>& records, std::ostream& out) {
       const auto& k = kv.first;
       const auto& v = kv.second;  // named, not a structured binding: the lambda captures it (clang)
       auto get = [&](const char* impl) { return v.count(impl) ? num(v.at(impl)) : "-"; };
-      const bool both = v.count("ours") && v.count("pytorch");
       rows.push_back({std::get<0>(k), std::get<1>(k) == "cpu" ? "CPU" : "GPU (" + std::get<1>(k) + ")",
                       std::to_string(std::get<2>(k)), std::to_string(std::get<3>(k)), std::get<4>(k), get("ours"), get("onednn"),
-                      get("cudnn"), get("pytorch"), both ? num(v.at("ours") / v.at("pytorch"), "%.2fx") : "-"});
+                      get("cudnn"), get("pytorch"), vs_pytorch.count(k) ? vs_pytorch.at(k) : "-"});
       if (graphs) rows.back().insert(rows.back().begin() + 6, get("ours+graph"));
     }
     print_markdown(out, rows);
@@ -483,6 +499,7 @@ DLB_SUITE(seq)
                      "(several, comma-separated, interleave)",
                      "dataset", false, FlagSpec::Parse::text, 0, {}}})
     .cases(expand)
+    .derived(derive)
     .summary(summarize);
 
 }  // namespace dlb::bench

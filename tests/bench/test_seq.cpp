@@ -274,3 +274,29 @@ TEST(SeqSuite, ThePeerTrainsOnOurTextBatches) {
     EXPECT_EQ(files(), 0);
   }
 }
+
+// The training table's "ours / PyTorch": ours' tokens/s over the peer's, paired round by round
+// (bench/paired.h), at the same model, device, batch, seq and dataset; a CUDA-graph row of ours is
+// no partner's (the peer has none).
+TEST(SeqSuite, OursOverPyTorchIsPairedByRound) {
+  auto entry = [](const std::string& impl, int rep, double tps, bool median = false, bool graph = false) {
+    json e{{"suite", "seq"}, {"op", "train"}, {"device", "cpu"}, {"dtype", "fp32"}, {"model", "lstm"}, {"batch", 8},
+           {"seq", 32},      {"impl", impl},  {"tokens_per_s", tps}, {"real_time", 1e6 / tps}, {"repetitions", 2}};
+    e["run_name"] = "seq/" + impl + (graph ? "/graph" : "");
+    if (graph) e["cuda_graph"] = true;
+    if (median) e["run_type"] = "aggregate", e["aggregate_name"] = "median";
+    else e["run_type"] = "iteration", e["repetition_index"] = rep;
+    return e;
+  };
+  std::vector<json> es{entry("ours", 0, 3000), entry("ours", 1, 3300),     entry("pytorch", 0, 1000),
+                       entry("pytorch", 1, 1500), entry("ours", 0, 9000, false, true), entry("ours", 0, 3150, true),
+                       entry("pytorch", 0, 1250, true)};
+  bench::find_suite("seq")->derive(es);
+  EXPECT_DOUBLE_EQ(es[0].at("speedup_vs_pytorch").get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(es[1].at("speedup_vs_pytorch").get<double>(), 2.2);
+  EXPECT_FALSE(es[4].contains("speedup_vs_pytorch"));  // the graph row
+  EXPECT_DOUBLE_EQ(es[5].at("speedup_vs_pytorch").get<double>(), 3150.0 / 1250);
+  std::ostringstream table;
+  bench::find_suite("seq")->summarize({es[5], es[6]}, table);
+  EXPECT_NE(table.str().find("2.52x (2.20-3.00)"), std::string::npos) << table.str();
+}

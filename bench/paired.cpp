@@ -1,0 +1,68 @@
+// Ours against a peer, round by round (see paired.h).
+#include "bench/paired.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+namespace dlb::bench {
+
+namespace {
+
+bool repetition(const json& e) { return e.value("run_type", "") == "iteration"; }
+// A case's summary entry: its median, or its only repetition.
+bool summary(const json& e) {
+  return e.value("aggregate_name", "") == "median" || (repetition(e) && e.value("repetitions", 0) == 1);
+}
+
+std::string fmt(double v, const char* f) {
+  char b[32];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+void derive_paired_speedup(std::vector<json>& entries, const std::function<std::string(const json&)>& point,
+                           const std::string& ours, const std::string& peer, const std::string& rate,
+                           const std::string& key) {
+  auto rated = [&](const json& e, const std::string& impl) {
+    return !e.value("error_occurred", false) && e.value("impl", "") == impl && e.contains(rate) && e.at(rate).get<double>() > 0 &&
+           !point(e).empty();
+  };
+  std::map<std::string, double> peer_median;               // point -> the summary's rate
+  std::map<std::pair<std::string, int>, double> peer_rep;  // (point, repetition) -> rate
+  for (const json& e : entries) {
+    if (!rated(e, peer)) continue;
+    if (summary(e)) peer_median[point(e)] = e.at(rate).get<double>();
+    if (repetition(e)) peer_rep[{point(e), e.value("repetition_index", 0)}] = e.at(rate).get<double>();
+  }
+  std::map<std::string, std::pair<double, double>> range;  // ours' case (its run_name) -> the ratios' range
+  for (json& e : entries) {
+    if (!rated(e, ours) || !repetition(e)) continue;
+    const auto it = peer_rep.find({point(e), e.value("repetition_index", 0)});
+    if (it == peer_rep.end()) continue;
+    const double x = e.at(rate).get<double>() / it->second;
+    e[key] = x;
+    auto [r, fresh] = range.try_emplace(e.value("run_name", ""), x, x);
+    if (!fresh) r->second = {std::min(r->second.first, x), std::max(r->second.second, x)};
+  }
+  for (json& e : entries) {
+    if (!rated(e, ours) || !summary(e)) continue;
+    const auto it = peer_median.find(point(e));
+    if (it == peer_median.end()) continue;
+    e[key] = e.at(rate).get<double>() / it->second;
+    if (const auto r = range.find(e.value("run_name", "")); r != range.end()) e[key + "_range"] = {r->second.first, r->second.second};
+  }
+}
+
+std::string paired_speedup_cell(const json& r, const std::string& key) {
+  if (!r.contains(key)) return "-";
+  std::string s = fmt(r.at(key).get<double>(), "%.2fx");
+  if (const auto it = r.find(key + "_range"); it != r.end() && it->size() == 2)
+    s += " (" + fmt(it->at(0).get<double>(), "%.2f") + "-" + fmt(it->at(1).get<double>(), "%.2f") + ")";
+  return s;
+}
+
+}  // namespace dlb::bench
