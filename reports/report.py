@@ -28,6 +28,7 @@ from dlbench_report.kernels import sec_gflops  # noqa: E402
 from dlbench_report.loader import sec_loader  # noqa: E402
 from dlbench_report.lecture import opening_answer, sec_amp, sec_batch, sec_crossover, sec_lecture  # noqa: E402
 from dlbench_report.machines import sec_machines  # noqa: E402
+from dlbench_report.peers import sec_vs_pytorch  # noqa: E402
 from dlbench_report.profile import sec_memory_energy, sec_profile  # noqa: E402
 from dlbench_report.roofline import sec_roofline  # noqa: E402
 from dlbench_report.style import Page  # noqa: E402
@@ -62,7 +63,7 @@ def build(args):
     page = Page(out)
     opening_answer(page, runs)
     sec_machines(page, runs)
-    for sec in (sec_crossover, sec_lecture, sec_batch, sec_profile, sec_memory_energy, sec_roofline, sec_gflops,
+    for sec in (sec_crossover, sec_lecture, sec_batch, sec_vs_pytorch, sec_profile, sec_memory_energy, sec_roofline, sec_gflops,
                 sec_transfer, sec_loader, sec_amp, sec_dist, sec_compare, sec_cases):
         sec(page, runs)
     title = "dlbench report: " + ", ".join(r.label for r in runs)

@@ -248,6 +248,30 @@ class Case:
     def short(self):
         return "/".join(self.name.split("/")[1:])
 
+    def rate_unit(self):
+        """The unit of this case's throughput against batch size: "imgs/s" (image models), "tokens/s"
+        (sequence models, GPT-2; their headline metric may be GFLOP/s), or None (kernels, transfers)."""
+        if self.metric == "imgs_per_s" or "imgs_per_s" in self.rec:
+            return "imgs/s"
+        if "tokens_per_s" in self.rec or self.suite in ("seq", "gpt2"):
+            return "tokens/s"
+        return None
+
+    def rate(self):
+        """The throughput in rate_unit(), or None when the case did not run."""
+        u = self.rate_unit()
+        if u is None or self.status != "ok":
+            return None
+        return num(self.rec.get("imgs_per_s" if u == "imgs/s" else "tokens_per_s"))
+
+    def model_label(self):
+        """The model and, for models whose sizes are axes (seq, gpt2), the sizes: "lstm (emb=64, hidden=128,
+        layers=2, seq=32, vocab=128)"; a series only ever meets the same label on another device."""
+        model = str(self.get("model", self.get("config", self.get("net", ""))))
+        sizes = [f"{k}={v}" for k, v in sorted(self.params.items())
+                 if k not in ("batch", "impl", "model", "config", "net", "images", "input", "loader")]
+        return model + (f" ({', '.join(sizes)})" if sizes and self.suite in ("seq", "gpt2") else "")
+
     def status_text(self):
         return self.status if not self.message else f"{self.status}: {self.message}"
 

@@ -132,21 +132,21 @@ def crossover(cpu_pts, gpu_pts):
 
 
 def sec_batch(page, runs):
-    cases = [c for r in runs for c in r.cases if c.metric == "imgs_per_s" and isinstance(c.params.get("batch"), (int, float))]
+    cases = [c for r in runs for c in r.cases if c.rate_unit() and isinstance(c.params.get("batch"), (int, float))]
     groups = {}
     for c in cases:
-        model = c.get("model", c.get("net", ""))
-        groups.setdefault((c.suite, c.op, str(model)), []).append(c)
+        model = c.get("model", c.get("config", c.get("net", "")))
+        groups.setdefault((c.suite, c.op, str(model), c.rate_unit()), []).append(c)
     groups = {k: v for k, v in groups.items() if len({c.params["batch"] for c in v}) >= 2}
     if not groups:
         return
     page.section("Throughput against batch size",
-                 "Images per second against batch size (log batch axis, throughput from zero), one line per device and setting; the dotted "
+                 "Images (or, for the sequence models and GPT-2, tokens) per second against batch size (log batch axis, throughput from zero), one line per device and setting; the dotted "
                  "vertical lines mark where the GPU curve crosses the CPU curve.")
     multi_run = len({c.run.label for c in cases}) > 1
     xrows = []
-    for (suite, op, model), cs in groups.items():
-        var_keys = [k for k in sorted({k for c in cs for k in c.params}) if k not in ("batch", "model", "net")
+    for (suite, op, model, unit), cs in groups.items():
+        var_keys = [k for k in sorted({k for c in cs for k in c.params}) if k not in ("batch", "model", "config", "net")
                     and len({str(c.params.get(k)) for c in cs}) > 1]
         multi_dtype = len({c.dtype for c in cs}) > 1
         lines = {}
@@ -159,14 +159,14 @@ def sec_batch(page, runs):
         for key, by_dev in lines.items():
             pts = {}
             for dev in sorted(by_dev, key=lambda d: (d != "cpu", d)):
-                ok = sorted([c for c in by_dev[dev] if c.ok], key=lambda c: c.params["batch"])
+                ok = sorted([c for c in by_dev[dev] if c.rate() is not None], key=lambda c: c.params["batch"])
                 for c in by_dev[dev]:
-                    if not c.ok:
+                    if c.rate() is None:
                         failed_x.append(c.params["batch"])
                         notes.append(f"not plotted: {c.device} batch {c.params['batch']} {series_label(key)}: {c.status}")
                 if ok:
-                    pts[dev] = {c.params["batch"]: c.value for c in ok}
-                    ax.plot([c.params["batch"] for c in ok], [c.value for c in ok],
+                    pts[dev] = {c.params["batch"]: c.rate() for c in ok}
+                    ax.plot([c.params["batch"] for c in ok], [c.rate() for c in ok],
                             "o-" if dev == "cpu" else "s-", label=series_label([device_kind(dev) + f" ({dev})"] + list(key)))
             for dev in pts:
                 if dev == "cpu" or "cpu" not in pts:
@@ -182,7 +182,7 @@ def sec_batch(page, runs):
         batch_axis(ax)
         zero_based(ax)
         ax.set_xlabel("batch size")
-        ax.set_ylabel("imgs/s")
+        ax.set_ylabel(unit)
         ax.set_title(series_label([suite, op, model]))
         dedupe_legend(ax, loc="best")
         page.figure(fig, f"batch_{suite}_{op}_{model}", f"{series_label([suite, op, model])}: throughput against batch size.", notes)
@@ -257,23 +257,25 @@ def sec_amp(page, runs):
 # beside a committed GPU run from another works the same as one run with both devices).
 
 def training_series(runs):
-    """{model: [(run, device, {batch: imgs/s})]} of our fp32 training cases (lecture, train) in the
-    lecture's setting (pageable input, no CUDA graph; peers excluded)."""
+    """{model: [(run, device, {batch: rate}, unit)]} of our fp32 training cases in the lecture's setting
+    (pageable input, no CUDA graph; peers excluded): the image models' imgs/s (lecture, train) and the
+    sequence models' and GPT-2's tokens/s (seq, gpt2), a model with its sizes (Case.model_label)."""
     out = {}
     for r in runs:
         series = {}
         for c in r.cases:
-            if not (c.ok and c.metric == "imgs_per_s" and c.suite in ("lecture", "train") and c.dtype == "fp32"
-                    and isinstance(c.params.get("batch"), (int, float))):
+            if not (c.rate() is not None and c.suite in ("lecture", "train", "seq", "gpt2") and c.op == "train"
+                    and c.dtype == "fp32" and isinstance(c.params.get("batch"), (int, float))):
                 continue
             if c.params.get("impl", "ours") != "ours" or str(c.params.get("input", "pageable")) != "pageable" \
-                    or c.get("cuda_graph") in (True, 1):
+                    or c.get("cuda_graph") in (True, 1) or str(c.get("attn", "flash")) != "flash" \
+                    or str(c.get("ckpt", "off")) != "off":
                 continue
-            model = str(c.get("model", "net128"))
-            pts = series.setdefault((model, c.device), {})
-            pts[c.params["batch"]] = max(pts.get(c.params["batch"], 0), c.value)
-        for (model, dev), pts in series.items():
-            out.setdefault(model, []).append((r, dev, pts))
+            model = c.model_label() if c.suite in ("seq", "gpt2") else str(c.get("model", "net128"))
+            pts = series.setdefault((model, c.device, c.rate_unit()), {})
+            pts[c.params["batch"]] = max(pts.get(c.params["batch"], 0), c.rate())
+        for (model, dev, unit), pts in series.items():
+            out.setdefault(model, []).append((r, dev, pts, unit))
     return out
 
 
@@ -289,12 +291,12 @@ def cross_rows(runs):
         gpus = [s for s in ss if s[1] != "cpu"]
         if not cpus or not gpus:
             continue
-        cr, _, cpts = cpus[0]  # the first folder's CPU (this machine's, by the command's order)
-        for gr, gdev, gpts in gpus:
+        cr, _, cpts, unit = cpus[0]  # the first folder's CPU (this machine's, by the command's order)
+        for gr, gdev, gpts, _ in gpus:
             xs, summary = crossover(cpts, gpts)
             sp = {b: gpts[b] / cpts[b] for b in (64, 2) if b in cpts and b in gpts and cpts[b]}
             rows.append({"model": model, "cpu_run": cr, "gpu_run": gr, "gpu": gdev, "cpu_pts": cpts, "gpu_pts": gpts,
-                         "xs": xs, "summary": summary, "sp": sp})
+                         "xs": xs, "summary": summary, "sp": sp, "unit": unit})
     return rows
 
 
@@ -327,9 +329,9 @@ def opening_answer(page, runs):
     if not ss:
         return
     for model, series in ss.items():
-        for r, dev, pts in series:
-            at = ", ".join(f"{fmt(pts[b], 4)} imgs/s at batch {b}" for b in (64, 2) if b in pts) or \
-                ", ".join(f"{fmt(v, 4)} imgs/s at batch {b}" for b, v in sorted(pts.items())[:3])
+        for r, dev, pts, unit in series:
+            at = ", ".join(f"{fmt(pts[b], 4)} {unit} at batch {b}" for b in (64, 2) if b in pts) or \
+                ", ".join(f"{fmt(v, 4)} {unit} at batch {b}" for b, v in sorted(pts.items())[:3])
             lec = " (the lecture's desktop CPU: 1474 and 860)" if dev == "cpu" and model == "net128" else ""
             page.answer(f"{model} on {device_name(r, dev)} ({dev}, {r.label}): {at}{lec}. Only "
                         f"{'the CPU' if dev == 'cpu' else 'this GPU'} was measured, so there is no crossover here: "
@@ -370,7 +372,7 @@ def sec_crossover(page, runs):
         batch_axis(ax)
         zero_based(ax)
         ax.set_xlabel("batch size")
-        ax.set_ylabel("train throughput (imgs/s)")
+        ax.set_ylabel(f"train throughput ({x['unit']})")
         ax.set_title(f"{x['model']}: GPU against CPU")
         dedupe_legend(ax, loc="best")
         page.figure(fig, f"crossover_{x['model']}", f"{x['model']}: training throughput of the CPU and the GPU "

@@ -2,8 +2,9 @@
 """Smoke test of `dlbench report`: builds reports from the hand-made fixtures in tests/data/report and
 checks what they contain: the fingerprints, the lecture table beside the lecture's figures, one plot per
 section (valid PNGs), every table as CSV and Markdown, failed/skipped cases shown as such, the
-comparison of two lecture runs, HTML escaping, plots for both suites when two suites are given, and the
-loader suite's plot and table beside a lecture run fed by the loader (its Fed by column).
+comparison of two lecture runs, HTML escaping, plots for both suites when two suites are given, the
+loader suite's plot and table beside a lecture run fed by the loader (its Fed by column), and the
+sequence models in tokens/s: against batch size, their crossover, ours over PyTorch.
 
     check_report.py DLBENCH DATA_DIR OUT_DIR
 """
@@ -183,7 +184,29 @@ check("Fed by" in head, f"lecture header has Fed by: {head}")
 fed = [r[head.index("Fed by")] for r in rows] if "Fed by" in head else []
 check(fed.count("resident tensors") == 2 and fed.count("loader: 2 workers (the lecture's)") == 2, f"fed by values {fed}")
 
-# 5. Escaping: a folder name, a host name and an error message full of HTML.
+# 5. The sequence models (issue 29) in tokens/s: a CPU seq run at the default sizes with the PyTorch peer
+# (tests/data/report/seq_cpu: Zen 4, 2026-11-27) beside the committed H100 seq-peer baseline. Their
+# throughput against batch size, the GPU-vs-CPU crossover per model matched by its sizes, and ours over
+# PyTorch with the paired repetitions' range (the CPU rows; the baseline predates the key).
+out6 = os.path.join(OUT, "seq")
+h100 = os.path.join(DATA, "..", "..", "..", "reports", "baselines", "nvidia-h100-80gb-hbm3", "seq-peer.json")
+report([os.path.join(DATA, "seq_cpu"), h100], out6)
+doc6, tags6 = page(out6)
+check_pngs(out6, tags6)
+for m in ("rnn", "lstm", "transformer"):
+    check(any(f"batch_seq_train_{m}" in s for s in tags6.imgs), f"seq {m} tokens/s plot: {tags6.imgs}")
+head, rows = read_csv(out6, "crossover_machines")
+models = sorted(r[0].split(" ")[0] for r in rows)
+check(models == ["lstm", "rnn", "transformer"], f"crossover rows per sequence model: {[r[0] for r in rows]}")
+check(all("hidden=128" in r[0] or "d_model=128" in r[0] for r in rows), f"crossover rows name the sizes: {rows}")
+check("tokens/s" in doc6, "tokens/s named on the page")
+head, rows = read_csv(out6, "vs_pytorch")
+check(head[-2:] == ["Median ratio", "Paired repetitions"], f"vs_pytorch header {head}")
+check(len(rows) == 9 and all(r[2] == "cpu" for r in rows), f"vs_pytorch: the 9 CPU training rows: {rows}")
+check(all(r[-1].count("x to ") == 1 for r in rows), f"vs_pytorch ranges: {[r[-1] for r in rows]}")
+check(any("vs_pytorch" in s for s in tags6.imgs), f"vs_pytorch plot: {tags6.imgs}")
+
+# 6. Escaping: a folder name, a host name and an error message full of HTML.
 evil_dir = os.path.join(OUT, 'evil <b>"&\'')
 shutil.rmtree(evil_dir, ignore_errors=True)
 os.makedirs(evil_dir)
