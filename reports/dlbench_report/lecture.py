@@ -311,7 +311,8 @@ def opening_answer(page, runs):
             where = "on this machine" if x["gpu_run"] is x["cpu_run"] else \
                 f"with the CPU from {x['cpu_run'].label} and the GPU from {x['gpu_run'].label} " + \
                 ("(one machine, two results folders)" if same_machine(x["cpu_run"], x["gpu_run"]) else "(another machine)")
-            sp = " and ".join(f"{v:.2f} times as fast at batch {b}" for b, v in x["sp"].items()) \
+            sp = " and ".join((f"{v:.2f} times" if v >= 1 else f"{100 * v:.0f}%") + f" as fast at batch {b}"
+                              for b, v in x["sp"].items()) \
                 or "not measured at a batch size both have"
             shared = sorted(set(x["cpu_pts"]) & set(x["gpu_pts"]))
             if x["xs"]:
