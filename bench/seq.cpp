@@ -375,11 +375,14 @@ std::string num(double v, const char* f = "%.0f") {
   return b;
 }
 
-// The training point ours and PyTorch share ("" off training, and for a CUDA-graph row: the peer has none).
+// The training point ours and PyTorch share: device, model and its sizes, batch, dataset ("" off
+// training, and for a CUDA-graph row: the peer has none).
 std::string train_point(const json& r) {
   if (r.value("op", "") != "train" || r.value("cuda_graph", false)) return "";
-  return r.value("device", "") + "/" + r.value("model", "") + "/" + std::to_string(r.value("batch", 0LL)) + "/" +
-         std::to_string(r.value("seq", 0LL)) + "/" + r.value("dataset", "synthetic");
+  std::string p = r.value("device", "") + "/" + r.value("model", "") + "/" + r.value("dataset", "synthetic");
+  for (const char* k : {"batch", "seq", "vocab", "emb", "hidden", "layers", "d_model", "heads", "mask"})
+    p += "/" + (r.contains(k) ? r.at(k).dump() : "-");
+  return p;
 }
 
 // speedup_vs_pytorch on ours' training entries, round by round (bench/paired.h).
