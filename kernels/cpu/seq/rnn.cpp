@@ -199,6 +199,16 @@ struct Dispatch {
   explicit Dispatch(const RnnShape& s)
       : seq(!s.bf16), step(!s.bf16 && s.B >= kSmallGemmMinRows), grad(!s.bf16 && s.rows() <= kSmallGemmMaxK) {}
 };
+// The recurrence's tasks: row b of h_t needs only row b of h_{t-1} (and of c, dh, dc), so the batch
+// rows split over tasks that each run every step on their rows, one parallel region a sequence
+// instead of two a step, and a task's gates, states and gradients stay in its core's cache (the
+// per-step path splits the GEMM by columns and the cells by rows, so every step's rows cross cores).
+// At least 8 rows a task (the GEMM tile's rows at AVX-512), at most a task per thread; 1: the
+// per-step path. Zen 4, 2 threads, 4 runs alternating with the per-step binary
+// (docs/notes/2026-11-27-audit.md): batch 64 rnn 1.13-1.20x, lstm 1.03-1.14x its tokens/s (batch 8,
+// the same path in both: 0.96-1.12x, the noise); 4-row tasks at batch 8 lost on the rnn (0.85-0.93x).
+int recurrence_tasks(long B) { return int(std::clamp<long>(B / 8, 1, kernel_threads())); }
+
 // W [rows x cols] -> W^T [cols x rows] into `out` (thread-local scratch), for small_gemm's B.
 const float* transposed(const float* w, long rows, long cols, std::vector<float>& out) {
   out.resize(std::size_t(rows) * cols);
@@ -235,18 +245,34 @@ void rnn_forward(const RnnShape& s, const RnnWeights& w, const float* x, const f
   const float* const whh = use.step ? transposed(w.w_hh, GH, H, whh_t) : nullptr;
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_forward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_forward);
-  for (int t = 0; t < s.T; ++t) {
+  auto cells = [&](int t, long lo, long hi) {  // step t's cells of batch rows [lo, hi)
     float* const gt = gates + s.row(t, 0) * GH;
-    if (use.step) small_gemm(false, B, GH, H, hs + t * BH, H, whh, GH, true, gt, rs * GH);  // += W_hh h_{t-1}
-    else gemm(s.bf16, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH, w16.hh);
-    parallel_rows(B, 3L * GH, [&](long lo, long hi) {
-      for (long b = lo; b < hi; ++b) {
-        float* const h = hs + (t + 1) * BH + b * H;
-        if (lstm) lstm_body(gt + b * rs * GH, bias, cs + t * BH + b * H, cs + (t + 1) * BH + b * H, h, H);
-        else tanh_body(gt + b * rs * GH, bias, h, H);
-        std::copy_n(h, H, y + s.row(t, int(b)) * H);
+    for (long b = lo; b < hi; ++b) {
+      float* const h = hs + (t + 1) * BH + b * H;
+      if (lstm) lstm_body(gt + b * rs * GH, bias, cs + t * BH + b * H, cs + (t + 1) * BH + b * H, h, H);
+      else tanh_body(gt + b * rs * GH, bias, h, H);
+      std::copy_n(h, H, y + s.row(t, int(b)) * H);
+    }
+  };
+  const int tasks = use.step ? recurrence_tasks(B) : 1;
+  if (tasks > 1) {  // each task runs every step for its batch rows (recurrence_tasks)
+    auto rows = [&](int task) {
+      long lo, hi;
+      split_range(B, tasks, task, lo, hi);
+      for (int t = 0; t < s.T; ++t) {  // += W_hh h_{t-1}, rows [lo, hi)
+        small_gemm_serial(false, hi - lo, GH, H, hs + t * BH + lo * H, H, whh, GH, true,
+                          gates + (s.row(t, 0) + lo * rs) * GH, rs * GH);
+        cells(t, lo, hi);
       }
-    });
+    };
+    parallel_tasks(tasks, rows);
+  } else {
+    for (int t = 0; t < s.T; ++t) {
+      float* const gt = gates + s.row(t, 0) * GH;
+      if (use.step) small_gemm(false, B, GH, H, hs + t * BH, H, whh, GH, true, gt, rs * GH);  // += W_hh h_{t-1}
+      else gemm(s.bf16, false, true, B, GH, H, hs + t * BH, H, w.w_hh, H, 1.f, gt, rs * GH, w16.hh);
+      parallel_rows(B, 3L * GH, [&](long lo, long hi) { cells(t, lo, hi); });
+    }
   }
   if (hn) std::copy_n(hs + s.T * BH, BH, hn);
   if (cn && lstm) std::copy_n(cs + s.T * BH, BH, cn);
@@ -277,21 +303,38 @@ void rnn_backward(const RnnShape& s, const RnnWeights& w, const float* x, const 
   const auto lstm_body = DLB_ISA_PICK(lstm_cell_backward);
   const auto tanh_body = DLB_ISA_PICK(tanh_cell_backward);
   const Dispatch use(s);
-  for (int t = s.T - 1; t >= 0; --t) {
-    parallel_rows(B, 4L * GH, [&](long lo, long hi) {
-      for (long b = lo; b < hi; ++b) {
-        const long r = s.row(t, int(b));
-        const float* dyr = dy ? dy + r * H : nullptr;
-        if (lstm)
-          lstm_body(gates + r * GH, cs + t * BH + b * H, cs + (t + 1) * BH + b * H, dyr, dh + b * H, dc + b * H,
-                    da + r * GH, H);
-        else tanh_body(hs + (t + 1) * BH + b * H, dyr, dh + b * H, da + r * GH, H);
+  auto cells = [&](int t, long lo, long hi) {  // step t's cells of batch rows [lo, hi)
+    for (long b = lo; b < hi; ++b) {
+      const long r = s.row(t, int(b));
+      const float* dyr = dy ? dy + r * H : nullptr;
+      if (lstm)
+        lstm_body(gates + r * GH, cs + t * BH + b * H, cs + (t + 1) * BH + b * H, dyr, dh + b * H, dc + b * H,
+                  da + r * GH, H);
+      else tanh_body(hs + (t + 1) * BH + b * H, dyr, dh + b * H, da + r * GH, H);
+    }
+  };
+  const int tasks = use.step ? recurrence_tasks(B) : 1;
+  if (tasks > 1) {  // each task runs every step for its batch rows (recurrence_tasks)
+    auto rows = [&](int task) {
+      long lo, hi;
+      split_range(B, tasks, task, lo, hi);
+      for (int t = s.T - 1; t >= 0; --t) {
+        cells(t, lo, hi);
+        if (t == 0 && !dh0) break;  // dh_{-1} is wanted only as dh0
+        // dh_{t-1} = dA_t W_hh, rows [lo, hi)
+        small_gemm_serial(false, hi - lo, H, GH, da + (s.row(t, 0) + lo * rs) * GH, rs * GH, w.w_hh, H, false,
+                          dh + lo * H, H);
       }
-    });
-    if (t == 0 && !dh0) break;  // dh_{-1} is wanted only as dh0
-    const float* dat = da + s.row(t, 0) * GH;  // dh_{t-1} = dA_t W_hh
-    if (use.step) small_gemm(false, B, H, GH, dat, rs * GH, w.w_hh, H, false, dh, H);
-    else gemm(s.bf16, false, false, B, H, GH, dat, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);
+    };
+    parallel_tasks(tasks, rows);
+  } else {
+    for (int t = s.T - 1; t >= 0; --t) {
+      parallel_rows(B, 4L * GH, [&](long lo, long hi) { cells(t, lo, hi); });
+      if (t == 0 && !dh0) break;  // dh_{-1} is wanted only as dh0
+      const float* dat = da + s.row(t, 0) * GH;  // dh_{t-1} = dA_t W_hh
+      if (use.step) small_gemm(false, B, H, GH, dat, rs * GH, w.w_hh, H, false, dh, H);
+      else gemm(s.bf16, false, false, B, H, GH, dat, rs * GH, w.w_hh, H, 0.f, dh, H, w16.hh);
+    }
   }
   if (dh0) std::copy_n(dh, BH, dh0);
   if (dc0 && lstm) std::copy_n(dc, BH, dc0);

@@ -49,6 +49,15 @@ void small_gemm(bool trans_a, long m, long n, long k, const float* a, long lda, 
   }
 }
 
+void small_gemm_serial(bool trans_a, long m, long n, long k, const float* a, long lda, const float* b, long ldb,
+                       bool accumulate, float* c, long ldc) {
+  if (m <= 0 || n <= 0) return;
+  const long ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
+  const auto body = DLB_ISA_PICK(small_gemm_cols);
+  for (long i = 0; i < m; i += kRowBlock)
+    body(std::min(kRowBlock, m - i), 0, n, k, a + i * ars, ars, acs, b, ldb, accumulate, c + i * ldc, ldc);
+}
+
 }  // namespace dlb::cpu::seq
 
 #else  // ---- bodies, once per ISA (foreach_isa.h) ----

@@ -23,6 +23,10 @@ constexpr long kSmallGemmMaxK = 1024;
 // product is large enough to pay for it; the bits do not depend on the split.
 void small_gemm(bool trans_a, long m, long n, long k, const float* a, long lda, const float* b, long ldb,
                 bool accumulate, float* c, long ldc);
+// The same product on the calling thread alone, for a caller that splits the work itself (the
+// recurrence over batch rows: rnn.cpp). The same bits as small_gemm.
+void small_gemm_serial(bool trans_a, long m, long n, long k, const float* a, long lda, const float* b, long ldb,
+                       bool accumulate, float* c, long ldc);
 
 // fp64 reference, same arguments.
 void small_gemm_ref(bool trans_a, long m, long n, long k, const double* a, long lda, const double* b, long ldb,

@@ -5,6 +5,8 @@
 // overwrite and accumulate; and the threaded column split against one thread, bit for bit.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -74,6 +76,20 @@ TEST(SeqSmallGemm, ThreadsGiveTheSameBits) {
   const auto many = g.run(true);
   cpu::KernelThreadsLimit one(1);
   EXPECT_EQ(many, g.run(true));
+}
+
+// small_gemm_serial (the recurrence's batch-row tasks, rnn.cpp) is the same product, bit for bit, also
+// on a range of rows (any row, any block of 128), transposed A or not.
+TEST(SeqSmallGemm, SerialGivesTheSameBits) {
+  for (const bool ta : {false, true})
+    for (const auto [m, n, k] : {std::array<long, 3>{64, 512, 128}, {32, 128, 512}, {300, 96, 40}, {5, 20, 7}}) {
+      const Gemm g(ta, m, n, k);
+      for (const bool acc : {false, true}) {
+        std::vector<float> c = g.c0;
+        small_gemm_serial(ta, g.m, g.n, g.k, g.a.data(), g.lda, g.b.data(), g.ldb, acc, c.data(), g.ldc);
+        EXPECT_EQ(c, g.run(acc)) << "ta " << ta << " m " << m << " n " << n << " k " << k << " acc " << acc;
+      }
+    }
 }
 
 TEST(SeqSmallGemm, EmptyIsANoOp) {
