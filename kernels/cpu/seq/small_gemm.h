@@ -14,9 +14,11 @@ namespace dlb::cpu::seq {
 // 4 rows the 2 MR sums of a panel are too few to hide the FMA latency, and OpenBLAS's small-matrix
 // path wins at B = 1, 2 (docs/notes/2026-11-26-seq-models.md, "Small-batch LSTM").
 constexpr long kSmallGemmMinRows = 4;
-// The weight gradients (dA^T [GH x T B] x [T B x I]) go here up to this k = T B: beyond it A's
-// columns (T B rows of dA) outgrow L2 and OpenBLAS's blocking wins (at T B = 2048, batch 64).
-constexpr long kSmallGemmMaxK = 1024;
+// The weight gradients (dA^T [GH x T B] x [T B x I]) go here up to this k = T B. At T B = 2048
+// (batch 64) one thread's product alone was OpenBLAS's, 63 vs 56 GF/s (2026-11-26), but the whole
+// batch-64 LSTM / RNN step at two threads runs 1.21-1.40x faster with them here and within noise at
+// one thread (0.94-1.02x; Zen 4, docs/notes/2026-11-27-audit.md). Beyond it, unmeasured: OpenBLAS.
+constexpr long kSmallGemmMaxK = 2048;
 
 // C[m x n] = op(A) B, or C += op(A) B with `accumulate`; op(A) = A [m x k], or with trans_a A^T
 // for A [k x m]. Any sizes (tails masked). Columns are split over the kernel threads when the

@@ -16,6 +16,7 @@
 #include "kernels/cpu/onednn/onednn.h"
 #include "kernels/cpu/onednn/rnn.h"
 #include "kernels/cpu/seq/rnn.h"
+#include "kernels/cpu/seq/small_gemm.h"
 #include "kernels/cpu/threads.h"
 #include "tests/seq_test_util.h"
 
@@ -114,7 +115,9 @@ std::vector<Case> cases() {
       v.emplace_back(cell, 9, 4, 32, 48, bf);            // whole vectors
       v.emplace_back(cell, 4, 1, 5, 20, bf, false, false);  // batch 1, no biases, zero h0 / c0
       v.emplace_back(cell, 3, 9, 6, 20, bf);             // small_gemm: a whole tile of rows and a remainder
-      v.emplace_back(cell, 9, 120, 5, 8, bf);            // T B > kSmallGemmMaxK: the weight gradients on sgemm
+      v.emplace_back(cell, 9, 120, 5, 8, bf);            // batch-row tasks; the weight gradients on small_gemm
+      v.emplace_back(cell, 9, 240, 5, 8, bf);            // T B > kSmallGemmMaxK: the weight gradients on sgemm
+      static_assert(9 * 120 <= kSmallGemmMaxK && 9 * 240 > kSmallGemmMaxK);
     }
   return v;
 }
