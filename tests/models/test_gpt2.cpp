@@ -29,6 +29,16 @@ Gpt2Config tiny() {
   c.num_heads = 2, c.channels = 8;
   return c;
 }
+
+// Two sequences of 6 of tiny()'s tokens and their next tokens, as a Batch (x may be changed in place).
+struct TinyBatch {
+  std::vector<std::int32_t> x{3, 0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6}, y{0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6, 8};
+  const void* in[1] = {x.data()};
+  Batch b;
+  TinyBatch() { b.n = 2, b.labels = y.data(), b.inputs = in; }
+  TinyBatch(const TinyBatch&) = delete;
+  TinyBatch& operator=(const TinyBatch&) = delete;
+};
 }  // namespace
 
 TEST(Gpt2, Gradcheck) {
@@ -190,11 +200,6 @@ TEST(Gpt2, CheckpointSegmentsMustHoldTheirValues) {
   EXPECT_TRUE(std::isfinite(m.forward_backward(Batch{x.data(), nullptr, nullptr, 1})));
 }
 
-// The bf16 AMP step (AmpTrainer, PyTorch's autocast policy): every Linear's weight and bias is cast,
-// the tied token table is not (its embedding lookup reads fp32, as in PyTorch; the head's bf16 step
-// casts its own operand); where the CPU computes bf16 the plan runs the Linears and the head in bf16
-// steps; the loss and each gradient track the fp32 step within bf16's autocast tolerance and the
-// fp32 values come back unchanged. Emulated (AVX2) and, where the CPU has it, native.
 // A step that throws (here a token outside the vocabulary, found by the embedding after the weights
 // were cast) leaves the fp32 masters in the model, bit for bit, and the next step runs as usual.
 TEST(Gpt2, Bf16StepThatThrowsLeavesTheMastersInPlace) {
@@ -210,20 +215,22 @@ TEST(Gpt2, Bf16StepThatThrowsLeavesTheMastersInPlace) {
     // GPT-2's biases start at zero, which rounds to itself: give every cast value bits bf16 lacks.
     for (Param* p : t.cast_params())
       for (std::size_t i = 0; i < p->value.size(); ++i) p->value[i] += 1e-3f * float(i % 7 + 1) / 3;
-    std::vector<std::int32_t> x{3, 0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6}, y{0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6, 8};
-    const void* in[1] = {x.data()};
-    Batch b;
-    b.n = 2, b.labels = y.data(), b.inputs = in;
+    TinyBatch tb;
     const Gpt2Weights before = gpt2_export(*m, c, false);
-    x[7] = c.padded_vocab_size;
-    EXPECT_THROW(t.gradients(b), InputError);
+    tb.x[7] = c.padded_vocab_size;
+    EXPECT_THROW(t.gradients(tb.b), InputError);
     EXPECT_EQ(gpt2_export(*m, c, false).data, before.data);
-    x[7] = 9;
-    EXPECT_TRUE(std::isfinite(t.gradients(b)));
+    tb.x[7] = 9;
+    EXPECT_TRUE(std::isfinite(t.gradients(tb.b)));
     EXPECT_EQ(gpt2_export(*m, c, false).data, before.data);
   }
 }
 
+// The bf16 AMP step (AmpTrainer, PyTorch's autocast policy): every Linear's weight and bias is cast,
+// the tied token table is not (its embedding lookup reads fp32, as in PyTorch; the head's bf16 step
+// casts its own operand); where the CPU computes bf16 the plan runs the Linears and the head in bf16
+// steps; the loss and each gradient track the fp32 step within bf16's autocast tolerance and the
+// fp32 values come back unchanged. Emulated (AVX2) and, where the CPU has it, native.
 TEST(Gpt2, Bf16AutocastStepCastsTheLinearsNotTheTiedTable) {
   const Gpt2Config c = tiny();
   for (const cpu::Isa isa : {cpu::Isa::avx2, cpu::Isa::avx512_bf16}) {
@@ -246,10 +253,8 @@ TEST(Gpt2, Bf16AutocastStepCastsTheLinearsNotTheTiedTable) {
     EXPECT_EQ(bf16_steps, native ? 4 * c.num_layers + 1 : 0);
     EXPECT_EQ(heads, native ? 1 : 0);
 
-    std::vector<std::int32_t> x{3, 0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6}, y{0, 12, 7, 1, 5, 5, 9, 2, 11, 4, 6, 8};
-    const void* in[1] = {x.data()};
-    Batch b;
-    b.n = 2, b.labels = y.data(), b.inputs = in;
+    const TinyBatch tb;
+    const Batch& b = tb.b;
     const Gpt2Weights before = gpt2_export(*m, c, false);
     const double got = t.gradients(b);
     EXPECT_EQ(gpt2_export(*m, c, false).data, before.data);  // the masters are back, bit for bit
