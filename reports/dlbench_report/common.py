@@ -377,14 +377,16 @@ def fp32_peak(run, dev):
 
 def flops_peak(c):
     """(GFLOP/s, what): the ceiling a case's pct_of_peak was taken against, which the harness picks by
-    device and dtype (harness/records.cpp: the CPU's measured FMA peak, twice it for bf16 on an
-    avx512_bf16 CPU; a GPU's fp32 or tensor-core peak for that dtype); else the device's fp32 peak
+    device and dtype (harness/records.cpp: the CPU's measured FMA peak, twice it for a bf16 row that ran
+    on bf16 dot products; a GPU's fp32 or tensor-core peak for that dtype); else the device's fp32 peak
     (a bf16 line against an fp32 ceiling would show a CPU above its peak)."""
     g = num(c.rec.get("gflops")) if c.status == "ok" else None
     if g and c.pct:
         p = g * 100.0 / c.pct
         if c.device == "cpu":
-            return p, "measured FMA peak" if c.dtype == "fp32" else f"{c.dtype} peak (2 x the measured FMA peak)"
+            fma = num(c.rec.get("cpu_peak_gflops"))  # the FMA peak itself: twice it only on bf16 dot products
+            twice = p > 1.5 * fma if fma else c.dtype == "bf16"
+            return p, f"{c.dtype} peak (2 x the measured FMA peak)" if twice else "measured FMA peak"
         return p, f"theoretical {c.dtype} peak"
     return fp32_peak(c.run, c.device)
 

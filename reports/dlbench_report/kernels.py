@@ -18,7 +18,7 @@ def sec_gflops(page, runs):
     page.section("GFLOP/s against size",
                  "Per implementation and device; horizontal dashed lines are the device's peak for the "
                  "figure's dtype, the one its % of peak is taken against (CPU: the measured FMA peak, twice it "
-                 "for bf16 where the CPU has avx512_bf16; GPU: theoretical).")
+                 "for a bf16 row that ran on bf16 dot products; GPU: theoretical).")
     groups = {}
     for c in cases:
         groups.setdefault((c.suite, c.op, c.dtype, shape_kind(c)), []).append(c)

@@ -296,7 +296,7 @@ def cross_rows(runs):
             xs, summary = crossover(cpts, gpts)
             # At batch 64 and 2 (the lecture's); a series measured elsewhere (gpt2: batch 4) at its own batches.
             shared = sorted(set(cpts) & set(gpts))
-            picks = [b for b in (64, 2) if b in shared] or sorted({shared[-1], shared[0]}, reverse=True) if shared else []
+            picks = ([b for b in (64, 2) if b in shared] or sorted({shared[-1], shared[0]}, reverse=True)) if shared else []
             sp = {b: gpts[b] / cpts[b] for b in picks if cpts[b]}
             rows.append({"model": model, "cpu_run": cr, "gpu_run": gr, "gpu": gdev, "cpu_pts": cpts, "gpu_pts": gpts,
                          "xs": xs, "summary": summary, "sp": sp, "unit": unit})
