@@ -225,19 +225,20 @@ float AmpTrainer::gradients(const Batch& b, Profiler* prof) {
     std::memcpy(master_[k].data() + at, v, n * sizeof(float));
     round_to(dtype_, v, n);
   });
-  // Masters back, also when the step throws (a bad token, out of memory): the model must not keep
-  // rounded weights for whoever catches it (a sweep goes on, a test reads them). Unscale (fp16).
-  auto masters_back = [&] {
-    for (const std::size_t k : cast) cast_params_[k]->value.swap(master_[k]);
-  };
+  // Masters back as the forward-backward ends, also when it throws (a bad token, out of memory): the
+  // model must not keep rounded weights for whoever catches it (a sweep goes on, a test reads them).
   float loss = 0;
-  try {
+  {
+    struct MastersBack {
+      AmpTrainer& t;
+      const std::vector<std::size_t>& cast;
+      ~MastersBack() {
+        for (const std::size_t k : cast) t.cast_params_[k]->value.swap(t.master_[k]);
+      }
+    } back{*this, cast};
     loss = exec_->forward_backward(m_, b, {prof, nullptr, scaler_.scale()});
-  } catch (...) {
-    masters_back();
-    throw;
   }
-  masters_back();
+  // Unscale (fp16).
   if (scaler_.config().enabled)
     for (Param* p : m_.params()) scaler_.unscale(p->grad.data(), p->grad.size());
   return loss;
