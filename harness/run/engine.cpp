@@ -280,8 +280,8 @@ WindowResult measure(const std::vector<PlannedCase>& window, const TimingPolicy&
         // The FMA peak this case's % of peak is against (twice it for a native bf16 row: harness/records.h).
         m["cpu_peak_gflops"] = window_peaks.cpu_fp32_gflops;
         m["cpu_peak_probes"] = cpu_peak_probes.size();
-        m["cpu_peak_spread"] = *std::max_element(cpu_peak_probes.begin(), cpu_peak_probes.end()) /
-                               *std::min_element(cpu_peak_probes.begin(), cpu_peak_probes.end());
+        m["cpu_peak_spread"] =  // largest / smallest probe
+            window_peaks.cpu_fp32_gflops / *std::min_element(cpu_peak_probes.begin(), cpu_peak_probes.end());
       }
       build_entries(s, foreign_cpu, m, window_peaks);
     }
