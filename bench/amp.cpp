@@ -141,14 +141,11 @@ std::string point_of(const json& r) {
 // repetition and the median of the other dtypes: computed over the finished entries (Suite::derive).
 void derive_speedups(std::vector<json>& entries) {
   auto ok = [](const json& e) { return !e.value("error_occurred", false) && e.value("real_time", 0.0) > 0; };
-  auto median = [](const json& e) {  // the case's summary: its median, or its only repetition
-    return e.value("aggregate_name", "") == "median" || (e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1);
-  };
   std::map<std::string, double> fp32;
   for (const auto& e : entries)
-    if (ok(e) && median(e) && e.value("dtype", "") == "fp32") fp32[point_of(e)] = e.at("real_time").get<double>();
+    if (ok(e) && summary_entry(e) && e.value("dtype", "") == "fp32") fp32[point_of(e)] = e.at("real_time").get<double>();
   for (auto& e : entries) {
-    if (!ok(e) || e.value("dtype", "") == "fp32" || !(median(e) || e.value("run_type", "") == "iteration")) continue;
+    if (!ok(e) || e.value("dtype", "") == "fp32" || !(summary_entry(e) || e.value("run_type", "") == "iteration")) continue;
     if (auto it = fp32.find(point_of(e)); it != fp32.end()) e["speedup_vs_fp32"] = it->second / e.at("real_time").get<double>();
   }
 }

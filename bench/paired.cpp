@@ -6,15 +6,13 @@
 #include <map>
 #include <utility>
 
+#include "bench/suite.h"
+
 namespace dlb::bench {
 
 namespace {
 
 bool repetition(const json& e) { return e.value("run_type", "") == "iteration"; }
-// A case's summary entry: its median, or its only repetition.
-bool summary(const json& e) {
-  return e.value("aggregate_name", "") == "median" || (repetition(e) && e.value("repetitions", 0) == 1);
-}
 
 std::string fmt(double v, const char* f) {
   char b[32];
@@ -35,7 +33,7 @@ void derive_paired_speedup(std::vector<json>& entries, const std::function<std::
   std::map<std::pair<std::string, int>, double> peer_rep;  // (point, repetition) -> rate
   for (const json& e : entries) {
     if (!rated(e, peer)) continue;
-    if (summary(e)) peer_median[point(e)] = e.at(rate).get<double>();
+    if (summary_entry(e)) peer_median[point(e)] = e.at(rate).get<double>();
     if (repetition(e)) peer_rep[{point(e), e.value("repetition_index", 0)}] = e.at(rate).get<double>();
   }
   std::map<std::string, std::pair<double, double>> range;  // ours' case (its run_name) -> the ratios' range
@@ -49,7 +47,7 @@ void derive_paired_speedup(std::vector<json>& entries, const std::function<std::
     if (!fresh) r->second = {std::min(r->second.first, x), std::max(r->second.second, x)};
   }
   for (json& e : entries) {
-    if (!rated(e, ours) || !summary(e)) continue;
+    if (!rated(e, ours) || !summary_entry(e)) continue;
     const auto it = peer_median.find(point(e));
     if (it == peer_median.end()) continue;
     e[key] = e.at(rate).get<double>() / it->second;

@@ -122,6 +122,10 @@ std::vector<std::string> axis_strings(const SuiteOptions& o, const std::string& 
   return out;
 }
 
+bool summary_entry(const json& e) {
+  return e.value("aggregate_name", "") == "median" || (e.value("run_type", "") == "iteration" && e.value("repetitions", 0) == 1);
+}
+
 namespace flag {
 using P = FlagSpec::Parse;
 const FlagSpec& sizes() {

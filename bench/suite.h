@@ -124,6 +124,9 @@ const Suite* find_suite(const std::string& name);
 std::vector<long long> axis_ints(const SuiteOptions& o, const std::string& key);
 std::vector<std::string> axis_strings(const SuiteOptions& o, const std::string& key);
 
+// For derive(): whether an entry is its case's summary, the median aggregate or the only repetition.
+bool summary_entry(const json& e);
+
 }  // namespace dlb::bench
 
 #define DLB_SUITE_CAT2(a, b) a##b
