@@ -14,16 +14,51 @@
 
 namespace dlb::harness {
 
-std::optional<std::uint64_t> peak_rss_bytes() {
-  std::ifstream f("/proc/self/status");
+namespace {
+// A "Key:   N kB" line of /proc/PID/status, in bytes; nullopt when the file or the line is absent.
+std::optional<std::uint64_t> status_bytes(const std::string& pid, const std::string& key) {
+  std::ifstream f("/proc/" + pid + "/status");
   std::string line;
   while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    std::istringstream in(line.substr(6));
+    if (line.rfind(key + ":", 0) != 0) continue;
+    std::istringstream in(line.substr(key.size() + 1));
     std::uint64_t kb = 0;
     if (in >> kb) return kb * 1024;  // the kernel writes kB
   }
   return std::nullopt;
+}
+
+// The processes below this one (the children of each of its threads, /proc/PID/task/TID/children,
+// Linux >= 3.5), and theirs, breadth first.
+std::vector<std::string> descendants() {
+  std::vector<std::string> all = {std::to_string(getpid())};
+  for (std::size_t i = 0; i < all.size() && all.size() < 4096; ++i) {  // (a bound: /proc is read live)
+    const std::string tasks = "/proc/" + all[i] + "/task";
+    DIR* d = opendir(tasks.c_str());
+    if (!d) continue;
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(tasks + "/" + e->d_name + "/children");
+      for (std::string c; f >> c;) all.push_back(c);
+    }
+    closedir(d);
+  }
+  all.erase(all.begin());
+  return all;
+}
+}  // namespace
+
+std::optional<std::uint64_t> peak_rss_bytes() {
+  auto peak = status_bytes("self", "VmHWM");
+  if (peak)
+    for (const auto& pid : descendants()) *peak += status_bytes(pid, "VmHWM").value_or(0);
+  return peak;
+}
+
+std::uint64_t held_bytes() {
+  std::uint64_t total = status_bytes("self", "RssAnon").value_or(0);
+  for (const auto& pid : descendants()) total += status_bytes(pid, "RssAnon").value_or(0);
+  return total;
 }
 
 bool reset_peak_rss() {

@@ -9,11 +9,17 @@
 
 namespace dlb::harness {
 
-// Peak resident set size of this process in bytes (VmHWM of /proc/self/status), or nullopt.
+// Peak resident set size in bytes (VmHWM of /proc/PID/status) of this process plus each process
+// below it (a peer's Python: its own peak since it started, in its case's setup), or nullopt.
 std::optional<std::uint64_t> peak_rss_bytes();
 // Resets VmHWM to the current RSS (writes "5" to /proc/self/clear_refs; Linux >= 4.0). True when it
 // worked: the next peak_rss_bytes() is then this case's own peak, not the process's since start.
 bool reset_peak_rss();
+
+// Anonymous resident memory (RssAnon: heap, buffers; not the mapped libraries) of this process and
+// of every process below it (a peer's Python, a loader's workers), in bytes; 0 where /proc hides it.
+// What the cases of an interleaved window hold while each other is timed (harness/run/engine.cpp).
+std::uint64_t held_bytes();
 
 // RAPL through powercap: every top-level package zone ROOT/intel-rapl:N (N without ':' sub-zones)
 // with energy_uj and max_energy_range_uj. ROOT defaults to /sys/class/powercap; $DLBENCH_POWERCAP_ROOT

@@ -24,9 +24,14 @@ inline constexpr double kTinyBelow = 1e-3;
 inline constexpr double kTinyMinTime = 0.2;
 inline constexpr double kTinyMinTimeQuick = 0.05;
 // Interleaved windows: at most kWindowCases cases set up together, holding at most kWindowBytes of
-// resident memory and kWindowFreeShare of the memory free when the run starts.
+// anonymous memory (ours and our children's: harness::held_bytes) and kWindowFreeShare of the
+// memory free when the run starts. Memory a neighbour holds is not neutral: on the 2-vCPU Firecracker
+// VM (page reporting) the PyTorch peer's gpt2-124m step, which maps and faults ~0.6 GB a step, took
+// 1.63-1.80 s alone and 2.0-2.9 s beside a process holding 3.5-5 GB (2-2.5 GB: no change); the old
+// 4 GB bound timed it beside ours and the other peer, 11 GB in all, and read 2.04 s
+// (docs/notes/2026-11-27-peer-memory.md). Cases holding more than this are timed back to back.
 inline constexpr int kWindowCases = 16;
-inline constexpr double kWindowBytes = 4e9;
+inline constexpr double kWindowBytes = 2e9;
 inline constexpr double kWindowFreeShare = 0.25;
 // CPU % of peak: before each round of a window timing CPU cases that count FLOPs, the FMA peak is
 // probed again with kWindowProbeReps (cpu::fma_peak_gflops: 3 tries of ~10 ms at AVX-512); their

@@ -1,4 +1,4 @@
-// Host memory and energy meters (harness/meters.h): peak RSS from /proc, RAPL parsing on a fake
+// Host memory and energy meters (harness/meters.h): peak RSS and held memory from /proc (a child's too), RAPL parsing on a fake
 // powercap tree (wraparound, sub-zones, unreadable counters, absent tree), NVML absent here.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/meters.h"
+#include "tests/child_holding.h"
 
 using namespace dlb::harness;
 
@@ -54,6 +55,23 @@ TEST(Meters, PeakRssIsReadAndResettable) {
   const auto reset = peak_rss_bytes();
   ASSERT_TRUE(reset.has_value());
   EXPECT_LT(*reset, *after);  // back to the current RSS, not the 64 MiB peak
+}
+
+// What an interleaved window holds (harness/run/engine.cpp): our anonymous memory and our children's,
+// whose peaks count too (a peer case's work runs in its Python).
+TEST(Meters, HeldBytesAndThePeakCountTheChildProcesses) {
+  const std::uint64_t before = held_bytes();
+  const auto peak_before = peak_rss_bytes();
+  ASSERT_TRUE(peak_before.has_value());
+  const std::size_t n = 64u << 20;
+  {
+    const dlb::test::ChildHolding child(n);
+    EXPECT_GE(held_bytes(), before + (60u << 20));
+    const auto peak = peak_rss_bytes();
+    ASSERT_TRUE(peak.has_value());
+    EXPECT_GE(*peak, *peak_before + (60u << 20));
+  }
+  EXPECT_LT(held_bytes(), before + (32u << 20));  // the child is gone
 }
 
 TEST(Meters, RaplPackagesOnlyAndJoules) {
