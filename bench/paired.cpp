@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "bench/suite.h"
 
@@ -36,22 +37,29 @@ void derive_paired_speedup(std::vector<json>& entries, const std::function<std::
     if (summary_entry(e)) peer_median[point(e)] = e.at(rate).get<double>();
     if (repetition(e)) peer_rep[{point(e), e.value("repetition_index", 0)}] = e.at(rate).get<double>();
   }
-  std::map<std::string, std::pair<double, double>> range;  // ours' case (its run_name) -> the ratios' range
+  std::map<std::string, std::vector<double>> ratios;  // ours' case (its run_name) -> its paired repetitions' ratios
   for (json& e : entries) {
     if (!rated(e, ours) || !repetition(e)) continue;
     const auto it = peer_rep.find({point(e), e.value("repetition_index", 0)});
     if (it == peer_rep.end()) continue;
     const double x = e.at(rate).get<double>() / it->second;
     e[key] = x;
-    auto [r, fresh] = range.try_emplace(e.value("run_name", ""), x, x);
-    if (!fresh) r->second = {std::min(r->second.first, x), std::max(r->second.second, x)};
+    ratios[e.value("run_name", "")].push_back(x);
   }
   for (json& e : entries) {
     if (!rated(e, ours) || !summary_entry(e)) continue;
     const auto it = peer_median.find(point(e));
     if (it == peer_median.end()) continue;
-    e[key] = e.at(rate).get<double>() / it->second;
-    if (const auto r = range.find(e.value("run_name", "")); r != range.end()) e[key + "_range"] = {r->second.first, r->second.second};
+    const auto r = ratios.find(e.value("run_name", ""));
+    if (r == ratios.end()) {  // no repetition of the peer's to pair with: the medians' ratio
+      e[key] = e.at(rate).get<double>() / it->second;
+      continue;
+    }
+    std::vector<double> x = r->second;
+    std::sort(x.begin(), x.end());
+    const std::size_t n = x.size();
+    e[key] = n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+    e[key + "_range"] = {x.front(), x.back()};
   }
 }
 

@@ -9,9 +9,9 @@ def sec_vs_pytorch(page, runs):
         return
     page.section("Ours against PyTorch",
                  "Our training throughput over PyTorch eager's at the same point (device, dtype, model and its sizes, "
-                 "batch) in the same run: the ratio of the medians, and the lowest and highest ratio of one of our "
-                 "repetitions to the peer's repetition in the same interleaved round (on a shared machine the peer's "
-                 "repetitions can move more than ours). Above 1: ours is faster.")
+                 "batch) in the same run: the median, lowest and highest ratio of one of our repetitions to the peer's "
+                 "repetition in the same round (runs before 2026-11-27's evening: the ratio of the medians; on a "
+                 "shared machine the peer's repetitions can move more than ours). Above 1: ours is faster.")
     multi_run = len({c.run.label for c in cases}) > 1
     rows, bars = [], []
     for c in cases:
@@ -30,7 +30,7 @@ def sec_vs_pytorch(page, runs):
                                                        "Paired repetitions"], rows))
     fig, (ax,) = plt_new(8, 0.9 + 0.32 * len(bars))
     ys = list(range(len(bars)))
-    # The medians' ratio can lie outside the paired range (a case's extra repetitions have no partner).
+    # An older run's medians' ratio can lie outside the paired range (extra repetitions have no partner).
     below, above = [max(0.0, b[1] - b[2]) for b in bars], [max(0.0, b[3] - b[1]) for b in bars]
     ax.errorbar([b[1] for b in bars], ys, xerr=[below, above], fmt="o", color="#2f6db5", ecolor="#333333", capsize=3)
     ax.axvline(1.0, color="#b3261e", linestyle=":", linewidth=1.5)
@@ -38,6 +38,6 @@ def sec_vs_pytorch(page, runs):
     ax.set_yticklabels([b[0] for b in bars], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")  # ratios from below 1 to tens
-    ax.set_xlabel("ours / PyTorch eager (log): dot, the medians' ratio; whiskers, the paired range")
+    ax.set_xlabel("ours / PyTorch eager (log): dot, the median ratio; whiskers, the paired range")
     ax.set_title("Ours against PyTorch")
     page.figure(fig, "vs_pytorch", "Ours over PyTorch eager per case; the dotted line is parity.")

@@ -219,7 +219,7 @@ TEST(Gpt2Suite, OursAgainstPyTorchEagerPairsTheRepetitionsOfARound) {
     ASSERT_EQ(e.at("dtype"), "fp32");
     ASSERT_EQ(e.at("seq"), 64);
     if (e.value("aggregate_name", "") == "median") {
-      EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch").get<double>(), 2.0);
+      EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch").get<double>(), 2.1);  // the pairs' median (medians' ratio: 2.0)
       EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch_range")[0].get<double>(), 2000.0 / 1100);
       EXPECT_DOUBLE_EQ(e.at("speedup_vs_pytorch_range")[1].get<double>(), 2400.0 / 1050);
     } else {
@@ -233,5 +233,5 @@ TEST(Gpt2Suite, OursAgainstPyTorchEagerPairsTheRepetitionsOfARound) {
     if (e.value("aggregate_name", "") == "median") records.push_back(e);
   std::ostringstream table;
   bench::find_suite("gpt2")->summarize(records, table);
-  EXPECT_NE(table.str().find("2.00x (1.82-2.29)"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("2.10x (1.82-2.29)"), std::string::npos) << table.str();
 }

@@ -295,8 +295,11 @@ TEST(SeqSuite, OursOverPyTorchIsPairedByRound) {
   EXPECT_DOUBLE_EQ(es[0].at("speedup_vs_pytorch").get<double>(), 3.0);
   EXPECT_DOUBLE_EQ(es[1].at("speedup_vs_pytorch").get<double>(), 2.2);
   EXPECT_FALSE(es[4].contains("speedup_vs_pytorch"));  // the graph row
-  EXPECT_DOUBLE_EQ(es[5].at("speedup_vs_pytorch").get<double>(), 3150.0 / 1250);
+  // The pairs' median (3.0 and 2.2), inside their range, though ours' median (as after extra
+  // repetitions of a noisy case) over the peer's is 3150 / 1250 = 2.52.
+  EXPECT_DOUBLE_EQ(es[5].at("speedup_vs_pytorch").get<double>(), 2.6);
+  EXPECT_DOUBLE_EQ(es[5].at("speedup_vs_pytorch_range")[0].get<double>(), 2.2);
   std::ostringstream table;
   bench::find_suite("seq")->summarize({es[5], es[6]}, table);
-  EXPECT_NE(table.str().find("2.52x (2.20-3.00)"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("2.60x (2.20-3.00)"), std::string::npos) << table.str();
 }
