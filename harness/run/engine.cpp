@@ -1,7 +1,6 @@
 // The timing engine (see engine.h): prepare, rounds, entries.
 #include "harness/run/engine.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
