@@ -18,16 +18,20 @@ class ChildHolding {
     int fd[2];
     if (pipe(fd) != 0) throw std::runtime_error("pipe");
     pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork");
+    if (pid_ < 0) {
+      close(fd[0]), close(fd[1]);
+      throw std::runtime_error("fork");
+    }
     if (pid_ == 0) {  // the child: only async-signal-safe calls from here on
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p != MAP_FAILED) std::memset(p, 1, bytes);
       (void)!write(fd[1], p != MAP_FAILED ? "y" : "n", 1);
       for (;;) pause();
     }
+    close(fd[1]);  // (so a child that dies before its write ends the read)
     char c = 0;
     (void)!read(fd[0], &c, 1);  // returns once the bytes are resident
-    close(fd[0]), close(fd[1]);
+    close(fd[0]);
     if (c != 'y') {
       stop();
       throw std::runtime_error("the child could not map its memory");

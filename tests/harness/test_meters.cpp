@@ -1,5 +1,6 @@
-// Host memory and energy meters (harness/meters.h): peak RSS and held memory from /proc (a child's too), RAPL parsing on a fake
-// powercap tree (wraparound, sub-zones, unreadable counters, absent tree), NVML absent here.
+// Host memory and energy meters (harness/meters.h): peak RSS and held memory from /proc (our
+// children's too), RAPL parsing on a fake powercap tree (wraparound, sub-zones, unreadable counters,
+// absent tree), NVML absent here.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
